@@ -1,0 +1,177 @@
+"""Pure builders of what the loopback Slack emulator delivers to a bot, shaped like real Slack."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from bot.slack_emulator_model import JSON, Identity
+
+
+def new_id(prefix: str, length: int = 10) -> str:
+    return prefix + uuid.uuid4().hex[:length].upper()
+
+
+def trigger_id() -> str:
+    return f"{int(time.time())}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex}"
+
+
+def event_callback(ident: Identity, event: JSON, event_id: str) -> JSON:
+    """The Events API body (`type: event_callback`) wrapping one event."""
+    return {
+        "token": "emulated-verification-token",
+        "team_id": ident.team_id,
+        "context_team_id": ident.team_id,
+        "api_app_id": ident.app_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": ident.team_id,
+                "user_id": ident.bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": "4-" + uuid.uuid4().hex,
+    }
+
+
+def message_event(ident: Identity, channel: str, stored: JSON, channel_type: str) -> JSON:
+    """The `message` event for a stored user message."""
+    event = {key: value for key, value in stored.items() if key not in ("reply_count",)}
+    return {**event, "channel": channel, "event_ts": stored["ts"], "channel_type": channel_type}
+
+
+def mention_event(message_event: JSON) -> JSON:
+    """The `app_mention` event Slack sends next to the `message` event of a mention."""
+    keep = ("user", "text", "ts", "thread_ts", "channel", "event_ts", "team", "client_msg_id")
+    return {"type": "app_mention", **{k: message_event[k] for k in keep if k in message_event}}
+
+
+def changed_event(channel: str, before: JSON, after: JSON, channel_type: str) -> JSON:
+    ts = after["edited"]["ts"]
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel": channel,
+        "hidden": True,
+        "message": after,
+        "previous_message": before,
+        "ts": ts,
+        "event_ts": ts,
+        "channel_type": channel_type,
+    }
+
+
+def deleted_event(channel: str, before: JSON, deletion_ts: str, channel_type: str) -> JSON:
+    return {
+        "type": "message",
+        "subtype": "message_deleted",
+        "channel": channel,
+        "hidden": True,
+        "deleted_ts": before["ts"],
+        "previous_message": before,
+        "ts": deletion_ts,
+        "event_ts": deletion_ts,
+        "channel_type": channel_type,
+    }
+
+
+def slash_fields(
+    ident: Identity, command: str, text: str, user: str, channel: str, response_url: str
+) -> dict[str, str]:
+    """The form fields of a slash command request."""
+    return {
+        "token": "emulated-verification-token",
+        "team_id": ident.team_id,
+        "team_domain": ident.team_domain,
+        "channel_id": channel,
+        "channel_name": channel.lower(),
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": ident.app_id,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id(),
+    }
+
+
+def _block_id(message: JSON | None, action_id: str) -> str:
+    for block in (message or {}).get("blocks", []):
+        elements = [*block.get("elements", []), block.get("accessory") or {}]
+        if any(isinstance(e, dict) and e.get("action_id") == action_id for e in elements):
+            return str(block.get("block_id", "b1"))
+    return "b1"
+
+
+def block_actions(
+    ident: Identity,
+    *,
+    user: str,
+    channel: str,
+    message_ts: str,
+    message: JSON | None,
+    action_id: str,
+    value: str,
+    thread_ts: str | None,
+    response_url: str,
+) -> JSON:
+    """An interactive `block_actions` payload for a button click on a message."""
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    if thread_ts:
+        container["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": {
+            "id": user,
+            "username": user.lower(),
+            "name": user.lower(),
+            "team_id": ident.team_id,
+        },
+        "api_app_id": ident.app_id,
+        "token": "emulated-verification-token",
+        "container": container,
+        "trigger_id": trigger_id(),
+        "team": {"id": ident.team_id, "domain": ident.team_domain},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": channel.lower()},
+        "message": message or {"type": "message", "ts": message_ts},
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": _block_id(message, action_id),
+                "value": value,
+                "text": {"type": "plain_text", "text": value},
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def envelope(kind: str, payload: JSON, *, retry_attempt: int, retry_reason: str) -> JSON:
+    """A Socket Mode envelope."""
+    return {
+        "envelope_id": str(uuid.uuid4()),
+        "type": kind,
+        "payload": payload,
+        "accepts_response_payload": kind == "slash_commands",
+        "retry_attempt": retry_attempt,
+        "retry_reason": retry_reason,
+    }

@@ -1,0 +1,147 @@
+"""The terminal front end: ``harness run | tasks | show | bot``. Thin over the orchestrator."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.context import build_task_context
+from harness.errors import HarnessError
+from harness.orchestrator import AgentEvent, Orchestrator
+from harness.project import Project, build_orchestrator, default_config_path, load_project
+from harness.render import render_record, render_task, render_task_list
+from harness.tasks import FileTaskStore
+
+logger = logging.getLogger(__name__)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="path to config.yaml (default: $HARNESS_CONFIG, else ./config.yaml)",
+    )
+    common.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Turn requests into tasks worked by teams of Claude agents.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run one agent from the terminal and print its structured result",
+        description="Run one agent. Without --role the routing rules in config.yaml pick "
+        "it; with --task the agent joins that task and sees its history first.",
+    )
+    run.add_argument("prompt", help="what the agent should do")
+    run.add_argument("--role", help="the role to run (a file in roles/, without .md)")
+    run.add_argument("--task", metavar="SLUG", help="add to this existing task")
+
+    sub.add_parser(
+        "tasks",
+        parents=[common],
+        help="list tasks (slug, created, dispatch count, description)",
+        description="List the tasks, newest first.",
+    )
+    show = sub.add_parser(
+        "show",
+        parents=[common],
+        help="show a task: its reconstructed context and every dispatch",
+        description="Show a task's reconstructed context and each dispatch with its result.",
+    )
+    show.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config_path: Path = args.config or default_config_path()
+    try:
+        project = load_project(config_path)
+        if args.command == "run":
+            return asyncio.run(_run(project, args.prompt, args.role, args.task))
+        if args.command == "tasks":
+            store = FileTaskStore(project.config.tasks_dir)
+            print(render_task_list(store.list()))
+            return 0
+        if args.command == "show":
+            return _show(project, args.slug)
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _show(project: Project, slug: str) -> int:
+    store = FileTaskStore(project.config.tasks_dir)
+    task = store.get(slug)
+    context = build_task_context(task, budget_chars=project.config.context_budget_chars)
+    print(render_task(task, context))
+    return 0
+
+
+async def _run(project: Project, prompt: str, role: str | None, slug: str | None) -> int:
+    orchestrator = build_orchestrator(project)
+    orchestrator.recover_interrupted()
+    if role is None:
+        last = orchestrator.last_role(orchestrator.store.get(slug)) if slug else None
+        role = orchestrator.route(prompt, last)
+    orchestrator.role(role)  # unknown role: fail before creating a task
+    orchestrator.subscribe(_progress_on_stderr)
+    stop = _install_signal_handlers(orchestrator)
+    try:
+        handle = orchestrator.draft(role, prompt, task_slug=slug)
+        record = await orchestrator.wait(handle.agent_id)
+    finally:
+        stop()
+    print(render_record(record, task_slug=handle.task_slug))
+    if record.status == "completed":
+        return 0
+    return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED
+
+
+def _progress_on_stderr(event: AgentEvent) -> None:
+    r = event.record
+    if event.kind == "started":
+        print(f"[{r.agent_id}] {r.role} started on task {event.task.slug}", file=sys.stderr)
+    elif event.kind == "finished":
+        print(f"[{r.agent_id}] {r.role} {r.status}", file=sys.stderr)
+
+
+def _install_signal_handlers(orchestrator: Orchestrator) -> Callable[[], None]:
+    """SIGINT/SIGTERM stop every agent (dispatches end ``interrupted``), never orphan them."""
+    loop = asyncio.get_running_loop()
+    pending: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
+        print(f"harness: {name} received, stopping agents…", file=sys.stderr)
+        pending.append(loop.create_task(orchestrator.shutdown(f"interrupted by {name}")))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    def remove() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+    return remove

@@ -1,0 +1,90 @@
+"""One error tree for the harness: every failure a user can cause names what and how to fix it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class HarnessError(Exception):
+    """Base of every error the harness raises on purpose.
+
+    ``message`` says what went wrong, ``fix`` says what to do about it.
+    """
+
+    def __init__(self, message: str, *, fix: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+
+
+class ConfigError(HarnessError):
+    """config.yaml is missing, unreadable or invalid."""
+
+    def __init__(self, file: str, field: str, problem: str, *, fix: str) -> None:
+        super().__init__(f"{file}: {field}: {problem}", fix=fix)
+        self.file = file
+        self.field = field
+        self.problem = problem
+
+
+class RoleError(HarnessError):
+    """A file in roles/ is invalid."""
+
+    def __init__(self, file: str, field: str, problem: str, *, fix: str) -> None:
+        super().__init__(f"{file}: {field}: {problem}", fix=fix)
+        self.file = file
+        self.field = field
+        self.problem = problem
+
+
+class UnknownRoleError(HarnessError):
+    def __init__(self, role: str, known: Sequence[str]) -> None:
+        listed = ", ".join(sorted(known)) or "(none)"
+        super().__init__(
+            f"unknown role {role!r}; known roles: {listed}",
+            fix="use one of the known roles, or add roles/<name>.md",
+        )
+        self.role = role
+        self.known = tuple(sorted(known))
+
+
+class TaskNotFoundError(HarnessError):
+    def __init__(self, slug: str) -> None:
+        super().__init__(
+            f"no task {slug!r}", fix="run `harness tasks` to list the existing task slugs"
+        )
+        self.slug = slug
+
+
+class InvalidSlugError(HarnessError):
+    def __init__(self, slug: str) -> None:
+        super().__init__(
+            f"invalid task slug {slug!r}",
+            fix="a slug is lowercase letters, digits and hyphens, 1-64 chars, "
+            "e.g. `add-a-settings-page`",
+        )
+        self.slug = slug
+
+
+class AgentNotFoundError(HarnessError):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"no agent {agent_id!r}", fix="list the agents to find a valid agent id")
+        self.agent_id = agent_id
+
+
+class ToolError(HarnessError):
+    """A harness MCP tool call that cannot be served; reaches the model as a tool error
+    ``{"error": {"code", "message", "suggestion"}}`` (seed 002's codes)."""
+
+    def __init__(self, code: str, message: str, suggestion: str) -> None:
+        super().__init__(message, fix=suggestion)
+        self.code = code
+        self.suggestion = suggestion
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {
+            "error": {"code": self.code, "message": self.message, "suggestion": self.suggestion}
+        }

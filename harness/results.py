@@ -1,0 +1,110 @@
+"""Domain values of an agent's work: its structured result and the dispatch record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
+FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed", "interrupted"})
+
+# The JSON schema every agent's final answer must match (through the CLI's StructuredOutput).
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "What was done, in a few sentences."},
+        "changes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Each change made (files, behaviour), one per item.",
+        },
+        "issues": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Problems found or left open.",
+        },
+        "questions": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Questions for the humans, if any.",
+        },
+    },
+    "required": ["summary", "changes", "issues", "questions"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    summary: str
+    changes: tuple[str, ...] = ()
+    issues: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "changes": list(self.changes),
+            "issues": list(self.issues),
+            "questions": list(self.questions),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> AgentResult | None:
+        """Lenient: a result from the model or from disk; None when there is no summary."""
+        if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+            return None
+
+        def strings(key: str) -> tuple[str, ...]:
+            value = data.get(key)
+            if not isinstance(value, list):
+                return ()
+            return tuple(str(item) for item in value)
+
+        return cls(
+            summary=data["summary"],
+            changes=strings("changes"),
+            issues=strings("issues"),
+            questions=strings("questions"),
+        )
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """Where a task lives in Slack (kept interface-agnostic: just two strings)."""
+
+    channel: str
+    thread_ts: str
+
+
+@dataclass(frozen=True)
+class DispatchRecord:
+    agent_id: str
+    role: str
+    cwd: str
+    model: str | None
+    started_at: str
+    status: DispatchStatus
+    journal_file: str
+    prompt: str = ""
+    parent_id: str | None = None
+    completed_at: str | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    duration_ms: int | None = None
+    result: AgentResult | None = None
+    # Why it failed / was killed, in words a user can act on.
+    error: str | None = None
+    # The agent's last text, kept when it produced no structured result.
+    last_text: str | None = None
+    # PID of the harness process that ran it: lets a restart tell a crash from a live peer.
+    host_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    slug: str
+    created: str
+    description: str
+    thread: ThreadRef | None = None
+    dispatches: tuple[DispatchRecord, ...] = ()

@@ -1,0 +1,260 @@
+"""The agent runtime: runs one agent to its structured result.
+
+This is the only module that drives ``claude_agent_sdk``'s client. One ``ClaudeSDKClient``
+per agent; a kill is ``interrupt()`` then ``disconnect()`` (about 50 ms, and the ``claude``
+child is gone), never a task cancellation (which takes ~5 s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ClaudeSDKError,
+    HookContext,
+    HookMatcher,
+    Message,
+    ResultMessage,
+    TextBlock,
+    ToolUseBlock,
+)
+from claude_agent_sdk._errors import ResultError
+from claude_agent_sdk.types import McpSdkServerConfig, SyncHookJSONOutput
+
+from harness.results import RESULT_SCHEMA, AgentResult
+from harness.roles import Role
+
+logger = logging.getLogger(__name__)
+
+OutcomeStatus = Literal["completed", "failed", "killed"]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call the agent is about to make (seen by a PreToolUse hook)."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    agent_id: str
+    role: Role
+    prompt: str
+    cwd: Path
+    mcp_server: McpSdkServerConfig | None = None
+    # MCP tools the agent may call without a permission prompt (its access profile).
+    mcp_tools: tuple[str, ...] = ()
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: OutcomeStatus
+    result: AgentResult | None = None
+    error: str | None = None
+    last_text: str | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    duration_ms: int = 0
+
+
+class AgentControl:
+    """Shared between the pool and a running agent: kill requests and live activity."""
+
+    def __init__(self) -> None:
+        self.kill_reason: str | None = None
+        self.activity: str = "starting"
+        self._interrupt: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def kill_requested(self) -> bool:
+        return self.kill_reason is not None
+
+    def attach(self, interrupt: Callable[[], Awaitable[None]] | None) -> None:
+        self._interrupt = interrupt
+
+    async def kill(self, reason: str) -> None:
+        """Ask the agent to stop; the runtime's run() then returns a ``killed`` outcome."""
+        first = self.kill_reason is None
+        self.kill_reason = reason if first else self.kill_reason
+        if first and self._interrupt is not None:
+            await self._interrupt()
+
+
+MessageSink = Callable[[dict[str, Any]], None]
+ToolUseSink = Callable[[ToolUse], Awaitable[None]]
+
+
+class AgentRuntime(Protocol):
+    async def run(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+    ) -> RunOutcome: ...
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """An SDK message as a JSON-ready dict for the journal."""
+    body = dataclasses.asdict(message) if dataclasses.is_dataclass(message) else {}
+    return {"type": type(message).__name__, **body}
+
+
+class ClaudeRuntime:
+    """Runs agents with the Claude Code CLI bundled in claude-agent-sdk."""
+
+    def __init__(self, *, base_env: Mapping[str, str] | None = None) -> None:
+        # Extra environment for every child (the process environment passes through anyway).
+        self._base_env = dict(base_env or {})
+
+    def options_for(
+        self, spec: AgentSpec, on_tool_use: ToolUseSink, stderr: Callable[[str], None]
+    ) -> ClaudeAgentOptions:
+        role = spec.role
+
+        async def pre_tool_use(
+            hook_input: Any, tool_use_id: str | None, _context: HookContext
+        ) -> SyncHookJSONOutput:
+            use = ToolUse(
+                tool_use_id=tool_use_id or "",
+                name=str(hook_input.get("tool_name", "")),
+                input=dict(hook_input.get("tool_input") or {}),
+            )
+            await on_tool_use(use)
+            return {}
+
+        env = {**self._base_env, **spec.env}
+        if role.permission_mode == "bypassPermissions" and os.geteuid() == 0:
+            # The CLI refuses bypassPermissions as root outside a sandbox.
+            env.setdefault("IS_SANDBOX", "1")
+        return ClaudeAgentOptions(
+            system_prompt={"type": "preset", "preset": "claude_code", "append": role.prompt},
+            tools=list(role.tools) if role.tools is not None else None,
+            allowed_tools=list(spec.mcp_tools),
+            mcp_servers={"harness": spec.mcp_server} if spec.mcp_server else {},
+            permission_mode=role.permission_mode,
+            max_turns=role.max_turns,
+            max_budget_usd=role.max_budget_usd,
+            model=role.model,
+            cwd=str(spec.cwd),
+            output_format={"type": "json_schema", "schema": RESULT_SCHEMA},
+            setting_sources=["project"],
+            env=env,
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
+            stderr=stderr,
+        )
+
+    async def run(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+    ) -> RunOutcome:
+        started = time.monotonic()
+        stderr_tail: deque[str] = deque(maxlen=5)
+        options = self.options_for(spec, on_tool_use, stderr_tail.append)
+        tracker = _RunTracker(control)
+        client = ClaudeSDKClient(options)
+        try:
+            await client.connect()
+            control.attach(client.interrupt)
+            if not control.kill_requested:
+                await client.query(spec.prompt)
+                async for message in client.receive_response():
+                    on_message(message_to_json(message))
+                    tracker.observe(message)
+        except ResultError as exc:
+            tracker.error = _describe_result_error(exc)
+        except ClaudeSDKError as exc:
+            tracker.error = f"the Claude Code CLI failed: {exc}"
+            if stderr_tail:
+                tracker.error += " (stderr: " + " | ".join(s.strip() for s in stderr_tail) + ")"
+        finally:
+            control.attach(None)
+            await client.disconnect()
+        return tracker.outcome(int((time.monotonic() - started) * 1000))
+
+
+class _RunTracker:
+    """Folds the message stream into an outcome."""
+
+    def __init__(self, control: AgentControl) -> None:
+        self.control = control
+        self.last_text: str | None = None
+        self.result_message: ResultMessage | None = None
+        self.error: str | None = None
+
+    def observe(self, message: Message) -> None:
+        if isinstance(message, AssistantMessage):
+            texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text]
+            if texts:
+                self.last_text = "\n".join(texts)
+            tools = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
+            if tools:
+                self.control.activity = f"using {tools[-1]}"
+            elif texts:
+                self.control.activity = "writing"
+        elif isinstance(message, ResultMessage):
+            self.result_message = message
+
+    def outcome(self, duration_ms: int) -> RunOutcome:
+        rm = self.result_message
+        base = RunOutcome(
+            status="completed",
+            result=AgentResult.from_json(rm.structured_output) if rm is not None else None,
+            last_text=self.last_text,
+            cost_usd=rm.total_cost_usd if rm is not None else None,
+            turns=rm.num_turns if rm is not None else None,
+            duration_ms=rm.duration_ms if rm is not None and rm.duration_ms else duration_ms,
+        )
+        if self.control.kill_reason is not None:
+            return dataclasses.replace(base, status="killed", error=self.control.kill_reason)
+        error = self.error
+        if error is None and rm is not None and rm.is_error:
+            error = _describe_result(rm.subtype, rm.errors, rm.result)
+        if error is None and base.result is None:
+            error = (
+                "the agent ended without a structured result (it never called "
+                "StructuredOutput); its last text is kept"
+                if rm is not None
+                else "the agent ended without a result message"
+            )
+        if error is not None:
+            return dataclasses.replace(base, status="failed", error=error)
+        return base
+
+
+def _describe_result(subtype: str | None, errors: list[str] | None, text: str | None) -> str:
+    reasons = {
+        "error_max_turns": "it reached the role's maxTurns limit",
+        "error_max_budget_usd": "it reached the role's maxBudgetUsd limit",
+        "error_max_structured_output_retries": (
+            "its structured result did not match the schema after 5 tries"
+        ),
+        "error_during_execution": "the run failed during execution",
+    }
+    reason = reasons.get(subtype or "", f"the run ended with {subtype}")
+    details = "; ".join(e for e in (errors or []) if e) or (text or "")
+    return f"{reason}: {details}" if details else reason
+
+
+def _describe_result_error(exc: ResultError) -> str:
+    return _describe_result(exc.subtype, exc.errors, exc.result)

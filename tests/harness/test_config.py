@@ -1,0 +1,249 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_config, parse_config
+from harness.errors import ConfigError
+
+FULL_CONFIG = """\
+roles: my-roles
+tasks: data/tasks
+defaultRole: coder
+routing:
+  - pattern: '^(plan|analyze)\\b'
+    role: planner
+  - pattern: '^review\\b'
+    role: reviewer
+context: {budgetChars: 5000}
+askHuman: {timeoutSeconds: 60}
+mcp:
+  toolTimeoutMs: 1000
+  fullAccessCategories: [conversational, lead]
+  maxDepth: 0
+  maxConcurrentAgents: 2
+  taskBudgetUsd: 1.5
+  allow: {worker: ["mcp__harness__list_*"]}
+  deny: {lead: ["mcp__harness__kill_agent"]}
+metadata:
+  git_branch: {command: "git rev-parse --abbrev-ref HEAD", description: "Branch",
+               timeoutSeconds: 2, include_in_list: true}
+  uptime: {command: uptime}
+slack: {allowedUsers: [U1], allowedChannels: [C1, C2], admins: [U9]}
+"""
+
+
+def parse_error(mapping: dict[str, object], tmp_path: Path) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mapping, file=tmp_path / "config.yaml")
+    return caught.value
+
+
+def test_empty_mapping_gives_defaults_relative_to_the_config_folder(tmp_path: Path) -> None:
+    config = parse_config({}, file=tmp_path / "config.yaml")
+
+    assert config.file == tmp_path / "config.yaml"
+    assert config.base_dir == tmp_path
+    assert config.roles_dir == tmp_path / "roles"
+    assert config.tasks_dir == tmp_path / ".agents" / "tasks"
+    assert config.default_role == "developer"
+    assert config.rules == ()
+    assert config.context_budget_chars == 24_000
+    assert config.ask_timeout_seconds == 900.0
+    assert config.mcp.full_access_categories == ("conversational",)
+    assert config.mcp.task_budget_usd is None
+    assert config.metadata == ()
+    assert config.slack.allowed_users == ()
+
+
+def test_full_file_loads_every_section(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(FULL_CONFIG, encoding="utf-8")
+
+    config = load_config(file)
+
+    assert config.roles_dir == tmp_path / "my-roles"
+    assert config.tasks_dir == tmp_path / "data" / "tasks"
+    assert config.default_role == "coder"
+    assert [rule.role for rule in config.rules] == ["planner", "reviewer"]
+    assert config.context_budget_chars == 5000
+    assert config.ask_timeout_seconds == 60.0
+    assert config.mcp.tool_timeout_ms == 1000
+    assert config.mcp.full_access_categories == ("conversational", "lead")
+    assert config.mcp.max_depth == 0
+    assert config.mcp.max_concurrent_agents == 2
+    assert config.mcp.task_budget_usd == 1.5
+    assert config.mcp.allow == {"worker": ("mcp__harness__list_*",)}
+    assert config.mcp.deny == {"lead": ("mcp__harness__kill_agent",)}
+    branch, uptime = config.metadata
+    assert branch.name == "git_branch"
+    assert branch.timeout_seconds == 2.0
+    assert branch.include_in_list is True
+    assert uptime.command == "uptime"
+    assert uptime.include_in_list is False
+    assert config.slack.allowed_channels == ("C1", "C2")
+    assert config.slack.admins == ("U9",)
+
+
+def test_routing_patterns_are_compiled_case_insensitively(tmp_path: Path) -> None:
+    config = parse_config(
+        {"routing": [{"pattern": "^review\\b", "role": "reviewer"}]}, file=tmp_path / "c.yaml"
+    )
+
+    assert config.rules[0].pattern.search("REVIEW this")
+    assert not config.rules[0].pattern.search("reviewers")
+
+
+def test_relative_path_going_up_is_normalised(tmp_path: Path) -> None:
+    config = parse_config({"roles": "../shared/roles"}, file=tmp_path / "app" / "config.yaml")
+
+    assert config.roles_dir == tmp_path / "shared" / "roles"
+
+
+def test_invalid_regex_names_the_pattern_and_the_re_error(tmp_path: Path) -> None:
+    error = parse_error(
+        {
+            "routing": [
+                {"pattern": "^ok", "role": "a"},
+                {"pattern": "^(unclosed", "role": "b"},
+            ]
+        },
+        tmp_path,
+    )
+
+    assert error.field == "routing[1].pattern"
+    assert "'^(unclosed'" in error.problem
+    assert "missing ), unterminated subpattern" in error.problem
+    assert error.file == str(tmp_path / "config.yaml")
+    assert error.fix
+
+
+def test_unknown_top_level_key_lists_known_keys_and_suggests_the_spelling(
+    tmp_path: Path,
+) -> None:
+    error = parse_error({"defaultrole": "developer"}, tmp_path)
+
+    assert error.field == "defaultrole"
+    assert "unknown key" in error.problem
+    assert "did you mean 'defaultRole'?" in error.fix
+    assert "routing" in error.fix and "mcp" in error.fix
+
+
+def test_unknown_key_inside_a_section_names_its_path(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"maxDepht": 2}}, tmp_path)
+
+    assert error.field == "mcp.maxDepht"
+    assert "maxDepth" in error.fix
+
+
+def test_wrong_type_says_expected_and_found(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"maxDepth": "three"}}, tmp_path)
+
+    assert error.field == "mcp.maxDepth"
+    assert "expected an integer" in error.problem
+    assert "'three'" in error.problem
+
+
+def test_boolean_is_not_accepted_as_a_number(tmp_path: Path) -> None:
+    error = parse_error({"context": {"budgetChars": True}}, tmp_path)
+
+    assert error.field == "context.budgetChars"
+    assert "boolean" in error.problem
+
+
+def test_negative_budget_is_rejected_with_the_limit(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"taskBudgetUsd": -1}}, tmp_path)
+
+    assert error.field == "mcp.taskBudgetUsd"
+    assert "greater than 0" in error.problem
+
+
+def test_zero_concurrent_agents_is_rejected(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"maxConcurrentAgents": 0}}, tmp_path)
+
+    assert error.field == "mcp.maxConcurrentAgents"
+    assert ">= 1" in error.problem
+
+
+def test_routing_rule_without_role_is_rejected(tmp_path: Path) -> None:
+    error = parse_error({"routing": [{"pattern": "^x"}]}, tmp_path)
+
+    assert error.field == "routing[0].role"
+    assert error.problem == "missing"
+
+
+def test_routing_that_is_not_a_list_is_rejected(tmp_path: Path) -> None:
+    error = parse_error({"routing": {"pattern": "^x", "role": "a"}}, tmp_path)
+
+    assert error.field == "routing"
+    assert "expected a list" in error.problem
+
+
+def test_allow_with_a_string_instead_of_a_list_is_rejected(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"allow": {"worker": "mcp__harness__*"}}}, tmp_path)
+
+    assert error.field == "mcp.allow.worker"
+    assert "expected a list of strings" in error.problem
+
+
+def test_metadata_field_without_command_is_rejected(tmp_path: Path) -> None:
+    error = parse_error({"metadata": {"branch": {"description": "x"}}}, tmp_path)
+
+    assert error.field == "metadata.branch.command"
+
+
+def test_slack_list_item_of_wrong_type_names_its_index(tmp_path: Path) -> None:
+    error = parse_error({"slack": {"admins": ["U1", 42]}}, tmp_path)
+
+    assert error.field == "slack.admins[1]"
+    assert "expected a non-empty string" in error.problem
+
+
+def test_load_missing_file_names_the_file_and_how_to_point_to_one(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(missing)
+
+    assert caught.value.file == str(missing)
+    assert "not found" in caught.value.problem
+    assert "HARNESS_CONFIG" in caught.value.fix
+
+
+def test_load_yaml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("routing:\n  - pattern: [unclosed\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(file)
+
+    assert caught.value.file == str(file)
+    assert "YAML syntax error" in caught.value.problem
+    assert "line" in caught.value.problem
+
+
+def test_load_file_that_is_not_a_mapping_is_rejected(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("- just\n- a list\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(file)
+
+    assert caught.value.field == "(top level)"
+    assert "expected a mapping" in caught.value.problem
+
+
+def test_load_empty_file_means_all_defaults(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("# nothing set\n", encoding="utf-8")
+
+    assert load_config(file).default_role == "developer"
+
+
+def test_error_text_contains_file_field_problem_and_fix(tmp_path: Path) -> None:
+    error = parse_error({"askHuman": {"timeoutSeconds": "soon"}}, tmp_path)
+
+    text = str(error)
+    assert text.startswith(f"{tmp_path / 'config.yaml'}: askHuman.timeoutSeconds: expected")
+    assert "fix:" in text

@@ -1,0 +1,219 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import RoleError
+from harness.roles import load_roles, parse_role
+
+MINIMAL = """\
+---
+name: developer
+category: worker
+---
+
+You write code.
+"""
+
+FULL = """\
+---
+name: api-dev
+displayName: API Developer
+category: worker
+cwd: ../api
+model: claude-sonnet-4-5
+tools: [Read, Edit, Bash]
+permissionMode: acceptEdits
+maxTurns: 30
+maxBudgetUsd: 2.5
+---
+# API developer
+
+You change the API.
+"""
+
+
+def role_error(text: str, tmp_path: Path) -> RoleError:
+    with pytest.raises(RoleError) as caught:
+        parse_role(text, source="roles/x.md", base_dir=tmp_path)
+    return caught.value
+
+
+def test_minimal_role_gets_defaults(tmp_path: Path) -> None:
+    role = parse_role(MINIMAL, source="roles/developer.md", base_dir=tmp_path)
+
+    assert role.name == "developer"
+    assert role.display_name == "developer"
+    assert role.category == "worker"
+    assert role.prompt == "You write code."
+    assert role.source == "roles/developer.md"
+    assert role.cwd is None
+    assert role.model is None
+    assert role.tools is None
+    assert role.permission_mode == "default"
+    assert role.max_turns is None
+    assert role.max_budget_usd is None
+
+
+def test_full_role_reads_every_field_and_resolves_cwd(tmp_path: Path) -> None:
+    role = parse_role(FULL, source="roles/api-dev.md", base_dir=tmp_path / "hub")
+
+    assert role.display_name == "API Developer"
+    assert role.cwd == tmp_path / "api"
+    assert role.cwd.is_absolute()
+    assert role.model == "claude-sonnet-4-5"
+    assert role.tools == ("Read", "Edit", "Bash")
+    assert role.permission_mode == "acceptEdits"
+    assert role.max_turns == 30
+    assert role.max_budget_usd == 2.5
+    assert role.prompt == "# API developer\n\nYou change the API."
+
+
+def test_empty_tools_list_means_no_builtin_tools(tmp_path: Path) -> None:
+    text = MINIMAL.replace("category: worker", "category: worker\ntools: []")
+
+    role = parse_role(text, source="x", base_dir=tmp_path)
+
+    assert role.tools == ()
+
+
+def test_file_without_front_matter_is_rejected_with_an_example(tmp_path: Path) -> None:
+    error = role_error("You write code.\n", tmp_path)
+
+    assert error.file == "roles/x.md"
+    assert error.field == "(front matter)"
+    assert "---" in error.fix
+
+
+def test_unclosed_front_matter_is_rejected(tmp_path: Path) -> None:
+    error = role_error("---\nname: x\ncategory: worker\nYou write code.\n", tmp_path)
+
+    assert "not closed" in error.problem
+
+
+def test_unknown_field_lists_the_known_fields(tmp_path: Path) -> None:
+    error = role_error(
+        MINIMAL.replace("category: worker", "category: worker\nmaxTurn: 3"), tmp_path
+    )
+
+    assert error.field == "maxTurn"
+    assert "did you mean 'maxTurns'?" in error.fix
+    assert "permissionMode" in error.fix
+
+
+def test_missing_name_is_rejected(tmp_path: Path) -> None:
+    error = role_error("---\ncategory: worker\n---\nbody\n", tmp_path)
+
+    assert error.field == "name"
+    assert error.problem == "missing"
+
+
+def test_missing_category_is_rejected(tmp_path: Path) -> None:
+    error = role_error("---\nname: x\n---\nbody\n", tmp_path)
+
+    assert error.field == "category"
+    assert "conversational" in error.fix
+
+
+def test_empty_body_is_rejected(tmp_path: Path) -> None:
+    error = role_error("---\nname: x\ncategory: worker\n---\n\n   \n", tmp_path)
+
+    assert error.field == "(body)"
+
+
+def test_unknown_permission_mode_lists_the_modes(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\npermissionMode: yolo"), tmp_path)
+
+    assert error.field == "permissionMode"
+    assert "bypassPermissions" in error.fix
+
+
+def test_zero_max_turns_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\nmaxTurns: 0"), tmp_path)
+
+    assert error.field == "maxTurns"
+    assert "greater than 0" in error.problem
+
+
+def test_fractional_max_turns_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\nmaxTurns: 2.5"), tmp_path)
+
+    assert error.field == "maxTurns"
+
+
+def test_tools_as_a_string_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: Read"), tmp_path)
+
+    assert error.field == "tools"
+    assert "list" in error.problem
+
+
+def test_lowercase_tool_name_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [Read, grep]"), tmp_path)
+
+    assert error.field == "tools[1]"
+
+
+def test_mcp_tool_in_tools_points_to_the_mcp_config(tmp_path: Path) -> None:
+    error = role_error(
+        MINIMAL.replace("worker", "worker\ntools: [mcp__harness__draft_agent]"), tmp_path
+    )
+
+    assert "config.yaml" in error.problem
+
+
+def test_front_matter_yaml_error_is_a_role_error(tmp_path: Path) -> None:
+    error = role_error("---\nname: [x\n---\nbody\n", tmp_path)
+
+    assert "YAML syntax error" in error.problem
+
+
+def test_load_roles_keys_roles_by_name(tmp_path: Path) -> None:
+    (tmp_path / "developer.md").write_text(MINIMAL, encoding="utf-8")
+    (tmp_path / "reviewer.md").write_text(
+        MINIMAL.replace("developer", "reviewer"), encoding="utf-8"
+    )
+    (tmp_path / "notes.txt").write_text("not a role", encoding="utf-8")
+
+    roles = load_roles(tmp_path, base_dir=tmp_path)
+
+    assert sorted(roles) == ["developer", "reviewer"]
+    assert roles["reviewer"].source == str(tmp_path / "reviewer.md")
+
+
+def test_load_roles_rejects_a_name_that_differs_from_the_file_name(tmp_path: Path) -> None:
+    (tmp_path / "dev.md").write_text(MINIMAL, encoding="utf-8")
+
+    with pytest.raises(RoleError) as caught:
+        load_roles(tmp_path, base_dir=tmp_path)
+
+    assert caught.value.file == str(tmp_path / "dev.md")
+    assert caught.value.field == "name"
+    assert "name: dev" in caught.value.fix
+
+
+def test_load_roles_missing_folder_says_how_to_fix(tmp_path: Path) -> None:
+    with pytest.raises(RoleError) as caught:
+        load_roles(tmp_path / "roles", base_dir=tmp_path)
+
+    assert "does not exist" in caught.value.problem
+    assert "roles:" in caught.value.fix
+
+
+def test_load_roles_folder_without_md_files_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(RoleError) as caught:
+        load_roles(tmp_path, base_dir=tmp_path)
+
+    assert "no role files" in caught.value.problem
+
+
+def test_load_roles_rejects_a_cwd_that_does_not_exist(tmp_path: Path) -> None:
+    (tmp_path / "developer.md").write_text(
+        MINIMAL.replace("worker", "worker\ncwd: missing"), encoding="utf-8"
+    )
+
+    with pytest.raises(RoleError) as caught:
+        load_roles(tmp_path, base_dir=tmp_path)
+
+    assert caught.value.field == "cwd"

@@ -1,0 +1,67 @@
+"""The config.yaml and roles/ shipped at the repository root load, validate and route."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config import load_config
+from harness.roles import load_roles
+from harness.routing import Router, validate_routing
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_config_and_roles_load_and_validate() -> None:
+    config = load_config(REPO / "config.yaml")
+    roles = load_roles(config.roles_dir, base_dir=config.base_dir)
+
+    validate_routing(config, roles)
+    assert config.default_role == "developer"
+    assert {"developer", "reviewer", "product-analyst"} <= set(roles)
+
+
+def test_shipped_routing_sends_messages_to_the_documented_roles() -> None:
+    router = Router.from_config(load_config(REPO / "config.yaml"))
+
+    assert router.route("Plan the settings page") == "product-analyst"
+    assert router.route("feature: dark mode") == "product-analyst"
+    assert router.route("review the last change") == "reviewer"
+    assert router.route("fix the login bug") == "developer"
+    assert router.route("and add a test", last_role="reviewer") == "reviewer"
+
+
+def test_shipped_roles_have_the_documented_categories_and_tools() -> None:
+    config = load_config(REPO / "config.yaml")
+    roles = load_roles(config.roles_dir, base_dir=config.base_dir)
+
+    assert roles["product-analyst"].category in config.mcp.full_access_categories
+    assert roles["developer"].category == "worker"
+    assert roles["developer"].permission_mode == "acceptEdits"
+    assert roles["developer"].tools == ("Read", "Write", "Edit", "Bash", "Glob", "Grep")
+    assert roles["reviewer"].category == "worker"
+    assert roles["reviewer"].tools == ("Read", "Glob", "Grep")
+
+
+def test_shipped_reviewer_cannot_write_edit_or_run_commands() -> None:
+    config = load_config(REPO / "config.yaml")
+    reviewer = load_roles(config.roles_dir, base_dir=config.base_dir)["reviewer"]
+
+    assert reviewer.tools is not None
+    assert not {"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"} & set(reviewer.tools)
+
+
+def test_shipped_role_prompts_ask_for_the_structured_result() -> None:
+    config = load_config(REPO / "config.yaml")
+    roles = load_roles(config.roles_dir, base_dir=config.base_dir)
+
+    for role in roles.values():
+        for field in ("summary", "changes", "issues", "questions"):
+            assert f"`{field}`" in role.prompt, (role.name, field)
+
+
+def test_shipped_analyst_prompt_explains_the_harness_tools() -> None:
+    config = load_config(REPO / "config.yaml")
+    prompt = load_roles(config.roles_dir, base_dir=config.base_dir)["product-analyst"].prompt
+
+    for tool in ("draft_agent", "await_agent", "kill_agent", "list_agents", "get_task_context"):
+        assert f"mcp__harness__{tool}" in prompt
