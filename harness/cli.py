@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from harness.context import build_task_context
@@ -19,6 +20,11 @@ from harness.tasks import FileTaskStore
 
 logger = logging.getLogger(__name__)
 
+# Entry points in this group are ``register(subparsers, common_parser)`` functions; the
+# parsers they add call ``set_defaults(handler=...)`` with a CommandHandler.
+COMMAND_GROUP = "harness.commands"
+CommandHandler = Callable[[Project, argparse.Namespace], int]
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -26,13 +32,16 @@ EXIT_INTERRUPTED = 130
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: given before or after the command, the option is kept (not reset to a default).
     common.add_argument(
         "--config",
         type=Path,
-        default=None,
+        default=argparse.SUPPRESS,
         help="path to config.yaml (default: $HARNESS_CONFIG, else ./config.yaml)",
     )
-    common.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log debug details"
+    )
 
     parser = argparse.ArgumentParser(
         prog="harness",
@@ -65,16 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show a task's reconstructed context and each dispatch with its result.",
     )
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    for extension in entry_points(group=COMMAND_GROUP):
+        # Front ends (the Slack bot) add their own commands; harness never imports them.
+        extension.load()(sub, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config_path: Path = args.config or default_config_path()
+    config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
         project = load_project(config_path)
         if args.command == "run":
@@ -85,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "show":
             return _show(project, args.slug)
+        handler: CommandHandler = args.handler
+        return handler(project, args)
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_USAGE

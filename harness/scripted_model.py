@@ -30,7 +30,7 @@ What the bundled CLI (2.1.330, claude-agent-sdk 0.2.187) sends, measured against
 - ``total_cost_usd`` is computed from the streamed usage priced by the *request's* model
   (unknown names are priced like the default); the model in message_start only shows up as
   ``AssistantMessage.model``.
-- A 500 is retried with backoff (about 70 s in all) unless the reply carries
+- A 500 is retried with growing backoff (8 tries in 70 s, still going) unless the reply has
   ``x-should-retry: false``; with it the run ends at once with ``is_error`` and our message.
 - ``ClaudeSDKClient.interrupt()`` during a stalled stream returns in ~10 ms and the turn ends
   with ``error_during_execution``; the CLI drops the connection.
@@ -263,7 +263,11 @@ class ModelRequest:
         """One line for logs and timeout messages."""
         kind = "side" if self.is_side_request else "main"
         last = self.tool_results
-        tail = f"results={[r.tool_name for r in last]}" if last else f"user={self.last_user_text!r:.60}"
+        tail = (
+            f"results={[r.tool_name for r in last]}"
+            if last
+            else f"user={self.last_user_text!r:.60}"
+        )
         return f"#{self.index} {kind} tools={self.tool_names} {tail}"
 
 
@@ -340,6 +344,11 @@ def _settle(future: asyncio.Future[ModelRequest], request: ModelRequest | BaseEx
         future.set_result(request)
 
 
+def _notify(waiter: _Waiter, outcome: ModelRequest | BaseException) -> None:
+    with contextlib.suppress(RuntimeError):  # the waiter's loop is closed: nobody waits
+        waiter.loop.call_soon_threadsafe(_settle, waiter.future, outcome)
+
+
 class ScriptedModel:
     """The Messages API on loopback, answering each agent turn with ``script(request)``."""
 
@@ -399,8 +408,7 @@ class ScriptedModel:
         with self._lock:
             waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            error = RuntimeError("ScriptedModel stopped")
-            waiter.loop.call_soon_threadsafe(_settle, waiter.future, error)
+            _notify(waiter, RuntimeError("ScriptedModel stopped"))
         logger.debug("scripted model on %s stopped", self._base_url)
 
     async def __aenter__(self) -> Self:
@@ -519,7 +527,8 @@ class ScriptedModel:
             for request in self._requests[after:]:
                 if self._matches(predicate, request):
                     return request
-            waiter = _Waiter(predicate or (lambda r: not r.is_side_request), after, loop, loop.create_future())
+            future: asyncio.Future[ModelRequest] = loop.create_future()
+            waiter = _Waiter(lambda r: self._matches(predicate, r), after, loop, future)
             self._waiters.append(waiter)
         try:
             return await asyncio.wait_for(waiter.future, timeout)
@@ -573,7 +582,7 @@ class ScriptedModel:
                     settled.append((waiter, request))
             for waiter, outcome in settled:
                 self._waiters.remove(waiter)
-                waiter.loop.call_soon_threadsafe(_settle, waiter.future, outcome)
+                _notify(waiter, outcome)
         logger.debug("model request %s", request.summary())
         return request
 
@@ -814,7 +823,8 @@ def _coordinator_turn(request: ModelRequest, excerpt: str) -> Turn:
         if result.tool_name == AWAIT_TOOL and isinstance(data, dict):
             agent_id = str(result.tool_input.get("agentId", "?"))
             status = str(data.get("status", "unknown"))
-            child = data.get("result") if isinstance(data.get("result"), dict) else {}
+            child_result = data.get("result")
+            child: dict[str, Any] = child_result if isinstance(child_result, dict) else {}
             reported = str(child.get("summary") or f"no result (status {status})")
             changes = [f"Drafted developer {agent_id} for step 1", *_strings(child.get("changes"))]
             issues = _strings(child.get("issues"))
@@ -828,11 +838,11 @@ def _coordinator_turn(request: ModelRequest, excerpt: str) -> Turn:
                 _strings(child.get("questions")),
             )
         if result.tool_name == DRAFT_TOOL:
-            agent_id = data.get("agentId") if isinstance(data, dict) else None
-            if isinstance(agent_id, str):
+            drafted = data.get("agentId") if isinstance(data, dict) else None
+            if isinstance(drafted, str):
                 return Turn(
-                    text=f"Waiting for developer {agent_id}.",
-                    tool_calls=(ToolCall(AWAIT_TOOL, {"agentId": agent_id}),),
+                    text=f"Waiting for developer {drafted}.",
+                    tool_calls=(ToolCall(AWAIT_TOOL, {"agentId": drafted}),),
                 )
             return _finish(
                 request,
@@ -841,7 +851,9 @@ def _coordinator_turn(request: ModelRequest, excerpt: str) -> Turn:
             )
     text = f"{plan}:\n1. Implement it (developer).\n2. Report the outcome.\nDrafting step 1 now."
     prompt = f"Implement step 1 of the plan for: {excerpt}"
-    return Turn(text=text, tool_calls=(ToolCall(DRAFT_TOOL, {"role": "developer", "prompt": prompt}),))
+    return Turn(
+        text=text, tool_calls=(ToolCall(DRAFT_TOOL, {"role": "developer", "prompt": prompt}),)
+    )
 
 
 def _worker_turn(request: ModelRequest, excerpt: str) -> Turn:
@@ -851,7 +863,9 @@ def _worker_turn(request: ModelRequest, excerpt: str) -> Turn:
         summary += f" (building on earlier work: {earlier})"
     role = _role_ish(request.system_text)
     issues = [r.text for r in request.tool_results if r.is_error]
-    return _finish(request, summary, changes=[f"{role} change for: {_excerpt(excerpt, 40)}"], issues=issues)
+    return _finish(
+        request, summary, changes=[f"{role} change for: {_excerpt(excerpt, 40)}"], issues=issues
+    )
 
 
 def demo_script(request: ModelRequest) -> Turn:

@@ -1,0 +1,40 @@
+"""Fixtures shared by the suites: a copy of the shipped project and the real-CLI runtime."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.project import Project, load_project
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slack_sdk and aiohttp honour HTTP(S)_PROXY but not NO_PROXY: loopback must go direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Iterator[Path]:
+    """The shipped config.yaml and roles/, copied so that tasks land in tmp_path."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(REPO / "config.yaml", folder / "config.yaml")
+    shutil.copytree(REPO / "roles", folder / "roles")
+    yield folder
+
+
+@pytest.fixture
+def project(project_dir: Path) -> Project:
+    return load_project(project_dir / "config.yaml")

@@ -1,0 +1,218 @@
+"""Agents run by the real Claude Code CLI against the scripted model, through the orchestrator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.orchestrator import Orchestrator
+from harness.project import Project, build_orchestrator
+from harness.runtime import ClaudeRuntime
+from harness.scripted_model import ModelRequest, Script, ScriptedModel, Turn
+from tests.processes import claude_children
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+Factory = Callable[[Script], Awaitable[tuple[Orchestrator, ScriptedModel]]]
+
+
+@pytest.fixture
+async def harness_with(project: Project) -> AsyncIterator[Factory]:
+    """Builds an orchestrator whose agents talk to a scripted model; cleans both up."""
+    started: list[tuple[Orchestrator, ScriptedModel]] = []
+
+    async def make(script: Script) -> tuple[Orchestrator, ScriptedModel]:
+        model = ScriptedModel(script)
+        await model.start()
+        orchestrator = build_orchestrator(project, ClaudeRuntime(base_env=model.env()))
+        started.append((orchestrator, model))
+        return orchestrator, model
+
+    yield make
+    for orchestrator, model in started:
+        await orchestrator.shutdown()
+        await model.stop()
+
+
+def read_task_json(project: Project, slug: str) -> dict[str, Any]:
+    path = project.config.tasks_dir / slug / "task.json"
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+async def test_a_run_stores_its_structured_result_in_task_json(
+    harness_with: Factory, project: Project
+) -> None:
+    def script(request: ModelRequest) -> Turn:
+        return Turn.finish("Added the page", ["settings.py"], ["no tests yet"], ["Dark mode?"])
+
+    orchestrator, _ = await harness_with(script)
+    record = await orchestrator.run("developer", "Add a settings page")
+
+    assert record.status == "completed"
+    stored = read_task_json(project, orchestrator.store.list()[0].slug)
+    assert stored["description"] == "Add a settings page"
+    [dispatch] = stored["dispatches"]
+    assert dispatch["status"] == "completed"
+    assert dispatch["role"] == "developer"
+    assert dispatch["result"] == {
+        "summary": "Added the page",
+        "changes": ["settings.py"],
+        "issues": ["no tests yet"],
+        "questions": ["Dark mode?"],
+    }
+    assert dispatch["costUsd"] > 0
+    assert dispatch["turns"] >= 1
+    assert dispatch["completedAt"]
+    journal = project.config.tasks_dir / stored["slug"] / dispatch["journalFile"]
+    lines = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()]
+    assert lines[-1]["type"] == "ResultMessage"
+
+
+async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Factory) -> None:
+    def script(request: ModelRequest) -> Turn:
+        if "Build the UI" in request.first_user_text:
+            return Turn.finish("UI built")
+        return Turn.finish(
+            "API ready", ["added /settings"], ["rate limit unknown"], ["Which auth?"]
+        )
+
+    orchestrator, model = await harness_with(script)
+    first = await orchestrator.run("developer", "Build the settings API")
+    slug = orchestrator.store.list()[0].slug
+    second = await orchestrator.run("reviewer", "Build the UI", task_slug=slug)
+
+    assert (first.status, second.status) == ("completed", "completed")
+    prompt = model.main_requests[-1].first_user_text
+    for expected in ("Build the settings API", "API ready", "added /settings"):
+        assert expected in prompt
+    assert "rate limit unknown" in prompt
+    assert "Which auth?" in prompt
+    assert prompt.index("API ready") < prompt.index("Build the UI")
+    assert len(orchestrator.store.get(slug).dispatches) == 2
+
+
+async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: Factory) -> None:
+    orchestrator, model = await harness_with(lambda request: Turn.finish("looks fine"))
+    await orchestrator.run("reviewer", "review the change")
+
+    tools = set(model.main_requests[0].tool_names)
+    assert {"Read", "Glob", "Grep", "StructuredOutput"} <= tools
+    assert not tools & {"Write", "Edit", "Bash", "NotebookEdit"}
+    # Workers get the read-only harness tools, not draft/await/kill.
+    assert "mcp__harness__list_tasks" in tools
+    assert "mcp__harness__draft_agent" not in tools
+
+
+async def test_the_role_prompt_is_appended_to_claude_codes_own(harness_with: Factory) -> None:
+    orchestrator, model = await harness_with(lambda request: Turn.finish("done"))
+    await orchestrator.run("developer", "do it")
+
+    system = model.main_requests[0].system_text
+    assert "Claude Code" in system
+    assert orchestrator.roles["developer"].prompt.strip()[:60] in system
+
+
+async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
+    harness_with: Factory,
+) -> None:
+    orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
+    handle = orchestrator.draft("developer", "a long job")
+    await model.wait_for_request(timeout=20)
+    children = claude_children()
+    assert children
+
+    assert await orchestrator.kill(handle.agent_id, "stopped by a test")
+    record = await orchestrator.wait(handle.agent_id, timeout=1.0)
+
+    assert record.status == "killed"
+    assert record.error == "stopped by a test"
+    assert not claude_children() & children
+    assert orchestrator.store.get(handle.task_slug).dispatches[0].status == "killed"
+
+
+async def test_a_model_that_never_returns_a_structured_result_fails_with_the_reason(
+    harness_with: Factory,
+) -> None:
+    orchestrator, _ = await harness_with(lambda request: Turn.say("I think it is done."))
+    record = await orchestrator.run("developer", "do it")
+
+    assert record.status == "failed"
+    assert record.error is not None
+    assert "structured result" in record.error
+    assert record.last_text is not None
+    assert "I think it is done." in record.last_text
+
+
+async def test_three_dispatches_finishing_together_keep_three_records(
+    harness_with: Factory,
+) -> None:
+    release = asyncio.Event()
+    arrived: list[str] = []
+
+    async def script(request: ModelRequest) -> Turn:
+        arrived.append(request.first_user_text)
+        if len(arrived) == 3:
+            release.set()
+        await asyncio.wait_for(release.wait(), 30)
+        return Turn.finish(f"done: {request.first_user_text[-7:]}")
+
+    orchestrator, _ = await harness_with(script)
+    task = orchestrator.create_task("three at once")
+    handles = [
+        orchestrator.draft("developer", f"part {n} of 3", task_slug=task.slug) for n in (1, 2, 3)
+    ]
+    records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
+
+    assert [r.status for r in records] == ["completed"] * 3
+    stored = orchestrator.store.get(task.slug).dispatches
+    assert sorted(d.agent_id for d in stored) == sorted(h.agent_id for h in handles)
+    assert all(d.status == "completed" and d.result for d in stored)
+
+
+async def test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child(
+    harness_with: Factory,
+) -> None:
+    orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
+    handle = orchestrator.draft("developer", "a long job")
+    await model.wait_for_request(timeout=20)
+
+    await asyncio.wait_for(orchestrator.shutdown("interrupted by SIGTERM"), 5)
+
+    record = orchestrator.store.get(handle.task_slug).dispatches[0]
+    assert record.status == "interrupted"
+    assert record.error == "interrupted by SIGTERM"
+    assert not claude_children()
+
+
+def test_dispatches_left_running_by_a_crash_are_marked_interrupted(project: Project) -> None:
+    from harness.results import DispatchRecord
+    from harness.tasks import FileTaskStore
+
+    store = FileTaskStore(project.config.tasks_dir)
+    task = store.create("crashed work")
+    dead_pid = 2**22 + 1  # above pid_max's default: no such process
+    store.save_dispatch(
+        task.slug,
+        DispatchRecord(
+            agent_id="a000001",
+            role="developer",
+            cwd=str(Path.cwd()),
+            model=None,
+            started_at="2026-01-01T00:00:00Z",
+            status="running",
+            journal_file="journals/a000001.jsonl",
+            host_pid=dead_pid,
+        ),
+    )
+    orchestrator = build_orchestrator(project)
+    assert orchestrator.recover_interrupted() == 1
+    [record] = store.get(task.slug).dispatches
+    assert record.status == "interrupted"
+    assert record.error is not None
+    assert str(dead_pid) in record.error

@@ -1,0 +1,181 @@
+"""The ``harness`` command as a user runs it: a subprocess against the scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.scripted_model import ModelRequest, ScriptedModel, Turn
+from tests.processes import claude_children
+
+
+def script(request: ModelRequest) -> Turn:
+    if "slow" in request.first_user_text:
+        return Turn(stall_seconds=60)
+    if "## Task History" in request.first_user_text:
+        return Turn.finish("Reviewed the plan", ["checked the steps"])
+    return Turn.finish("Settings page planned", ["plan.md"], ["no design yet"], ["Which fields?"])
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel.in_thread(script) as served:
+        yield served
+
+
+def harness(
+    project_dir: Path, model: ScriptedModel, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **model.env()},
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_run_then_follow_up_with_task_then_list_and_show(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    first = harness(project_dir, model, "run", "plan a settings page")
+    assert first.returncode == 0, first.stderr
+    assert "product-analyst completed" in first.stdout
+    assert "Summary: Settings page planned" in first.stdout
+    assert "  1. Which fields?" in first.stdout
+    slug = first.stdout.split("Task: ")[1].split()[0]
+
+    follow_up = harness(project_dir, model, "run", "--task", slug, "review the plan")
+    assert follow_up.returncode == 0, follow_up.stderr
+    assert "reviewer completed" in follow_up.stdout
+    assert "Summary: Reviewed the plan" in follow_up.stdout
+    prompt = model.main_requests[-1].first_user_text
+    assert "Settings page planned" in prompt
+    assert "Which fields?" in prompt
+
+    listing = harness(project_dir, model, "tasks")
+    assert listing.returncode == 0
+    row = next(line for line in listing.stdout.splitlines() if line.startswith(slug))
+    assert row.split()[3] == "2"  # slug, date, time, dispatch count
+    assert "plan a settings page" in row
+
+    shown = harness(project_dir, model, "show", slug)
+    assert shown.returncode == 0
+    assert "## Task History" in shown.stdout
+    assert "product-analyst completed" in shown.stdout
+    assert "reviewer completed" in shown.stdout
+
+
+@pytest.mark.slow
+def test_follow_up_without_role_keeps_the_tasks_last_role(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    first = harness(project_dir, model, "run", "review the login code")
+    slug = first.stdout.split("Task: ")[1].split()[0]
+    again = harness(project_dir, model, "run", "--task", slug, "and the logout code too")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("reviewer completed")
+
+
+def test_unknown_role_exits_2_and_lists_the_roles(project_dir: Path, model: ScriptedModel) -> None:
+    result = harness(project_dir, model, "run", "--role", "wizard", "do magic")
+    assert result.returncode == 2
+    assert "unknown role 'wizard'" in result.stderr
+    assert "developer, product-analyst, reviewer" in result.stderr
+    assert not (project_dir / ".agents" / "tasks").exists() or not any(
+        (project_dir / ".agents" / "tasks").iterdir()
+    )
+
+
+def test_unknown_task_exits_2_and_suggests_harness_tasks(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    result = harness(project_dir, model, "run", "--task", "no-such-task", "go on")
+    assert result.returncode == 2
+    assert "no task 'no-such-task'" in result.stderr
+    assert "harness tasks" in result.stderr
+    shown = harness(project_dir, model, "show", "../../etc")
+    assert shown.returncode == 2
+    assert "invalid task slug" in shown.stderr
+
+
+def test_a_broken_config_names_the_file_the_field_and_the_fix(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    config = project_dir / "config.yaml"
+    config.write_text("routing:\n  - pattern: '^(plan'\n    role: product-analyst\n", "utf-8")
+    result = harness(project_dir, model, "tasks")
+    assert result.returncode == 2
+    assert str(config) in result.stderr
+    assert "routing[0].pattern" in result.stderr
+    assert "^(plan" in result.stderr
+    assert "fix:" in result.stderr
+
+
+def test_a_rule_naming_an_unknown_role_lists_the_roles(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    (project_dir / "config.yaml").write_text(
+        "routing:\n  - pattern: '^x'\n    role: architect\n", "utf-8"
+    )
+    result = harness(project_dir, model, "tasks")
+    assert result.returncode == 2
+    assert "architect" in result.stderr
+    assert "developer, product-analyst, reviewer" in result.stderr
+
+
+def test_a_broken_role_file_names_the_file_the_field_and_the_fix(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    role = project_dir / "roles" / "reviewer.md"
+    role.write_text(role.read_text("utf-8").replace("category: worker", "category: 7"), "utf-8")
+    result = harness(project_dir, model, "tasks")
+    assert result.returncode == 2
+    assert "reviewer.md" in result.stderr
+    assert "category" in result.stderr
+    assert "fix:" in result.stderr
+
+
+def test_help_is_there_for_every_command(project_dir: Path, model: ScriptedModel) -> None:
+    for command in ("run", "tasks", "show", "bot"):
+        result = harness(project_dir, model, command, "--help")
+        assert result.returncode == 0
+        assert "--config" in result.stdout
+
+
+@pytest.mark.slow
+def test_sigterm_interrupts_the_run_and_leaves_no_claude_process(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    before = len(model.requests)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "a slow job"],
+        cwd=project_dir,
+        env={**os.environ, **model.env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        model.wait_for_request_sync(after=before, timeout=30)
+        children = claude_children(proc.pid)
+        assert children
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "developer interrupted" in out
+    assert all(not Path(f"/proc/{pid}").exists() for pid in children)
+    [task_dir] = (project_dir / ".agents" / "tasks").iterdir()
+    stored = json.loads((task_dir / "task.json").read_text("utf-8"))
+    assert stored["dispatches"][0]["status"] == "interrupted"
