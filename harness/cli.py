@@ -13,9 +13,10 @@ from pathlib import Path
 
 from harness.context import build_task_context
 from harness.errors import HarnessError
+from harness.mcp import AUDIT_LOG
 from harness.orchestrator import AgentEvent, Orchestrator
 from harness.project import Project, build_orchestrator, default_config_path, load_project
-from harness.render import render_record, render_task, render_task_list
+from harness.render import render_audit, render_record, render_task, render_task_list
 from harness.tasks import FileTaskStore
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show a task's reconstructed context and each dispatch with its result.",
     )
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    audit = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="print a task's audit log of harness tool calls",
+        description="Every harness MCP tool call made on a task, refused ones included: "
+        "time, caller, tool, outcome or error code, duration, input.",
+    )
+    audit.add_argument("slug", help="the task's slug (see `harness tasks`)")
     for extension in entry_points(group=COMMAND_GROUP):
         # Front ends (the Slack bot) add their own commands; harness never imports them.
         extension.load()(sub, common)
@@ -97,6 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "show":
             return _show(project, args.slug)
+        if args.command == "audit":
+            store = FileTaskStore(project.config.tasks_dir)
+            store.get(args.slug)
+            print(render_audit(store.read_jsonl(args.slug, AUDIT_LOG)))
+            return 0
         handler: CommandHandler = args.handler
         return handler(project, args)
     except HarnessError as exc:
@@ -109,7 +123,7 @@ def _show(project: Project, slug: str) -> int:
     store = FileTaskStore(project.config.tasks_dir)
     task = store.get(slug)
     context = build_task_context(task, budget_chars=project.config.context_budget_chars)
-    print(render_task(task, context))
+    print(render_task(task, context, store.read_jsonl(slug, AUDIT_LOG)))
     return 0
 
 

@@ -111,8 +111,10 @@ class ToolHandlers:
             raise ToolError(
                 "INVALID_AGENT_STATE", "an agent cannot await itself", "await an agent you drafted"
             )
+        waiter = self.orch.pool.get(caller.agent_id) if caller else None
         try:
-            record = await self.orch.wait(agent_id, args.get("timeoutSeconds"))
+            async with self.orch.pool.lend_slot(waiter):
+                record = await self.orch.wait(agent_id, args.get("timeoutSeconds"))
         except TimeoutError:
             current = self.orch.record(agent_id)
             return {"agentId": agent_id, "status": current.status, "timedOut": True}

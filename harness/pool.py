@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from harness.runtime import AgentControl
 
-AgentState = Literal["queued", "running"]
+# "waiting": blocked in await_agent on other agents, its slot lent to the queue.
+AgentState = Literal["queued", "running", "waiting"]
 
 
 @dataclass
@@ -80,7 +83,7 @@ class AgentPool:
                 queued_at=e.queued_at,
                 started_at=e.started_at,
                 elapsed_seconds=round(now - e._started_monotonic, 1),
-                activity=e.control.activity if e.state == "running" else "waiting for a slot",
+                activity=e.control.activity if e.state != "queued" else "waiting for a slot",
             )
             for e in self._entries.values()
         ]
@@ -108,6 +111,33 @@ class AgentPool:
         turn.cancel()
         self._waiters.remove(turn)
         return False
+
+    @contextlib.asynccontextmanager
+    async def lend_slot(self, entry: PoolEntry | None) -> AsyncIterator[None]:
+        """While an agent waits on agents it drafted, its slot serves the queue; otherwise a
+        coordinator awaiting a queued agent would hold the slot that agent needs (deadlock).
+        Afterwards it takes the next free slot ahead of the queue. If the wait ends in an
+        error (the agent is being killed), the slot is not taken back."""
+        if entry is None or entry.state != "running":
+            yield
+            return
+        entry.state = "waiting"
+        self._release_slot()
+        yield
+        if self._running < self.max_concurrent and not self._waiters:
+            self._running += 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.appendleft(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._release_slot()
+                elif turn in self._waiters:
+                    self._waiters.remove(turn)
+                raise
+        entry.state = "running"
 
     def release(self, entry: PoolEntry) -> None:
         """The agent is finished: free its slot (if it had one) and forget it."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.results import AgentResult, DispatchRecord, Task
 
@@ -67,13 +70,39 @@ def render_task_list(tasks: Sequence[Task]) -> str:
     )
 
 
-def render_task(task: Task, context: str) -> str:
+def render_audit(entries: Sequence[Mapping[str, Any]]) -> str:
+    """The audit log, one tool call a line: time, caller, tool, outcome, duration, input."""
+    if not entries:
+        return "No harness tool calls recorded for this task."
+    lines = []
+    for e in entries:
+        caller = f"{e.get('callerRole') or '?'} {e.get('callerAgentId') or '?'}"
+        lines.append(
+            f"{e.get('time', '?')}  {caller}  {e.get('tool')}  {e.get('outcome')}  "
+            f"{e.get('durationMs', '?')} ms  {json.dumps(e.get('input', {}), ensure_ascii=False)}"
+        )
+    return "\n".join(lines)
+
+
+def render_tool_counts(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Calls per tool, with how many were refused or failed."""
+    calls = Counter(str(e.get("tool")) for e in entries)
+    failed = Counter(str(e.get("tool")) for e in entries if e.get("outcome") != "ok")
+    return ", ".join(
+        f"{tool} {n}" + (f" ({failed[tool]} refused/failed)" if failed[tool] else "")
+        for tool, n in sorted(calls.items())
+    )
+
+
+def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = ()) -> str:
     lines = [
         f"Task {task.slug}",
         f"Created: {task.created}",
     ]
     if task.thread is not None:
         lines.append(f"Slack thread: {task.thread.channel} / {task.thread.thread_ts}")
+    if audit:
+        lines.append(f"Harness tool calls: {render_tool_counts(audit)}")
     lines += ["", "Reconstructed context (what the next agent sees):", "", context, ""]
     lines.append(f"Dispatches ({len(task.dispatches)}):")
     for d in task.dispatches:

@@ -28,6 +28,8 @@ from harness.results import AgentResult, DispatchRecord, DispatchStatus, Task, T
 
 logger = logging.getLogger(__name__)
 
+LogEntries = list[dict[str, Any]]
+
 TASK_FILE = "task.json"
 LOCK_FILE = ".lock"
 JOURNALS = "journals"
@@ -66,6 +68,10 @@ class TaskStore(Protocol):
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         """Append one JSON line to a per-task log file (journals, audit log)."""
+        ...
+
+    def read_jsonl(self, slug: str, name: str) -> LogEntries:
+        """The entries of a per-task log file; [] when it does not exist yet."""
         ...
 
 
@@ -180,6 +186,24 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
     # Callers hold the task lock, so lines from concurrent writers never interleave.
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line)
+
+
+def _read_lines(path: Path) -> LogEntries:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            # A crash mid-append leaves at most one torn last line: say so, keep the rest.
+            logger.warning("%s:%d: skipping a line that is not JSON", path, number)
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
 
 
 def _write_json_atomic(path: Path, data: object) -> None:
@@ -409,6 +433,11 @@ class FileTaskStore:
         with self._locked(slug) as folder:
             _append_line(folder / relative, entry)
 
+    def read_jsonl(self, slug: str, name: str) -> LogEntries:
+        relative = _check_log_name(name)
+        with self._locked(slug) as folder:
+            return _read_lines(folder / relative)
+
 
 def _relative_journal(folder: Path, record: DispatchRecord) -> DispatchRecord:
     """Store journalFile relative to the task folder even if a caller passed the full path."""
@@ -485,3 +514,9 @@ class MemoryTaskStore:
         with self._lock:
             self._get(slug)
             _append_line(self.journal_dir / slug / relative, entry)
+
+    def read_jsonl(self, slug: str, name: str) -> LogEntries:
+        relative = _check_log_name(name)
+        with self._lock:
+            self._get(slug)
+            return _read_lines(self.journal_dir / slug / relative)

@@ -1,0 +1,60 @@
+"""A scripted AgentRuntime for tests that need live agents but not the CLI itself.
+
+The real runtime (ClaudeRuntime) is exercised end to end elsewhere; this one lets tool and
+pool tests hold agents running for as long as they need, and passes the same conformance test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from harness.results import AgentResult
+from harness.runtime import AgentControl, AgentSpec, MessageSink, RunOutcome, ToolUseSink
+
+
+class HeldRuntime:
+    """Agents run until ``release()`` (or a kill), then finish with a result echoing the prompt."""
+
+    def __init__(self) -> None:
+        self.started: list[AgentSpec] = []
+        self._release = asyncio.Event()
+        self._started = asyncio.Condition()
+
+    def release(self) -> None:
+        self._release.set()
+
+    async def wait_started(self, count: int, timeout: float = 5.0) -> None:
+        async with self._started:
+            await asyncio.wait_for(
+                self._started.wait_for(lambda: len(self.started) >= count), timeout
+            )
+
+    async def run(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+    ) -> RunOutcome:
+        killed = asyncio.Event()
+
+        async def interrupt() -> None:
+            killed.set()
+
+        control.attach(interrupt)
+        async with self._started:
+            self.started.append(spec)
+            self._started.notify_all()
+        on_message({"type": "Started", "prompt": spec.prompt})
+        waits = [asyncio.ensure_future(e.wait()) for e in (killed, self._release)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            control.attach(None)
+        if control.kill_reason is not None:
+            return RunOutcome(status="killed", error=control.kill_reason)
+        summary = f"did: {spec.prompt.splitlines()[-1]}"
+        return RunOutcome(status="completed", result=AgentResult(summary), cost_usd=0.01, turns=1)

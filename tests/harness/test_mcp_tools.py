@@ -1,0 +1,214 @@
+"""The harness tools called directly: validation, permissions, listings, metadata, audit."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config import MetadataField
+from harness.mcp import AUDIT_LOG, HarnessTools
+from harness.mcp_tools import Caller
+from harness.metadata import MetadataCollector
+from harness.orchestrator import Orchestrator
+from harness.project import Project, build_orchestrator
+from tests.fakes import HeldRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclasses.dataclass
+class Rig:
+    orchestrator: Orchestrator
+    tools: HarnessTools
+    runtime: HeldRuntime
+    analyst: Caller
+
+    async def call(
+        self, tool: str, args: dict[str, Any], caller: Caller | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        return await self.tools.call(tool, args, caller or self.analyst)
+
+
+@pytest.fixture
+async def rig(project: Project, tmp_path: Path) -> AsyncIterator[Rig]:
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(project, runtime)
+    metadata = MetadataCollector(
+        [
+            MetadataField("where", "pwd", "the folder", include_in_list=True),
+            MetadataField("broken", "echo nope >&2; exit 1", "always fails"),
+            MetadataField("slow", "sleep 30", "never answers in time", timeout_seconds=0.3),
+        ]
+    )
+    tools = HarnessTools(orchestrator, metadata=metadata)
+    handle = orchestrator.draft("product-analyst", "plan: the rig")
+    await runtime.wait_started(1)
+    caller = tools.caller(handle.agent_id)
+    assert caller is not None
+    yield Rig(orchestrator, tools, runtime, caller)
+    await orchestrator.shutdown()
+
+
+def error_of(payload: dict[str, Any], is_error: bool) -> dict[str, str]:
+    assert is_error, payload
+    error: dict[str, str] = payload["error"]
+    assert error["message"] and error["suggestion"]
+    return error
+
+
+BAD_INPUTS = [
+    ("draft_agent", {}, "missing required field 'role'"),
+    ("draft_agent", {"role": "developer"}, "missing required field 'prompt'"),
+    ("draft_agent", {"role": 7, "prompt": "x"}, "must be a string"),
+    ("draft_agent", {"role": "wizard", "prompt": "x"}, "unknown role 'wizard'"),
+    ("draft_agent", {"role": "developer", "prompt": "   "}, "is empty"),
+    ("draft_agent", {"role": "developer", "prompt": "x" * 20_001}, "more than the 20000"),
+    ("draft_agent", {"role": "developer", "prompt": "x", "taskSlug": "../etc"}, "format"),
+    ("draft_agent", {"role": "developer", "prompt": "x", "priority": 1}, "unknown field"),
+    ("await_agent", {}, "missing required field 'agentId'"),
+    ("await_agent", {"agentId": "bob"}, "invalid format"),
+    ("await_agent", {"agentId": "a123456", "timeoutSeconds": 0}, "outside"),
+    ("kill_agent", {"agentId": 12}, "must be a string"),
+    ("show_agent", {"agentId": ""}, "is empty"),
+    ("list_agents", {"verbose": True}, "unknown field"),
+    ("list_tasks", {"filter": "x"}, "unknown field"),
+    ("get_task_context", {"taskSlug": "Not A Slug"}, "invalid format"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "problem"), BAD_INPUTS)
+async def test_every_tool_refuses_bad_input_with_a_coded_error(
+    rig: Rig, tool: str, args: dict[str, Any], problem: str
+) -> None:
+    error = error_of(*await rig.call(tool, args))
+    assert error["code"] == "INVALID_INPUT"
+    assert problem in error["message"]
+
+
+@pytest.mark.parametrize("tool", ["await_agent", "kill_agent", "show_agent"])
+async def test_an_unknown_agent_is_agent_not_found(rig: Rig, tool: str) -> None:
+    error = error_of(*await rig.call(tool, {"agentId": "a0f0f0f"}))
+    assert error["code"] == "AGENT_NOT_FOUND"
+    assert "list_agents" in error["suggestion"]
+
+
+async def test_an_unknown_task_is_resource_not_found(rig: Rig) -> None:
+    error = error_of(*await rig.call("get_task_context", {"taskSlug": "no-such-task"}))
+    assert error["code"] == "RESOURCE_NOT_FOUND"
+    payload, is_error = await rig.call(
+        "draft_agent", {"role": "developer", "prompt": "x", "taskSlug": "no-such-task"}
+    )
+    assert error_of(payload, is_error)["code"] == "RESOURCE_NOT_FOUND"
+
+
+async def test_a_worker_reaching_a_full_tool_is_permission_denied_and_audited(rig: Rig) -> None:
+    handle = rig.orchestrator.draft("developer", "work", task_slug=rig.analyst.task_slug)
+    await rig.runtime.wait_started(2)
+    worker = rig.tools.caller(handle.agent_id)
+    assert worker is not None
+
+    error = error_of(*await rig.call("draft_agent", {"role": "developer", "prompt": "x"}, worker))
+    assert error["code"] == "PERMISSION_DENIED"
+    assert "list_agents" in error["suggestion"]
+    audit = rig.orchestrator.store.read_jsonl(rig.analyst.task_slug, AUDIT_LOG)
+    assert audit[-1]["outcome"] == "PERMISSION_DENIED"
+    assert audit[-1]["callerRole"] == "developer"
+
+
+async def test_an_agent_cannot_await_or_kill_itself(rig: Rig) -> None:
+    for tool in ("await_agent", "kill_agent"):
+        error = error_of(*await rig.call(tool, {"agentId": rig.analyst.agent_id}))
+        assert error["code"] == "INVALID_AGENT_STATE"
+
+
+async def test_draft_returns_at_once_and_await_gives_the_result(rig: Rig) -> None:
+    payload, is_error = await rig.call("draft_agent", {"role": "developer", "prompt": "build"})
+    assert not is_error
+    assert payload["taskSlug"] == rig.analyst.task_slug
+    assert payload["role"] == "developer"
+    assert payload["status"] in ("queued", "running")
+
+    timed_out, _ = await rig.call(
+        "await_agent", {"agentId": payload["agentId"], "timeoutSeconds": 1}
+    )
+    assert timed_out["timedOut"] is True
+
+    rig.runtime.release()
+    done, _ = await rig.call("await_agent", {"agentId": payload["agentId"]})
+    again, _ = await rig.call("await_agent", {"agentId": payload["agentId"]})
+    assert done["status"] == again["status"] == "completed"
+    assert done["result"]["summary"] == "did: build"
+    assert done["parentId"] == rig.analyst.agent_id
+    assert done["costUsd"] == 0.01
+
+
+async def test_killing_a_finished_agent_is_an_invalid_state(rig: Rig) -> None:
+    payload, _ = await rig.call("draft_agent", {"role": "developer", "prompt": "build"})
+    rig.runtime.release()
+    await rig.call("await_agent", {"agentId": payload["agentId"]})
+    error = error_of(*await rig.call("kill_agent", {"agentId": payload["agentId"]}))
+    assert error["code"] == "INVALID_AGENT_STATE"
+
+
+async def test_list_agents_shows_list_metadata_and_counts_all_fields(rig: Rig) -> None:
+    payload, is_error = await rig.call("list_agents", {})
+    assert not is_error
+    [agent] = payload["agents"]
+    assert payload["total_count"] == 1
+    assert agent["id"] == rig.analyst.agent_id
+    assert agent["role"] == "product-analyst"
+    assert agent["status"] == "running"
+    assert agent["startedAt"]
+    assert agent["metadata_count"] == 3
+    assert agent["metadata"] == {"where": str(rig.orchestrator.config.base_dir)}
+
+
+async def test_show_agent_gives_every_field_with_its_error_and_schema(rig: Rig) -> None:
+    payload, is_error = await rig.call("show_agent", {"agentId": rig.analyst.agent_id})
+    assert not is_error
+    agent = payload["agent"]
+    assert agent["metadata_count"] == 3
+    meta = agent["metadata"]
+    assert meta["where"]["value"] == str(rig.orchestrator.config.base_dir)
+    assert meta["where"]["schema"] == {"description": "the folder", "include_in_list": True}
+    assert meta["broken"]["value"] is None
+    assert "nope" in meta["broken"]["error"]
+    assert "timed out" in meta["slow"]["error"]
+
+
+async def test_list_tasks_and_get_task_context(rig: Rig) -> None:
+    tasks, _ = await rig.call("list_tasks", {})
+    [task] = tasks["tasks"]
+    assert task == {
+        "slug": rig.analyst.task_slug,
+        "created": task["created"],
+        "description": "plan: the rig",
+        "dispatchCount": 1,
+    }
+    context, _ = await rig.call("get_task_context", {"taskSlug": rig.analyst.task_slug})
+    assert "plan: the rig" in context["context"]
+
+
+async def test_every_call_is_audited_with_caller_outcome_and_duration(rig: Rig) -> None:
+    await rig.call("list_tasks", {})
+    await rig.call("await_agent", {"agentId": "bad"})
+    audit = rig.orchestrator.store.read_jsonl(rig.analyst.task_slug, AUDIT_LOG)
+    assert [(e["tool"], e["outcome"]) for e in audit] == [
+        ("list_tasks", "ok"),
+        ("await_agent", "INVALID_INPUT"),
+    ]
+    for entry in audit:
+        assert entry["callerAgentId"] == rig.analyst.agent_id
+        assert entry["task"] == rig.analyst.task_slug
+        assert entry["durationMs"] >= 0
+        assert entry["time"]
+    assert audit[1]["input"] == {"agentId": "bad"}
+
+
+async def test_an_unknown_tool_is_tool_not_found(rig: Rig) -> None:
+    error = error_of(*await rig.call("launch_missiles", {}))
+    assert error["code"] == "TOOL_NOT_FOUND"
