@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck unit bench clean
+.PHONY: test demo demo-cli bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,11 +18,15 @@ test: $(STAMP)
 	$(BIN)/mypy
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/pytest
 
-demo: $(STAMP)
+# The terminal-only demo: a planned task and a follow-up agent that builds on it.
+demo-cli: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m harness.demo
+
+demo: demo-cli
 
 bench: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/dispatch_overhead.py
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/tools.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

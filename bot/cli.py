@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 
+from bot.server import serve
+from bot.settings import SlackEnv, choose_mode
 from harness.project import Project
 
 
@@ -16,12 +20,18 @@ def register(
         parents=[common],
         help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP)",
         description="Run the Slack bot. Socket Mode when SLACK_APP_TOKEN is set, else HTTP "
-        "mode serving POST /slack/events.",
+        "mode serving POST /slack/events. SLACK_BOT_TOKEN is always needed, "
+        "SLACK_SIGNING_SECRET in HTTP mode; SLACK_API_URL overrides https://slack.com/api/.",
     )
     parser.add_argument("--mode", choices=("socket", "http"), help="force a connection mode")
     parser.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
+    parser.add_argument(
+        "--host", default="0.0.0.0", help="HTTP mode address to listen on (default 0.0.0.0)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(project: Project, args: argparse.Namespace) -> int:
-    raise NotImplementedError("the Slack bot is being built")
+    env = SlackEnv.from_environ(os.environ)
+    mode = choose_mode(env, args.mode)  # a HarnessError here is reported by the harness CLI
+    return asyncio.run(serve(project, env=env, mode=mode, port=args.port, host=args.host))

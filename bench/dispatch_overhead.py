@@ -1,0 +1,148 @@
+"""Dispatch overhead of the harness against a bare ``claude_agent_sdk.query()``, and kill latency.
+
+Both sides run the real Claude Code CLI against the same scripted model on loopback, one
+turn ending in a StructuredOutput call, alternating so that drift hits both equally.
+
+  in-process:  Orchestrator.run (what `harness run` does after start-up) vs query()
+  command:     `python -m harness run "..."` vs `python -c <bare query() script>`
+  kill:        Orchestrator.kill during a stalled model turn -> the claude child is gone
+
+Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.project import build_orchestrator, load_project  # noqa: E402
+from harness.results import RESULT_SCHEMA  # noqa: E402
+from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+
+BARE_SCRIPT = """
+import asyncio, sys
+from claude_agent_sdk import ClaudeAgentOptions, query
+SCHEMA = {schema!r}
+async def main():
+    options = ClaudeAgentOptions(output_format={{"type": "json_schema", "schema": SCHEMA}})
+    async for message in query(prompt=sys.argv[1], options=options):
+        pass
+asyncio.run(main())
+"""
+
+
+def script(request: ModelRequest) -> Turn:
+    if "stall" in request.first_user_text:
+        return Turn(stall_seconds=60)
+    return Turn.finish("done", ["a change"])
+
+
+async def bare_query(env: dict[str, str], prompt: str) -> float:
+    options = ClaudeAgentOptions(
+        output_format={"type": "json_schema", "schema": RESULT_SCHEMA}, env=env
+    )
+    started = time.perf_counter()
+    async for message in query(prompt=prompt, options=options):
+        if isinstance(message, ResultMessage):
+            assert message.structured_output, message
+    return time.perf_counter() - started
+
+
+def summary(name: str, samples: list[float]) -> str:
+    return (
+        f"{name:<28} median {statistics.median(samples):.3f} s  "
+        f"min {min(samples):.3f}  max {max(samples):.3f}  (n={len(samples)})"
+    )
+
+
+async def in_process(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
+    orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
+    harness_times, bare_times = [], []
+    for n in range(runs):
+        started = time.perf_counter()
+        record = await orchestrator.run("developer", f"bench run {n}")
+        harness_times.append(time.perf_counter() - started)
+        assert record.status == "completed", record.error
+        bare_times.append(await bare_query(model.env(), f"bench run {n}"))
+    print(summary("harness (in-process)", harness_times))
+    print(summary("bare query() (in-process)", bare_times))
+    return statistics.median(harness_times), statistics.median(bare_times)
+
+
+def commands(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
+    env = {**os.environ, **model.env()}
+    bare = BARE_SCRIPT.format(schema=RESULT_SCHEMA)
+    harness_times, bare_times = [], []
+    for n in range(runs):
+        for argv, sink in (
+            ([sys.executable, "-m", "harness", "run", "--config", str(config), "--role",
+              "developer", f"bench cli {n}"], harness_times),
+            ([sys.executable, "-c", bare, f"bench cli {n}"], bare_times),
+        ):  # fmt: skip
+            started = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, capture_output=True, cwd=REPO)
+            sink.append(time.perf_counter() - started)
+    print(summary("`harness run` (command)", harness_times))
+    print(summary("bare query() (command)", bare_times))
+    return statistics.median(harness_times), statistics.median(bare_times)
+
+
+async def kill_latency(model: ScriptedModel, config: Path, runs: int) -> list[float]:
+    orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
+    samples = []
+    for n in range(runs):
+        before = len(model.requests)
+        handle = orchestrator.draft("developer", f"stall {n}")
+        await model.wait_for_request(after=before, timeout=30)
+        children = _claude_children()
+        started = time.perf_counter()
+        await orchestrator.kill(handle.agent_id, "bench")
+        while any(Path(f"/proc/{pid}").exists() for pid in children):
+            await asyncio.sleep(0.001)  # polling is fine in a bench, never in a test
+        samples.append(time.perf_counter() - started)
+        await orchestrator.wait(handle.agent_id)
+    print(summary("kill -> child gone", samples))
+    return samples
+
+
+def _claude_children() -> set[int]:
+    sys.path.insert(0, str(REPO))
+    from tests.processes import claude_children
+
+    return claude_children()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp)
+        shutil.copy(REPO / "config.yaml", project / "config.yaml")
+        shutil.copytree(REPO / "roles", project / "roles")
+        config = project / "config.yaml"
+        async with ScriptedModel(script) as model:
+            await bare_query(model.env(), "warm-up")
+            h, b = await in_process(model, config, args.runs)
+            print(f"ratio in-process: {h / b:.3f}")
+            hc, bc = await asyncio.to_thread(commands, model, config, args.runs)
+            print(f"ratio command: {hc / bc:.3f}")
+            await kill_latency(model, config, args.runs)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,268 @@
+"""Block Kit rendering of what the bot posts. Pure functions, no I/O.
+
+Every text that came from a person or a model is escaped (``&``, ``<``, ``>``). Long results
+are split over several messages within Slack's limits (section text <= 3,000 characters,
+<= 50 blocks, fallback text under 4,000 characters) and nothing is ever dropped: the chunks
+of a text, joined, are the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal, TypedDict
+
+from harness.results import DispatchRecord
+
+SECTION_LIMIT = 3000
+MAX_BLOCKS = 50
+# Section text per message, so that the plain-text fallback stays well under 4,000 chars.
+MESSAGE_TEXT_LIMIT = 3500
+
+
+class TextObject(TypedDict):
+    type: Literal["mrkdwn", "plain_text"]
+    text: str
+
+
+class SectionBlock(TypedDict):
+    type: Literal["section"]
+    text: TextObject
+
+
+class ContextBlock(TypedDict):
+    type: Literal["context"]
+    elements: list[TextObject]
+
+
+Block = SectionBlock | ContextBlock
+
+
+class SlackMessage(TypedDict):
+    """What goes to chat.postMessage / chat.update: blocks plus the plain-text fallback."""
+
+    text: str
+    blocks: list[Block]
+
+
+STATUS_EMOJI = {
+    "completed": "✅",
+    "failed": "❌",
+    "killed": "⏹️",
+    "interrupted": "⏸️",
+    "queued": "⏳",
+    "running": "⚙️",
+}
+_VERBS = {
+    "completed": "finished",
+    "failed": "failed",
+    "killed": "was stopped",
+    "interrupted": "was interrupted",
+    "queued": "is queued",
+    "running": "is working",
+}
+_NEXT_STEP = {
+    "failed": "reply in this thread to try again (say what to change), or run "
+    "`harness show {slug}` to read the agent's journal.",
+    "killed": "reply in this thread when you want the work to go on.",
+    "interrupted": "the harness stopped before the agent finished; reply in this thread to "
+    "pick the task up again.",
+}
+
+
+def escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def excerpt(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def mention(user: str) -> str:
+    """``<@U123>`` for a well-formed user id; anything else is shown escaped, not linked."""
+    return f"<@{user}>" if re.fullmatch(r"[UW][A-Z0-9]{1,20}", user) else escape(user)
+
+
+def _cut(text: str, limit: int) -> int:
+    """Where to cut ``text`` (longer than ``limit``): after a newline, else after a space,
+    else hard; never inside an ``&...;`` entity."""
+    window = text[:limit]
+    cut = window.rfind("\n") + 1
+    if cut < limit // 2:
+        cut = max(cut, window.rfind(" ") + 1)
+    if cut < limit // 2:
+        cut = limit
+    for start in range(max(0, cut - 4), cut):  # an entity is at most 5 chars: "&amp;"
+        entity = re.match(r"&(amp|lt|gt);", text[start:])
+        if entity and start + len(entity.group(0)) > cut:
+            return start if start > 0 else len(entity.group(0))
+    return cut
+
+
+def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+    """Chunks of at most ``limit`` characters whose concatenation is exactly ``text``."""
+    chunks: list[str] = []
+    while len(text) > limit:
+        cut = _cut(text, limit)
+        chunks.append(text[:cut])
+        text = text[cut:]
+    if text or not chunks:
+        chunks.append(text)
+    return chunks
+
+
+def _section(text: str) -> SectionBlock:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(text: str) -> ContextBlock:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def pack(pieces: Sequence[str], footer: str) -> list[SlackMessage]:
+    """Lays escaped mrkdwn ``pieces`` out as sections over as many messages as needed; the
+    last message ends with the ``footer`` context line."""
+    chunks = [chunk for piece in pieces if piece for chunk in split_text(piece)]
+    pages: list[list[str]] = [[]]
+    used = 0
+    for chunk in chunks:
+        page = pages[-1]
+        if page and (used + len(chunk) > MESSAGE_TEXT_LIMIT or len(page) >= MAX_BLOCKS - 2):
+            pages.append([])
+            used = 0
+        pages[-1].append(chunk)
+        used += len(chunk)
+    messages: list[SlackMessage] = []
+    for number, page in enumerate(pages, 1):
+        blocks: list[Block] = [_section(chunk) for chunk in page]
+        notes = [f"part {number} of {len(pages)}"] if len(pages) > 1 else []
+        if number == len(pages) and footer:
+            notes.append(footer)
+        if notes:
+            blocks.append(_context(" · ".join(notes)))
+        text = "\n".join([*page, *notes])
+        messages.append({"text": text, "blocks": blocks})
+    return messages
+
+
+def _bullets(title: str, items: Sequence[str], *, numbered: bool = False) -> str:
+    if not items:
+        return ""
+    lines = [title]
+    for n, item in enumerate(items, 1):
+        lines.append(f"{n}. {escape(item)}" if numbered else f"• {escape(item)}")
+    return "\n".join(lines)
+
+
+def usage_line(record: DispatchRecord, task_slug: str | None = None) -> str:
+    parts = [f"agent `{escape(record.agent_id)}`"]
+    if task_slug:
+        parts.append(f"task `{escape(task_slug)}`")
+    if record.duration_ms is not None:
+        parts.append(f"{record.duration_ms / 1000:.1f} s")
+    if record.cost_usd is not None:
+        parts.append(f"${record.cost_usd:.4f}")
+    if record.turns is not None:
+        parts.append(f"{record.turns} turn{'s' if record.turns != 1 else ''}")
+    return " · ".join(parts)
+
+
+def clean_error(error: str, limit: int = 800) -> str:
+    """A user-facing reason: never a stack trace, never a wall of text."""
+    text = error.split("Traceback (most recent call last)")[0].strip() or "an internal error"
+    lines = [line for line in text.splitlines() if line.strip()][:6]
+    return excerpt("\n".join(lines), limit) if len(text) > limit else "\n".join(lines)
+
+
+def render_record(
+    record: DispatchRecord,
+    *,
+    task_slug: str | None = None,
+    stopped_by: str | None = None,
+    drafted_by: str | None = None,
+) -> list[SlackMessage]:
+    """An agent's final record: role and status, summary, changes, issues, questions (which
+    people answer by replying in the thread), a failure's reason and next step, and a context
+    line with agent id, duration, cost and turns."""
+    status = record.status
+    header = f"{STATUS_EMOJI.get(status, '•')} *{escape(record.role)}* {_VERBS.get(status, status)}"
+    if status == "killed" and stopped_by:
+        header += f" by {mention(stopped_by)}"
+    if drafted_by:
+        header += f" · drafted by {escape(drafted_by)}"
+    pieces = [header]
+    result = record.result
+    if result is not None:
+        pieces.append(escape(result.summary))
+        pieces.append(_bullets("*Changes*", result.changes))
+        pieces.append(_bullets("*Issues*", result.issues))
+        pieces.append(
+            _bullets(
+                "*Questions* (reply in this thread to answer)", result.questions, numbered=True
+            )
+        )
+    if status != "completed":
+        label = "*What failed:*" if status == "failed" else "*Why:*"
+        reason = record.error or "no reason was recorded"
+        if status == "killed" and stopped_by:
+            reason = "stopped from Slack with `/harness kill`"
+        pieces.append(f"{label} {escape(clean_error(reason))}")
+        if result is None and record.last_text:
+            quoted = escape(excerpt(record.last_text, 1500))
+            pieces.append(f"*The agent's last words:*\n> {quoted}")
+        step = _NEXT_STEP.get(status, "reply in this thread to continue.")
+        pieces.append(f"*What to do next:* {step.format(slug=escape(task_slug or '<task>'))}")
+    elif result is None:  # completed without a structured result: say so, keep the text
+        pieces.append(escape(record.last_text or "The agent finished without a result."))
+    return pack(pieces, usage_line(record, task_slug))
+
+
+def status_text(
+    role: str,
+    agent_id: str,
+    *,
+    state: Literal["queued", "running"],
+    elapsed_seconds: float,
+    activity: str,
+    intro: str | None = None,
+) -> str:
+    """``⚙️ developer is working… agent a1b2c3, 12 s, using Edit``."""
+    line = (
+        f"{STATUS_EMOJI[state]} {escape(role)} {_VERBS[state]}… agent {escape(agent_id)}, "
+        f"{int(elapsed_seconds)} s, {escape(excerpt(activity, 60))}"
+    )
+    return f"{intro}\n{line}" if intro else line
+
+
+def drafted_intro(
+    parent_role: str | None, parent_id: str, role: str, agent_id: str, prompt: str
+) -> str:
+    """How a drafted agent announces itself in the thread."""
+    who = (
+        f"{escape(parent_role)} `{escape(parent_id)}`" if parent_role else f"`{escape(parent_id)}`"
+    )
+    return (
+        f"🤖 {who} drafted *{escape(role)}* `{escape(agent_id)}`: “{escape(excerpt(prompt, 200))}”"
+    )
+
+
+def waiting_text(busy: Sequence[tuple[str, str]]) -> str:
+    """The notice for a follow-up that waits for the thread's running agents."""
+    if not busy:
+        return "⏳ Got it. I'll pick this up as soon as the earlier request in this thread is done."
+    names = ", ".join(f"{escape(role)} `{escape(agent_id)}`" for role, agent_id in busy)
+    return (
+        f"⏳ Got it. {names} is still working in this thread; I'll pick your message up "
+        "when it finishes."
+    )
+
+
+def failure_message(what: str, *, next_step: str, agent_id: str | None = None) -> SlackMessage:
+    """A failure the bot itself hit (no agent record): what, which agent, what to do."""
+    lines = [f"❌ {escape(clean_error(what))}"]
+    if agent_id:
+        lines.append(f"Agent: `{escape(agent_id)}`")
+    lines.append(f"*What to do next:* {next_step}")
+    text = "\n".join(lines)
+    return {"text": text, "blocks": [_section(text)]}

@@ -1,0 +1,190 @@
+"""``/harness list | kill <agentId> | tasks | help``: acked at once, work done after.
+
+Answers are ephemeral (only the person who typed the command sees them). ``kill`` is allowed
+to the task's requester and to the admins in config.slack.admins; the agent's thread then
+says who stopped it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.respond.async_respond import AsyncRespond
+
+from bot.access import check_access, is_dm_channel, may_kill
+from bot.background import Background
+from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
+from bot.parsing import BadCommand, parse_command
+from bot.poster import CALL_ERRORS, Poster
+from bot.progress import AgentWatcher
+from bot.requesters import Requesters
+from bot.settings import BotOptions
+from harness.config import SlackSettings
+from harness.metadata import FieldValue, MetadataCollector
+from harness.orchestrator import Orchestrator
+from harness.pool import AgentInfo
+from harness.results import Task
+
+logger = logging.getLogger(__name__)
+
+HELP = (
+    "*/harness*: the agents working on your tasks\n"
+    "• `/harness list`: running and queued agents (role, task, elapsed time, metadata)\n"
+    "• `/harness kill <agentId>`: stop an agent (for the person who asked, and admins)\n"
+    "• `/harness tasks`: recent tasks, with links to their threads\n"
+    "• `/harness help`: this help\n"
+    "Start a task by messaging me directly or by @mentioning me in a channel; reply in the "
+    "task's thread to follow up."
+)
+
+
+# ------------------------------------------------------------------ pure views
+
+
+def _value(field: FieldValue) -> str:
+    if field.error is not None:
+        return "(unavailable)"
+    return excerpt(str(field.value), 60) if field.value is not None else "-"
+
+
+def render_agent_list(
+    agents: Sequence[AgentInfo],
+    metadata: Mapping[str, Mapping[str, FieldValue]],
+    list_fields: Sequence[str],
+) -> str:
+    """One line per live agent; ``metadata`` is keyed by the agent's cwd."""
+    if not agents:
+        return "No agents are running or queued."
+    running = sum(1 for a in agents if a.status == "running")
+    lines = [f"*Agents*: {running} running, {len(agents) - running} queued"]
+    for a in sorted(agents, key=lambda a: (a.status != "running", -a.elapsed_seconds)):
+        parts = [
+            f"{STATUS_EMOJI[a.status]} *{escape(a.role)}* `{escape(a.agent_id)}`",
+            f"task `{escape(a.task_slug)}`",
+            f"{int(a.elapsed_seconds)} s",
+            escape(excerpt(a.activity, 50)),
+        ]
+        if a.parent_id:
+            parts.append(f"drafted by `{escape(a.parent_id)}`")
+        values = metadata.get(a.cwd, {})
+        parts += [
+            f"{escape(name)}: {escape(_value(values[name]))}"
+            for name in list_fields
+            if name in values
+        ]
+        lines.append("• " + " · ".join(parts))
+    return "\n".join(lines)
+
+
+def render_task_list(tasks: Sequence[Task], links: Mapping[str, str]) -> str:
+    if not tasks:
+        return "No tasks yet. Message me, or @mention me in a channel, to start one."
+    lines = ["*Recent tasks*"]
+    for task in tasks:
+        name = f"`{escape(task.slug)}`"
+        link = links.get(task.slug)
+        title = f"<{link}|{escape(task.slug)}>" if link else name
+        parts = [title, escape(excerpt(task.description, 80))]
+        count = len(task.dispatches)
+        parts.append(f"{count} dispatch{'es' if count != 1 else ''}")
+        if task.dispatches:
+            last = task.dispatches[-1]
+            parts.append(f"last: {escape(last.role)} {last.status}")
+        lines.append("• " + " · ".join(parts))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the command
+
+
+class Commands:
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        poster: Poster,
+        watcher: AgentWatcher,
+        requesters: Requesters,
+        background: Background,
+        *,
+        settings: SlackSettings,
+        options: BotOptions,
+        metadata: MetadataCollector,
+    ) -> None:
+        self.orchestrator = orchestrator
+        self.poster = poster
+        self.watcher = watcher
+        self.requesters = requesters
+        self.background = background
+        self.settings = settings
+        self.options = options
+        self.metadata = metadata
+
+    async def handle(
+        self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]
+    ) -> None:
+        user = str(command.get("user_id") or "")
+        channel = str(command.get("channel_id") or "")
+        refusal = check_access(self.settings, user, channel, is_dm=is_dm_channel(channel))
+        if refusal is not None:
+            await ack(text=refusal.text)
+            return
+        parsed = parse_command(str(command.get("text") or ""))
+        if isinstance(parsed, BadCommand):
+            await ack(text=f"{parsed.message}\n\n{HELP}")
+        elif parsed.name == "help":
+            await ack(text=HELP)
+        elif parsed.name == "kill" and parsed.agent_id is not None:
+            await ack(text=self._kill(parsed.agent_id, user))
+        else:
+            await ack()
+            try:
+                text = await (self._list() if parsed.name == "list" else self._tasks())
+            except Exception:  # the top of a command's work: the person must hear back
+                logger.exception("/harness %s failed", parsed.name)
+                text = "Sorry, that did not work; an admin can find the details in the bot's log."
+            try:
+                await respond(text=text, response_type="ephemeral")
+            except CALL_ERRORS as exc:
+                logger.warning("could not answer /harness %s: %s", parsed.name, exc)
+
+    def _kill(self, agent_id: str, user: str) -> str:
+        """Decides at once (so the answer is the ack) and stops the agent in the background."""
+        entry = self.orchestrator.pool.get(agent_id)
+        if entry is None:
+            return (
+                f"No running or queued agent `{agent_id}`: it may have finished already. "
+                "`/harness list` shows the live agents."
+            )
+        requester = self.requesters.get(entry.task_slug)
+        if not may_kill(self.settings, user, requester):
+            who = f"the person who asked for it ({mention(requester)})" if requester else "nobody"
+            return (
+                f"You can't stop `{agent_id}`: only {who} and the bot's admins can stop the "
+                f"agents of task `{escape(entry.task_slug)}`."
+            )
+        self.watcher.stopped_by[agent_id] = user
+        self.background.spawn(
+            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with /harness kill"),
+            name=f"kill {agent_id}",
+        )
+        return (
+            f"Stopping {escape(entry.role)} `{agent_id}`; its thread will say when it has stopped."
+        )
+
+    async def _list(self) -> str:
+        agents = self.orchestrator.agents()
+        values = await self.metadata.collect_many(Path(a.cwd) for a in agents)
+        fields = [f.name for f in self.metadata.fields if f.include_in_list]
+        return render_agent_list(agents, {str(k): v for k, v in values.items()}, fields)
+
+    async def _tasks(self) -> str:
+        tasks = (await asyncio.to_thread(self.orchestrator.store.list))[: self.options.recent_tasks]
+        bound = [t for t in tasks if t.thread is not None]
+        found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
+        links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}
+        return render_task_list(tasks, links)

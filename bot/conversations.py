@@ -1,0 +1,248 @@
+"""Every thread is a task: what the bot does with a person's message.
+
+A top-level DM or @mention starts a task bound to its thread; later messages in a bound
+thread are follow-ups on it (routed, else the thread's last role; the agent sees the task's
+history first); an @mention in an unbound thread starts a task with the thread's earlier
+messages as context. One run per user message (deduplicated by event id and by message),
+one agent at a time per thread (a follow-up waits its turn and the thread says so), and
+agents drafted by an agent of a bound task show up in the same thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
+
+from bot.access import check_access
+from bot.background import Background
+from bot.blocks import drafted_intro, failure_message, waiting_text
+from bot.dedupe import TtlSet
+from bot.parsing import (
+    Decision,
+    FollowUp,
+    Ignore,
+    MentionInUnboundThread,
+    NewTask,
+    UserMessage,
+    decide,
+    earlier_messages,
+    parse_message_event,
+    thread_task_description,
+)
+from bot.poster import Poster
+from bot.progress import AgentWatcher
+from bot.requesters import Requesters
+from bot.settings import BotOptions
+from bot.threads import ThreadIndex, ThreadLanes
+from harness.config import SlackSettings
+from harness.errors import HarnessError
+from harness.orchestrator import AgentEvent, Orchestrator
+from harness.results import DispatchRecord, ThreadRef
+
+logger = logging.getLogger(__name__)
+
+EYES, DONE, FAILED = "eyes", "white_check_mark", "x"
+TRY_AGAIN = "try again in a moment; if it keeps failing, ask an admin to look at the bot's log."
+
+
+class Conversations:
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        poster: Poster,
+        watcher: AgentWatcher,
+        requesters: Requesters,
+        background: Background,
+        *,
+        settings: SlackSettings,
+        options: BotOptions,
+    ) -> None:
+        self.orchestrator = orchestrator
+        self.poster = poster
+        self.watcher = watcher
+        self.requesters = requesters
+        self.background = background
+        self.settings = settings
+        self.index = ThreadIndex()
+        self.lanes = ThreadLanes(background)
+        self._events = TtlSet(options.dedupe_ttl)
+        self._messages = TtlSet(options.dedupe_ttl)
+        # Per thread: the bot-started agent working there now (role, agent id).
+        self._current: dict[ThreadRef, tuple[str, str]] = {}
+        orchestrator.subscribe(self._on_agent_event)
+
+    def load(self) -> None:
+        """Blocking: the thread bindings and requesters already on disk."""
+        self.index.load(self.orchestrator.store.list())
+        self.requesters.load()
+
+    # ------------------------------------------------------------------ intake (no awaits)
+
+    def on_message_event(
+        self, event: Mapping[str, Any], *, event_id: str | None, bot_user_id: str
+    ) -> Decision:
+        """Decides at once (nothing awaited, so duplicates cannot slip in between) and
+        starts the work in the background."""
+        if event_id and not self._events.add(event_id):
+            return Ignore("duplicate delivery")
+        parsed = parse_message_event(event, bot_user_id)
+        if isinstance(parsed, Ignore):
+            return parsed
+        decision = decide(parsed, bound=self.index.is_bound(parsed.thread))
+        if isinstance(decision, Ignore):
+            return decision
+        if not self._messages.add((parsed.channel, parsed.ts)):
+            return Ignore("message already handled")  # the app_mention + message pair
+        refusal = check_access(self.settings, parsed.user, parsed.channel, is_dm=parsed.is_dm)
+        if refusal is not None:
+            self._spawn(
+                self.poster.ephemeral(parsed.channel, parsed.user, refusal.text, parsed.thread_ts),
+                "refuse",
+            )
+            return Ignore("not allowed")
+        self.poster.note(parsed.thread, parsed.ts)
+        self._spawn(self.poster.react(parsed.channel, parsed.ts, EYES), "eyes")
+        thread = parsed.thread
+        if isinstance(decision, FollowUp):
+            busy = self._busy_agents(thread)
+            if busy or self.lanes.busy(thread):
+                self._spawn(self.poster.post(thread, waiting_text(busy)), "waiting")
+            job = self._guarded(parsed, lambda: self._follow_up(parsed))
+        else:
+            self.index.reserve(thread)
+            job = self._guarded(parsed, lambda: self._start(decision, bot_user_id))
+        self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
+        return decision
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        self.background.spawn(coro, name=name)
+
+    def _busy_agents(self, thread: ThreadRef) -> list[tuple[str, str]]:
+        slug = self.index.slug(thread)
+        busy = [(a.role, a.agent_id) for a in self.orchestrator.agents() if a.task_slug == slug]
+        current = self._current.get(thread)
+        if current is not None and current not in busy:
+            busy.insert(0, current)
+        return busy
+
+    # ------------------------------------------------------------------ jobs
+
+    def _guarded(
+        self, message: UserMessage, work: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            try:
+                await work()
+            except Exception:  # the top of one message's handling: the person must hear back
+                logger.exception("handling message %s/%s failed", message.channel, message.ts)
+                await self._fail(message, "Something went wrong on my side with this message.")
+
+        return job
+
+    async def _fail(
+        self,
+        message: UserMessage,
+        what: str,
+        next_step: str = TRY_AGAIN,
+        agent_id: str | None = None,
+    ) -> None:
+        await self.poster.post(
+            message.thread, failure_message(what, next_step=next_step, agent_id=agent_id)
+        )
+        await self.poster.react(message.channel, message.ts, FAILED)
+
+    async def _start(self, decision: NewTask | MentionInUnboundThread, bot_user_id: str) -> None:
+        message, thread = decision.message, decision.message.thread
+        description = prompt = message.text
+        if isinstance(decision, MentionInUnboundThread):
+            replies = await self.poster.replies(thread)
+            earlier = earlier_messages(replies, message.ts, bot_user_id)
+            description = thread_task_description(message.text, earlier)
+            prompt = message.text or description
+        try:
+            task = await asyncio.to_thread(self.orchestrator.store.create, description, thread)
+        except HarnessError as exc:
+            self.index.release(thread)
+            await self._fail(
+                message, f"I could not create a task: {exc.message}", exc.fix or TRY_AGAIN
+            )
+            return
+        except BaseException:
+            self.index.release(thread)
+            raise
+        self.index.bind(thread, task.slug)
+        await self.requesters.set(task.slug, message.user)
+        await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)
+
+    async def _follow_up(self, message: UserMessage) -> None:
+        slug = self.index.slug(message.thread)
+        if slug is None:  # the task this thread was reserved for could not be created
+            return
+        task = await asyncio.to_thread(self.orchestrator.store.get, slug)
+        role = self.orchestrator.route(message.text, self.orchestrator.last_role(task))
+        await self._run(message, slug, role, message.text)
+
+    async def _run(self, message: UserMessage, slug: str, role: str, prompt: str) -> None:
+        await self._wait_for_agents(slug)
+        try:
+            handle = self.orchestrator.draft(role, prompt, task_slug=slug)
+        except HarnessError as exc:
+            await self._fail(
+                message, f"I could not start {role}: {exc.message}", exc.fix or TRY_AGAIN
+            )
+            return
+        self._current[message.thread] = (handle.role, handle.agent_id)
+        try:
+            record = await self.watcher.follow(
+                message.thread, handle.agent_id, handle.role, task_slug=slug
+            )
+        finally:
+            self._current.pop(message.thread, None)
+        await self.poster.react(message.channel, message.ts, _final_reaction(record))
+
+    async def _wait_for_agents(self, slug: str) -> None:
+        """Agents of this task still live (e.g. drafted ones nobody awaited) finish first."""
+        while live := [a.agent_id for a in self.orchestrator.agents() if a.task_slug == slug]:
+            await asyncio.gather(*(self.orchestrator.wait(i) for i in live), return_exceptions=True)
+
+    # ------------------------------------------------------------------ drafted agents
+
+    def _on_agent_event(self, event: AgentEvent) -> None:
+        record, task = event.record, event.task
+        if event.kind != "queued" or record.parent_id is None or task.thread is None:
+            return
+        parent_role = next(
+            (d.role for d in task.dispatches if d.agent_id == record.parent_id), None
+        )
+        if parent_role is None:
+            entry = self.orchestrator.pool.get(record.parent_id)
+            parent_role = entry.role if entry else None
+        intro = drafted_intro(
+            parent_role, record.parent_id, record.role, record.agent_id, record.prompt
+        )
+        drafted_by = f"{parent_role or 'agent'} {record.parent_id}"
+        self.background.spawn(
+            self._follow_drafted(task.thread, record, task.slug, intro, drafted_by),
+            name=f"drafted {record.agent_id}",
+        )
+
+    async def _follow_drafted(
+        self, thread: ThreadRef, record: DispatchRecord, slug: str, intro: str, drafted_by: str
+    ) -> None:
+        try:
+            await self.watcher.follow(
+                thread,
+                record.agent_id,
+                record.role,
+                task_slug=slug,
+                intro=intro,
+                drafted_by=drafted_by,
+            )
+        except Exception:  # the top of a drafted agent's thread view
+            logger.exception("showing drafted agent %s in %s failed", record.agent_id, thread)
+
+
+def _final_reaction(record: DispatchRecord) -> str:
+    return DONE if record.status == "completed" else FAILED

@@ -1,0 +1,241 @@
+"""What an incoming Slack event or command means. Pure functions over untrusted input.
+
+An event becomes a ``UserMessage`` (or ``Ignore`` with a reason); with what the bot knows
+about its thread, ``decide`` turns it into ``NewTask``, ``FollowUp``,
+``MentionInUnboundThread`` or ``Ignore``. ``/harness`` text becomes a ``Command``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.blocks import escape
+from harness.results import ThreadRef
+
+# Message subtypes that are still a person talking to the bot.
+_USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
+_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+MAX_TEXT_CHARS = 20_000
+USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+AGENT_ID_RE = re.compile(r"^a[0-9a-f]{6}$")
+
+
+@dataclass(frozen=True)
+class Ignore:
+    reason: str
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    """A person's message, with the bot's mention taken out of ``text``."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    user: str
+    text: str
+    mentioned: bool
+    is_dm: bool
+
+    @property
+    def top_level(self) -> bool:
+        return self.thread_ts is None or self.thread_ts == self.ts
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The thread the message belongs to (its own, when it is top level)."""
+        return ThreadRef(self.channel, self.thread_ts or self.ts)
+
+
+@dataclass(frozen=True)
+class NewTask:
+    message: UserMessage
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    message: UserMessage
+
+
+@dataclass(frozen=True)
+class MentionInUnboundThread:
+    message: UserMessage
+
+
+Decision = Ignore | NewTask | FollowUp | MentionInUnboundThread
+
+
+def _str(event: Mapping[str, Any], key: str) -> str:
+    value = event.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def unescape(text: str) -> str:
+    """Slack sends ``&``, ``<`` and ``>`` typed by a person as entities."""
+    for entity, char in _ENTITIES:
+        text = text.replace(entity, char)
+    return text
+
+
+def mentions(text: str, bot_user_id: str) -> bool:
+    return (
+        bool(bot_user_id) and re.search(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", text) is not None
+    )
+
+
+def strip_mention(text: str, bot_user_id: str) -> str:
+    """``"<@UBOT> plan: x"`` -> ``"plan: x"`` (every mention of the bot, and the punctuation
+    people put after a leading one)."""
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", " ", text)
+    text = re.sub(r"^[\s,:;]+", "", text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessage | Ignore:
+    """A ``message`` or ``app_mention`` event as a person's message, or why it is ignored."""
+    subtype = event.get("subtype")
+    if event.get("bot_id") or subtype == "bot_message" or event.get("bot_profile"):
+        return Ignore("bot message")
+    if subtype == "message_changed":
+        return Ignore("edit")
+    if subtype == "message_deleted":
+        return Ignore("deletion")
+    if subtype is not None and subtype not in _USER_SUBTYPES:
+        return Ignore(f"message subtype {subtype!r}")
+    if event.get("hidden"):
+        return Ignore("hidden message")
+    user, channel, ts = _str(event, "user"), _str(event, "channel"), _str(event, "ts")
+    if not (user and channel and ts):
+        return Ignore("no user, channel or ts")
+    if bot_user_id and user == bot_user_id:
+        return Ignore("bot message")
+    raw = _str(event, "text")[:MAX_TEXT_CHARS]
+    is_dm = event.get("channel_type") == "im" or (
+        "channel_type" not in event and channel.startswith("D")
+    )
+    return UserMessage(
+        channel=channel,
+        ts=ts,
+        thread_ts=_str(event, "thread_ts") or None,
+        user=user,
+        text=unescape(strip_mention(raw, bot_user_id)),
+        mentioned=mentions(raw, bot_user_id),
+        is_dm=is_dm,
+    )
+
+
+def decide(message: UserMessage, *, bound: bool) -> Decision:
+    """What to do, given whether the message's thread is already bound to a task.
+
+    In a DM every message is addressed to the bot, so it counts as a mention."""
+    addressed = message.mentioned or message.is_dm
+    if message.top_level:
+        if bound:  # a top-level message is its own thread: bound means handled already
+            return Ignore("message already handled")
+        if not addressed:
+            return Ignore("top-level channel message without a mention")
+        if not message.text:
+            return Ignore("empty message")
+        return NewTask(message)
+    if bound:
+        return FollowUp(message) if message.text else Ignore("empty message")
+    if addressed:
+        return MentionInUnboundThread(message)
+    return Ignore("unbound thread without a mention")
+
+
+def classify(event: Mapping[str, Any], bot_user_id: str, *, bound: bool) -> Decision:
+    parsed = parse_message_event(event, bot_user_id)
+    return parsed if isinstance(parsed, Ignore) else decide(parsed, bound=bound)
+
+
+# ------------------------------------------------------------------ thread context
+
+
+@dataclass(frozen=True)
+class EarlierMessage:
+    who: str
+    text: str
+
+
+def earlier_messages(
+    replies: Sequence[Mapping[str, Any]], before_ts: str, bot_user_id: str
+) -> list[EarlierMessage]:
+    """The thread's messages before ``before_ts`` (from conversations.replies), as context."""
+
+    def key(ts: str) -> tuple[int, int]:
+        whole, _, frac = ts.partition(".")
+        return (int(whole) if whole.isdigit() else 0, int((frac + "000000")[:6] or 0))
+
+    found = []
+    for m in replies:
+        ts, text = _str(m, "ts"), _str(m, "text")
+        if not ts or key(ts) >= key(before_ts) or not text.strip():
+            continue
+        is_bot = bool(m.get("bot_id")) or _str(m, "user") == bot_user_id
+        who = "the bot" if is_bot else (_str(m, "user") or "someone")
+        found.append(EarlierMessage(who, unescape(strip_mention(text, bot_user_id))))
+    return found
+
+
+def thread_task_description(
+    request: str, earlier: Sequence[EarlierMessage], *, budget_chars: int = 8000
+) -> str:
+    """The request first (it names the task), then the thread's earlier messages, newest kept
+    when they do not all fit (the text says how many were left out)."""
+    head = request or "Work on what the earlier messages in this Slack thread ask for."
+    if not earlier:
+        return head
+    lines: list[str] = []
+    used = 0
+    for message in reversed(earlier):
+        line = f"- {message.who}: {' '.join(message.text.split())}"
+        if used + len(line) > budget_chars and lines:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    lines.reverse()
+    left_out = len(earlier) - len(lines)
+    note = f"\n({left_out} earlier message(s) left out)" if left_out else ""
+    return f"{head}\n\nEarlier messages in this Slack thread:{note}\n" + "\n".join(lines)
+
+
+# ------------------------------------------------------------------ /harness
+
+
+CommandName = Literal["list", "kill", "tasks", "help"]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: CommandName
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True)
+class BadCommand:
+    message: str
+
+
+def parse_command(text: str) -> Command | BadCommand:
+    words = text.strip().split()
+    if not words or words[0].lower() == "help":
+        return Command("help")
+    name, args = words[0].lower(), words[1:]
+    if name in ("list", "tasks"):
+        return Command("list" if name == "list" else "tasks")
+    if name == "kill":
+        if len(args) != 1:
+            return BadCommand("Usage: `/harness kill <agentId>` (the ids are in `/harness list`).")
+        agent_id = args[0].strip("`").lower()
+        if not AGENT_ID_RE.match(agent_id):
+            shown = escape(args[0][:40])
+            return BadCommand(
+                f"`{shown}` is not an agent id; ids look like `a1b2c3` (see `/harness list`)."
+            )
+        return Command("kill", agent_id)
+    return BadCommand(f"Unknown command `{escape(words[0][:40])}`.")

@@ -1,0 +1,68 @@
+"""One agent seen from its thread: a status message kept current at a Slack-friendly rate
+(elapsed time and what the agent is doing, from ``orchestrator.agents()``), then replaced by
+the rendered result."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.blocks import render_record, status_text
+from bot.poster import Poster
+from harness.orchestrator import Orchestrator
+from harness.results import DispatchRecord, ThreadRef
+
+logger = logging.getLogger(__name__)
+
+
+class AgentWatcher:
+    def __init__(self, orchestrator: Orchestrator, poster: Poster, *, interval: float) -> None:
+        self.orchestrator = orchestrator
+        self.poster = poster
+        self.interval = interval
+        # agent id -> Slack user who stopped it with /harness kill (shown in its thread).
+        self.stopped_by: dict[str, str] = {}
+
+    def status(self, agent_id: str, role: str, intro: str | None = None) -> str | None:
+        """The status line of a live agent; None once it is no longer live."""
+        info = next((a for a in self.orchestrator.agents() if a.agent_id == agent_id), None)
+        if info is None:
+            return None
+        return status_text(
+            role,
+            agent_id,
+            state=info.status,
+            elapsed_seconds=info.elapsed_seconds,
+            activity=info.activity,
+            intro=intro,
+        )
+
+    async def follow(
+        self,
+        thread: ThreadRef,
+        agent_id: str,
+        role: str,
+        *,
+        task_slug: str | None = None,
+        intro: str | None = None,
+        drafted_by: str | None = None,
+    ) -> DispatchRecord:
+        """Shows the agent in the thread until it ends; returns its final record."""
+        shown = self.status(agent_id, role, intro)
+        ts = await self.poster.post(thread, shown) if shown else None
+        while True:
+            try:
+                record = await self.orchestrator.wait(agent_id, timeout=self.interval)
+                break
+            except TimeoutError:
+                text = self.status(agent_id, role, intro)
+                if ts is not None and text is not None and text != shown:
+                    await self.poster.update(thread.channel, ts, text)
+                    shown = text
+        messages = render_record(
+            record,
+            task_slug=task_slug,
+            stopped_by=self.stopped_by.pop(agent_id, None),
+            drafted_by=drafted_by,
+        )
+        await self.poster.replace(thread, ts, messages)
+        return record

@@ -1,0 +1,146 @@
+"""Serving the bot: Socket Mode or HTTP (``POST /slack/events``), and a clean shutdown.
+
+On SIGTERM/SIGINT the bot stops taking events, stops every agent through the orchestrator
+(their dispatches end ``interrupted``, no ``claude`` process is left behind), lets the
+threads hear about it, then closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.app import HarnessBot, create_app
+from bot.settings import BotOptions, Mode, SlackEnv
+from harness.errors import HarnessError
+from harness.project import Project, build_orchestrator
+from harness.runtime import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+class BotServer:
+    def __init__(
+        self,
+        bot: HarnessBot,
+        mode: Mode,
+        *,
+        app_token: str | None = None,
+        host: str = "0.0.0.0",
+        port: int = 3000,
+    ) -> None:
+        self.bot = bot
+        self.mode = mode
+        self.app_token = app_token
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        """Where Slack posts events (HTTP mode)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}{EVENTS_PATH}"
+
+    async def start(self) -> None:
+        await self.bot.start()
+        if self.mode == "http":
+            web_app = self.bot.app.web_app(path=EVENTS_PATH, port=self.port)
+            web_app.router.add_get(HEALTH_PATH, _healthz)
+            runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, self.host, self.port).start()
+            except OSError:
+                await runner.cleanup()
+                raise
+            self._runner = runner
+            self.port = int(runner.addresses[0][1])
+        else:
+            if not self.app_token:
+                raise HarnessError("Socket Mode needs SLACK_APP_TOKEN", fix="export it")
+            handler = AsyncSocketModeHandler(self.bot.app, self.app_token)
+            self._socket = handler
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+
+    async def stop(self, reason: str = "the Slack bot shut down") -> None:
+        """Idempotent: intake first, then the agents, then the bot's own work."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._socket is not None:
+            with contextlib.suppress(SlackClientError, OSError):
+                await self._socket.close_async()  # type: ignore[no-untyped-call]
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.bot.orchestrator.shutdown(reason)
+        await self.bot.close()
+
+
+def describe(server: BotServer) -> str:
+    if server.mode == "http":
+        return f"HTTP mode, listening on {server.url}"
+    return "Socket Mode, connected"
+
+
+async def serve(
+    project: Project,
+    *,
+    env: SlackEnv,
+    mode: Mode,
+    port: int = 3000,
+    host: str = "0.0.0.0",
+    runtime: AgentRuntime | None = None,
+    options: BotOptions | None = None,
+) -> int:
+    """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
+    orchestrator = build_orchestrator(project, runtime)
+    recovered = await asyncio.to_thread(orchestrator.recover_interrupted)
+    if recovered:
+        print(
+            f"harness bot: marked {recovered} dispatch(es) of a stopped run interrupted",
+            file=sys.stderr,
+        )
+    bot = create_app(orchestrator, env, options=options)
+    server = BotServer(bot, mode, app_token=env.app_token, host=host, port=port)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        try:
+            await server.start()
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)
+            return 1
+        print(f"harness bot: {describe(server)}", file=sys.stderr, flush=True)
+        await stop.wait()
+        print(f"harness bot: {received[0]} received, stopping agents…", file=sys.stderr, flush=True)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await server.stop(f"the Slack bot was stopped ({', '.join(received) or 'shutdown'})")
+    print("harness bot: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,82 @@
+"""The bot's settings from the environment, and how it connects to Slack.
+
+``SLACK_BOT_TOKEN`` (xoxb-), ``SLACK_APP_TOKEN`` (xapp-, Socket Mode), ``SLACK_SIGNING_SECRET``
+(HTTP mode) and ``SLACK_API_URL`` (default https://slack.com/api/, the base of every Web API
+call). Tokens are kept out of ``repr`` so they never reach a log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.errors import HarnessError
+
+DEFAULT_API_URL = "https://slack.com/api/"
+Mode = Literal["socket", "http"]
+
+
+@dataclass(frozen=True)
+class SlackEnv:
+    bot_token: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+    api_url: str = DEFAULT_API_URL
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> SlackEnv:
+        def value(name: str) -> str | None:
+            return environ.get(name, "").strip() or None
+
+        return cls(
+            bot_token=value("SLACK_BOT_TOKEN"),
+            app_token=value("SLACK_APP_TOKEN"),
+            signing_secret=value("SLACK_SIGNING_SECRET"),
+            api_url=normalize_api_url(value("SLACK_API_URL") or DEFAULT_API_URL),
+        )
+
+
+def normalize_api_url(url: str) -> str:
+    """slack_sdk joins the method name straight onto the base: it must end with a slash."""
+    return url if url.endswith("/") else url + "/"
+
+
+def choose_mode(env: SlackEnv, forced: Mode | None) -> Mode:
+    """Socket Mode when SLACK_APP_TOKEN is set (or forced), else HTTP; fails fast when the
+    chosen mode lacks what it needs."""
+    mode: Mode = forced or ("socket" if env.app_token else "http")
+    if not env.bot_token:
+        raise HarnessError(
+            "SLACK_BOT_TOKEN is not set",
+            fix="export SLACK_BOT_TOKEN=xoxb-... (the app's Bot User OAuth Token)",
+        )
+    if mode == "socket" and not env.app_token:
+        raise HarnessError(
+            "Socket Mode needs SLACK_APP_TOKEN",
+            fix="export SLACK_APP_TOKEN=xapp-... (an app-level token with connections:write), "
+            "or run with --mode http",
+        )
+    if mode == "http" and not env.signing_secret:
+        raise HarnessError(
+            "HTTP mode needs SLACK_SIGNING_SECRET",
+            fix="export SLACK_SIGNING_SECRET=... (Basic Information > Signing Secret), or set "
+            "SLACK_APP_TOKEN for Socket Mode",
+        )
+    return mode
+
+
+@dataclass(frozen=True)
+class BotOptions:
+    """Tunables of the bot's behaviour (tests shorten the intervals)."""
+
+    # How often a status message is edited while its agent works (Slack-friendly: ~1 per 2.5 s).
+    status_interval: float = 2.5
+    # How long duplicate deliveries are remembered (Slack retries at +1 min and +5 min).
+    dedupe_ttl: float = 900.0
+    # On shutdown, how long to wait for the bot's own work (final posts) before cancelling it.
+    drain_timeout: float = 15.0
+    # How many recent tasks `/harness tasks` shows.
+    recent_tasks: int = 10
+    # Retries of a rate-limited (HTTP 429) Web API call, each after its Retry-After.
+    rate_limit_retries: int = 5
