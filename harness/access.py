@@ -1,7 +1,8 @@
 """Which harness MCP tools each role category may use. Pure.
 
 Seed 000: categories in ``mcp.fullAccessCategories`` get the full set, every other category
-the read-only set. Seed 002: optional allow/deny glob patterns per category refine that.
+the read-only set (plus the tools that talk to the task's humans). Seed 002: optional
+allow/deny glob patterns per category refine that.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ READ_ONLY_TOOLS: tuple[str, ...] = (
     "list_tasks",
     "get_task_context",
 )
+# Talking to the humans of the task: every role may.
+HUMAN_TOOLS: tuple[str, ...] = ("ask_human", "update_progress", "log_decision")
+EVERY_ROLE_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS + HUMAN_TOOLS
 FULL_ONLY_TOOLS: tuple[str, ...] = ("draft_agent", "await_agent", "kill_agent")
-ALL_TOOLS: tuple[str, ...] = FULL_ONLY_TOOLS + READ_ONLY_TOOLS
+ALL_TOOLS: tuple[str, ...] = FULL_ONLY_TOOLS + EVERY_ROLE_TOOLS
 
 
 def qualified(tool: str) -> str:
@@ -42,7 +46,7 @@ def tools_for_category(category: str, settings: McpSettings) -> tuple[str, ...]:
 
     chosen = []
     for tool in ALL_TOOLS:
-        base = full or tool in READ_ONLY_TOOLS
+        base = full or tool in EVERY_ROLE_TOOLS
         if (base or matches(tool, allow)) and not matches(tool, deny):
             chosen.append(tool)
     return tuple(chosen)

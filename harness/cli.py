@@ -18,6 +18,7 @@ from harness.orchestrator import AgentEvent, Orchestrator
 from harness.project import Project, build_orchestrator, default_config_path, load_project
 from harness.render import render_audit, render_record, render_task, render_task_list
 from harness.tasks import FileTaskStore
+from harness.terminal import TerminalChannel
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ async def _run(project: Project, prompt: str, role: str | None, slug: str | None
         role = orchestrator.route(prompt, last)
     orchestrator.role(role)  # unknown role: fail before creating a task
     orchestrator.subscribe(_progress_on_stderr)
+    orchestrator.questions.add_channel(TerminalChannel(orchestrator.questions))
     stop = _install_signal_handlers(orchestrator)
     try:
         handle = orchestrator.draft(role, prompt, task_slug=slug)
@@ -151,6 +153,9 @@ def _progress_on_stderr(event: AgentEvent) -> None:
     r = event.record
     if event.kind == "started":
         print(f"[{r.agent_id}] {r.role} started on task {event.task.slug}", file=sys.stderr)
+    elif event.kind == "progress" and r.progress is not None:
+        percent = f" {r.progress.percent:g}%" if r.progress.percent is not None else ""
+        print(f"[{r.agent_id}]{percent} {r.progress.message}", file=sys.stderr)
     elif event.kind == "finished":
         print(f"[{r.agent_id}] {r.role} {r.status}", file=sys.stderr)
 

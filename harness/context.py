@@ -71,8 +71,19 @@ def _render_entry(entry: _Entry, *, short: bool, cut: int, slug: str) -> str:
     return "\n".join(lines)
 
 
+def _decisions(task: Task) -> str:
+    lines = ["### Decisions"]
+    for d in task.decisions:
+        who = f" ({d.role} agent `{d.agent_id}`)" if d.role and d.agent_id else ""
+        lines.append(f"- **{d.title}**{who}: {d.body}")
+    return "\n".join(lines)
+
+
 def _render(task: Task, entries: Sequence[_Entry], shortened: int, cuts: Sequence[int]) -> str:
     parts = ["## Task History", "### Original Request\n" + task.description.strip()]
+    if task.decisions:
+        # Decisions are short and binding: they are never shortened.
+        parts.append(_decisions(task))
     if entries:
         parts.append("### Previous Work")
         if shortened:

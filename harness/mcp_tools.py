@@ -12,9 +12,10 @@ from typing import Any
 from harness.context import build_task_context
 from harness.errors import ToolError
 from harness.metadata import FieldValue, MetadataCollector
-from harness.orchestrator import Orchestrator
+from harness.orchestrator import Orchestrator, utc_now
 from harness.pool import AgentInfo
-from harness.results import FINAL_STATUSES, DispatchRecord
+from harness.questions import NoHumanError, Question
+from harness.results import FINAL_STATUSES, Decision, DispatchRecord
 from harness.validation import Field
 
 AGENT_ID = Field(
@@ -142,6 +143,53 @@ class ToolHandlers:
             return {"success": False, "message": f"agent {agent_id} is still stopping"}
         return {"success": True, "message": f"agent {agent_id} stopped ({record.status})"}
 
+    async def ask_human(self, args: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
+        caller = _require_agent(caller, "ask_human")
+        orch = self.orch
+        question = Question(
+            question_id=orch.questions.new_id(),
+            agent_id=caller.agent_id,
+            role=caller.role,
+            task_slug=caller.task_slug,
+            text=args["question"],
+            options=tuple(args.get("options") or ()),
+            asked_at=utc_now(),
+            timeout_seconds=float(args.get("timeoutSeconds") or orch.config.ask_timeout_seconds),
+        )
+        entry = orch.pool.get(caller.agent_id)
+        if entry is not None:
+            entry.control.activity = f"waiting for an answer: {question.text[:80]}"
+        try:
+            # Waiting on a human is like waiting on an agent: the slot serves the queue.
+            async with orch.pool.lend_slot(entry):
+                answer = await orch.questions.ask(question, orch.store.get(caller.task_slug))
+        except NoHumanError as exc:
+            raise ToolError("NO_HUMAN_AVAILABLE", exc.message, exc.fix) from exc
+        finally:
+            if entry is not None:
+                entry.control.activity = "working"
+        if answer is None:
+            return {"timedOut": True, "questionId": question.question_id}
+        return {"answer": answer.text, "answeredBy": answer.answered_by}
+
+    async def update_progress(self, args: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
+        caller = _require_agent(caller, "update_progress")
+        record = self.orch.report_progress(caller.agent_id, args["message"], args.get("percent"))
+        assert record.progress is not None
+        return {"recorded": True, "at": record.progress.at}
+
+    async def log_decision(self, args: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
+        caller = _require_agent(caller, "log_decision")
+        decision = Decision(
+            title=args["title"],
+            body=args["body"],
+            at=utc_now(),
+            agent_id=caller.agent_id,
+            role=caller.role,
+        )
+        task = self.orch.store.add_decision(caller.task_slug, decision)
+        return {"logged": True, "decisionCount": len(task.decisions)}
+
     async def list_agents(self, args: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
         agents = self.orch.agents()
         values = await self.metadata.collect_many(Path(a.cwd) for a in agents)
@@ -197,6 +245,16 @@ class ToolHandlers:
         task = self.orch.store.get(args["taskSlug"])
         budget = self.orch.config.context_budget_chars
         return {"taskSlug": task.slug, "context": build_task_context(task, budget_chars=budget)}
+
+
+def _require_agent(caller: Caller | None, tool: str) -> Caller:
+    if caller is None:
+        raise ToolError(
+            "INVALID_AGENT_STATE",
+            f"{tool} needs to know which agent is calling, and this call names none",
+            "call it from an agent run by the harness",
+        )
+    return caller
 
 
 def _info_json(a: AgentInfo) -> dict[str, Any]:
@@ -271,6 +329,48 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         "Stop a queued or running agent. Its dispatch ends as killed.",
         {"agentId": AGENT_ID},
         ToolHandlers.kill_agent,
+    ),
+    "ask_human": _spec(
+        "Ask the humans of this task a question (posted in its Slack thread, or on the "
+        "terminal) and wait for the answer. Give options for a choice (shown as buttons). "
+        "Returns {answer, answeredBy}, or {timedOut: true} when nobody answered in time.",
+        {
+            "question": Field("string", "the question, self-contained", max_length=2_000),
+            "options": Field(
+                "strings",
+                "possible answers (at most 10)",
+                required=False,
+                max_length=75,
+                max_items=10,
+            ),
+            "timeoutSeconds": Field(
+                "number",
+                "how long to wait for an answer",
+                required=False,
+                minimum=1,
+                maximum=86_400,
+            ),
+        },
+        ToolHandlers.ask_human,
+    ),
+    "update_progress": _spec(
+        "Tell the humans how far you are: updates your status message in the thread.",
+        {
+            "message": Field("string", "what you are doing now", max_length=500),
+            "percent": Field(
+                "number", "how much is done, 0-100", required=False, minimum=0, maximum=100
+            ),
+        },
+        ToolHandlers.update_progress,
+    ),
+    "log_decision": _spec(
+        "Record a decision on this task (why, not just what); later agents see it in the "
+        "task's history.",
+        {
+            "title": Field("string", "the decision in a few words", max_length=200),
+            "body": Field("string", "the reasoning and alternatives", max_length=5_000),
+        },
+        ToolHandlers.log_decision,
     ),
     "list_agents": _spec(
         "List the queued and running agents: id, role, taskSlug, startedAt, status, parentId, "

@@ -22,7 +22,15 @@ from harness.config import Config
 from harness.context import build_task_context
 from harness.errors import AgentNotFoundError, UnknownRoleError
 from harness.pool import AgentInfo, AgentPool, PoolEntry
-from harness.results import FINAL_STATUSES, DispatchRecord, DispatchStatus, Task, ThreadRef
+from harness.questions import QuestionBoard
+from harness.results import (
+    FINAL_STATUSES,
+    DispatchRecord,
+    DispatchStatus,
+    Progress,
+    Task,
+    ThreadRef,
+)
 from harness.roles import Role
 from harness.routing import Router
 from harness.runtime import AgentRuntime, AgentSpec, RunOutcome, ToolUse
@@ -43,7 +51,7 @@ class ToolProvider(Protocol):
     def note_tool_use(self, agent_id: str, use: ToolUse) -> None: ...
 
 
-EventKind = Literal["queued", "started", "finished"]
+EventKind = Literal["queued", "started", "progress", "finished"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,7 @@ class Orchestrator:
         self._runs: set[asyncio.Task[None]] = set()
         self._notifications: set[asyncio.Future[Any]] = set()
         self._listeners: list[Listener] = []
+        self.questions = QuestionBoard()
 
     # -- roles, routing, tasks -------------------------------------------------------------
 
@@ -198,6 +207,19 @@ class Orchestrator:
     def agents(self) -> list[AgentInfo]:
         return self.pool.snapshot()
 
+    def report_progress(self, agent_id: str, message: str, percent: float | None) -> DispatchRecord:
+        """Keep a live agent's progress in its record and tell the front ends."""
+        entry = self.pool.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        entry.progress = Progress(message=message, at=utc_now(), percent=percent)
+        entry.control.activity = message
+        record = dataclasses.replace(self.record(agent_id), progress=entry.progress)
+        self._emit(
+            AgentEvent("progress", self.store.save_dispatch(entry.task_slug, record), record)
+        )
+        return record
+
     async def kill(self, agent_id: str, reason: str) -> bool:
         """End a queued or running agent. False when it is not live."""
         return await self.pool.kill(agent_id, reason)
@@ -268,6 +290,7 @@ class Orchestrator:
         return dataclasses.replace(
             record,
             status=status,
+            progress=entry.progress,
             completed_at=utc_now(),
             result=outcome.result,
             error=outcome.error,

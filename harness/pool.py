@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.results import Progress
 from harness.runtime import AgentControl
 
 # "waiting": blocked in await_agent on other agents, its slot lent to the queue.
@@ -33,6 +34,7 @@ class PoolEntry:
     started_at: str | None = None
     # When set, a kill ends the dispatch as ``interrupted`` (shutdown) rather than ``killed``.
     interrupted: bool = False
+    progress: Progress | None = None
     _started_monotonic: float = field(default_factory=time.monotonic)
     _killed: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -78,6 +78,26 @@ class ThreadRef:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """The latest ``update_progress`` of an agent."""
+
+    message: str
+    at: str
+    percent: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision an agent logged on its task (``log_decision``), kept for later agents."""
+
+    title: str
+    body: str
+    at: str
+    agent_id: str | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
 class DispatchRecord:
     agent_id: str
     role: str
@@ -99,6 +119,7 @@ class DispatchRecord:
     last_text: str | None = None
     # PID of the harness process that ran it: lets a restart tell a crash from a live peer.
     host_pid: int | None = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -108,3 +129,4 @@ class Task:
     description: str
     thread: ThreadRef | None = None
     dispatches: tuple[DispatchRecord, ...] = ()
+    decisions: tuple[Decision, ...] = ()

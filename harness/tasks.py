@@ -24,7 +24,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, get_args
 
 from harness.errors import HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.results import AgentResult, DispatchRecord, DispatchStatus, Task, ThreadRef
+from harness.results import (
+    AgentResult,
+    Decision,
+    DispatchRecord,
+    DispatchStatus,
+    Progress,
+    Task,
+    ThreadRef,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +68,10 @@ class TaskStore(Protocol):
     def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
         """Insert the record, or replace the one with the same agent_id. Atomic; never loses
         a concurrent writer's record."""
+        ...
+
+    def add_decision(self, slug: str, decision: Decision) -> Task:
+        """Append a decision to the task (atomic, like save_dispatch)."""
         ...
 
     def journal_path(self, slug: str, agent_id: str) -> Path:
@@ -244,6 +256,7 @@ _DISPATCH_FIELDS: tuple[tuple[str, str, type[Any], bool], ...] = (
     ("error", "error", str, False),
     ("lastText", "last_text", str, False),
     ("hostPid", "host_pid", int, False),
+    ("progress", "progress", dict, False),
 )
 
 
@@ -255,12 +268,19 @@ def _task_to_json(task: Task) -> dict[str, Any]:
         "description": task.description,
         "thread": {"channel": thread.channel, "threadTs": thread.thread_ts} if thread else None,
         "dispatches": [_dispatch_to_json(record) for record in task.dispatches],
+        "decisions": [_decision_to_json(decision) for decision in task.decisions],
     }
 
 
 def _dispatch_to_json(record: DispatchRecord) -> dict[str, Any]:
     data = {key: getattr(record, attr) for key, attr, _, _ in _DISPATCH_FIELDS}
     data["result"] = record.result.to_json() if record.result else None
+    progress = record.progress
+    data["progress"] = (
+        {"message": progress.message, "percent": progress.percent, "at": progress.at}
+        if progress
+        else None
+    )
     return data
 
 
@@ -295,7 +315,35 @@ def _dispatch_from_json(value: Any, where: str) -> DispatchRecord:
     for attr in ("cwd", "journal_file", "prompt"):  # plain strings, absent in hand-made files
         fields[attr] = fields[attr] or ""
     fields["result"] = AgentResult.from_json(fields["result"])
+    if fields["progress"] is not None:
+        raw = fields["progress"]
+        fields["progress"] = Progress(
+            message=_get(raw, "message", str, f"{where}.progress.", required=True),
+            at=_get(raw, "at", str, f"{where}.progress.", required=True),
+            percent=_get(raw, "percent", float, f"{where}.progress.", required=False),
+        )
     return DispatchRecord(**fields)
+
+
+def _decision_to_json(decision: Decision) -> dict[str, Any]:
+    return {
+        "title": decision.title,
+        "body": decision.body,
+        "at": decision.at,
+        "agentId": decision.agent_id,
+        "role": decision.role,
+    }
+
+
+def _decision_from_json(value: Any, where: str) -> Decision:
+    data = _object(value, where)
+    return Decision(
+        title=_get(data, "title", str, f"{where}.", required=True),
+        body=_get(data, "body", str, f"{where}.", required=True),
+        at=_get(data, "at", str, f"{where}.", required=True),
+        agent_id=_get(data, "agentId", str, f"{where}.", required=False),
+        role=_get(data, "role", str, f"{where}.", required=False),
+    )
 
 
 def _task_from_json(value: Any, *, slug: str) -> Task:
@@ -309,8 +357,9 @@ def _task_from_json(value: Any, *, slug: str) -> Task:
             thread_ts=_get(raw, "threadTs", str, "thread.", required=True),
         )
     dispatches = data.get("dispatches") or []
-    if not isinstance(dispatches, list):
-        raise ValueError("dispatches should be a list")
+    decisions = data.get("decisions") or []
+    if not isinstance(dispatches, list) or not isinstance(decisions, list):
+        raise ValueError("dispatches and decisions should be lists")
     return Task(
         # The folder name is the task's identity, even if the file was copied from elsewhere.
         slug=slug,
@@ -320,6 +369,9 @@ def _task_from_json(value: Any, *, slug: str) -> Task:
         dispatches=tuple(
             _dispatch_from_json(item, f"dispatches[{index}]")
             for index, item in enumerate(dispatches)
+        ),
+        decisions=tuple(
+            _decision_from_json(item, f"decisions[{index}]") for index, item in enumerate(decisions)
         ),
     )
 
@@ -420,6 +472,13 @@ class FileTaskStore:
             self._write(task)
         return task
 
+    def add_decision(self, slug: str, decision: Decision) -> Task:
+        with self._locked(slug):
+            current = self._read(slug)
+            task = dataclasses.replace(current, decisions=(*current.decisions, decision))
+            self._write(task)
+        return task
+
     def journal_path(self, slug: str, agent_id: str) -> Path:
         folder = self._folder(slug)
         if not (folder / TASK_FILE).is_file():
@@ -499,6 +558,13 @@ class MemoryTaskStore:
     def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
         with self._lock:
             task = _upsert(self._get(slug), record)
+            self._tasks[slug] = task
+        return task
+
+    def add_decision(self, slug: str, decision: Decision) -> Task:
+        with self._lock:
+            current = self._get(slug)
+            task = dataclasses.replace(current, decisions=(*current.decisions, decision))
             self._tasks[slug] = task
         return task
 

@@ -6,6 +6,7 @@ two cannot drift apart. Pure.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 from harness.errors import ToolError
 
-Kind = Literal["string", "integer", "number"]
+Kind = Literal["string", "integer", "number", "strings"]
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,24 @@ class Field:
     example: str = ""
     minimum: float | None = None
     maximum: float | None = None
+    # For "strings" (a list of strings): how many items at most (max_length is per item).
+    max_items: int | None = None
 
 
 def json_schema(fields: Mapping[str, Field]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for name, f in fields.items():
+        if f.kind == "strings":
+            item: dict[str, Any] = {"type": "string", "minLength": 1}
+            if f.max_length is not None:
+                item["maxLength"] = f.max_length
+            properties[name] = {
+                "type": "array",
+                "description": f.description,
+                "items": item,
+                **({"maxItems": f.max_items} if f.max_items is not None else {}),
+            }
+            continue
         prop: dict[str, Any] = {"type": f.kind, "description": f.description}
         if f.kind == "string":
             prop["minLength"] = 1
@@ -80,6 +94,13 @@ def _check(tool: str, name: str, value: Any, f: Field) -> Any:
     def fail(problem: str, hint: str) -> ToolError:
         return ToolError("INVALID_INPUT", f"{tool}: field {name!r} {problem}", hint)
 
+    if f.kind == "strings":
+        if not isinstance(value, list):
+            raise fail(f"must be a list of strings, got {type(value).__name__}", "pass a list")
+        if f.max_items is not None and len(value) > f.max_items:
+            raise fail(f"has {len(value)} items, more than {f.max_items}", "pass fewer items")
+        item = dataclasses.replace(f, kind="string")
+        return [_check(tool, f"{name}[{n}]", v, item) for n, v in enumerate(value)]
     if f.kind == "string":
         if not isinstance(value, str):
             raise fail(f"must be a string, got {type(value).__name__}", f"pass {name} as text")

@@ -1,4 +1,4 @@
-from harness.access import ALL_TOOLS, READ_ONLY_TOOLS, qualified, tools_for_category
+from harness.access import ALL_TOOLS, EVERY_ROLE_TOOLS, qualified, tools_for_category
 from harness.config import McpSettings
 
 
@@ -6,8 +6,8 @@ def test_full_access_category_gets_every_tool() -> None:
     assert tools_for_category("conversational", McpSettings()) == ALL_TOOLS
 
 
-def test_other_categories_get_only_the_read_only_tools() -> None:
-    assert tools_for_category("worker", McpSettings()) == READ_ONLY_TOOLS
+def test_other_categories_get_the_read_only_and_human_tools() -> None:
+    assert tools_for_category("worker", McpSettings()) == EVERY_ROLE_TOOLS
 
 
 def test_allow_pattern_adds_a_tool_to_a_worker_category() -> None:

@@ -19,6 +19,10 @@ from tests.processes import claude_children
 def script(request: ModelRequest) -> Turn:
     if "slow" in request.first_user_text:
         return Turn(stall_seconds=60)
+    if "ask me" in request.first_user_text:
+        if not request.tool_results:
+            return Turn.call("mcp__harness__ask_human", question="Which database?")
+        return Turn.finish("asked", issues=[request.tool_results[-1].text])
     if "## Task History" in request.first_user_text:
         return Turn.finish("Reviewed the plan", ["checked the steps"])
     return Turn.finish("Settings page planned", ["plan.md"], ["no design yet"], ["Which fields?"])
@@ -145,8 +149,27 @@ def test_a_broken_role_file_names_the_file_the_field_and_the_fix(
     assert "fix:" in result.stderr
 
 
+@pytest.mark.slow
+def test_ask_human_without_a_terminal_fails_at_once_with_a_clear_error(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--role", "developer", "ask me something"],
+        cwd=project_dir,
+        env={**os.environ, **model.env()},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,  # the default ask timeout is 900 s: returning at all proves it did not wait
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "NO_HUMAN_AVAILABLE" in result.stdout
+    assert "no human can be reached" in result.stdout
+
+
 def test_help_is_there_for_every_command(project_dir: Path, model: ScriptedModel) -> None:
-    for command in ("run", "tasks", "show", "bot"):
+    for command in ("run", "tasks", "show", "audit", "bot"):
         result = harness(project_dir, model, command, "--help")
         assert result.returncode == 0
         assert "--config" in result.stdout

@@ -89,7 +89,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
     assert developer.status == "completed"
     assert developer.result is not None and record.result is not None
     assert developer.result.summary in record.result.summary
-    # The developer was offered the read-only harness tools only.
+    # The developer was offered the read-only (and human-facing) harness tools only.
     dev_request = next(r for r in model.main_requests if DRAFT not in r.tool_names)
     harness_tools = {t for t in dev_request.tool_names if t.startswith("mcp__harness__")}
     assert harness_tools == {
@@ -97,6 +97,9 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
         "mcp__harness__show_agent",
         "mcp__harness__list_tasks",
         "mcp__harness__get_task_context",
+        "mcp__harness__ask_human",
+        "mcp__harness__update_progress",
+        "mcp__harness__log_decision",
     }
     # Its prompt holds the task's history first, then the assignment.
     assert dev_request.first_user_text.index("plan: a settings page") < (

@@ -15,6 +15,7 @@ from harness.mcp_tools import Caller
 from harness.metadata import MetadataCollector
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
+from harness.questions import Answer
 from tests.fakes import HeldRuntime
 
 pytestmark = pytest.mark.anyio
@@ -212,3 +213,79 @@ async def test_every_call_is_audited_with_caller_outcome_and_duration(rig: Rig) 
 async def test_an_unknown_tool_is_tool_not_found(rig: Rig) -> None:
     error = error_of(*await rig.call("launch_missiles", {}))
     assert error["code"] == "TOOL_NOT_FOUND"
+
+
+class AnsweringChannel:
+    """Answers every question at once with its last option (or a fixed text)."""
+
+    def __init__(self, rig_board: Any) -> None:
+        self.board = rig_board
+        self.asked: list[Any] = []
+
+    def reaches(self, task: Any) -> bool:
+        return True
+
+    async def deliver(self, question: Any, task: Any) -> None:
+        self.asked.append(question)
+        text = question.options[-1] if question.options else "go ahead"
+        self.board.answer(question.question_id, Answer(text, "U42"))
+
+    async def settle(self, question: Any, answer: Any) -> None:
+        return None
+
+
+async def test_ask_human_returns_the_answer_and_who_gave_it(rig: Rig) -> None:
+    channel = AnsweringChannel(rig.orchestrator.questions)
+    rig.orchestrator.questions.add_channel(channel)
+    payload, is_error = await rig.call(
+        "ask_human", {"question": "Ship it?", "options": ["no", "yes"]}
+    )
+    assert not is_error
+    assert payload == {"answer": "yes", "answeredBy": "U42"}
+    [asked] = channel.asked
+    assert (asked.agent_id, asked.text, asked.options) == (
+        rig.analyst.agent_id,
+        "Ship it?",
+        ("no", "yes"),
+    )
+
+
+async def test_ask_human_without_a_reachable_human_fails_at_once(rig: Rig) -> None:
+    error = error_of(*await rig.call("ask_human", {"question": "Anyone?"}))
+    assert error["code"] == "NO_HUMAN_AVAILABLE"
+
+
+async def test_ask_human_refuses_too_many_or_too_long_options(rig: Rig) -> None:
+    error = error_of(*await rig.call("ask_human", {"question": "?", "options": ["x"] * 11}))
+    assert "more than 10" in error["message"]
+    error = error_of(*await rig.call("ask_human", {"question": "?", "options": ["x" * 76]}))
+    assert "options[0]" in error["message"]
+
+
+async def test_update_progress_is_kept_in_the_record_and_announced(rig: Rig) -> None:
+    seen: list[Any] = []
+    rig.orchestrator.subscribe(seen.append)
+    payload, is_error = await rig.call("update_progress", {"message": "half way", "percent": 50})
+    assert not is_error and payload["recorded"]
+    record = rig.orchestrator.record(rig.analyst.agent_id)
+    assert record.progress is not None
+    assert (record.progress.message, record.progress.percent) == ("half way", 50)
+    assert [e.kind for e in seen] == ["progress"]
+    info = next(a for a in rig.orchestrator.agents() if a.agent_id == rig.analyst.agent_id)
+    assert info.activity == "half way"
+    rig.runtime.release()
+    final = await rig.orchestrator.wait(rig.analyst.agent_id, 5)
+    assert final.progress is not None and final.progress.message == "half way"
+
+
+async def test_log_decision_is_stored_and_in_the_task_context(rig: Rig) -> None:
+    payload, is_error = await rig.call(
+        "log_decision", {"title": "Use REST", "body": "simpler than GraphQL for this team"}
+    )
+    assert not is_error and payload == {"logged": True, "decisionCount": 1}
+    [decision] = rig.orchestrator.store.get(rig.analyst.task_slug).decisions
+    assert (decision.title, decision.role) == ("Use REST", "product-analyst")
+    context, _ = await rig.call("get_task_context", {"taskSlug": rig.analyst.task_slug})
+    assert "### Decisions" in context["context"]
+    assert "**Use REST**" in context["context"]
+    assert "simpler than GraphQL" in context["context"]

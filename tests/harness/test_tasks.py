@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.errors import HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.results import AgentResult, DispatchRecord, ThreadRef
+from harness.results import AgentResult, Decision, DispatchRecord, Progress, ThreadRef
 from harness.tasks import (
     FileTaskStore,
     MemoryTaskStore,
@@ -272,12 +272,14 @@ def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) ->
         error="boom",
         last_text="last",
         host_pid=42,
+        progress=Progress("half way", "2026-01-01T10:02:00Z", 50.0),
     )
     store.save_dispatch(slug, full)
+    store.add_decision(slug, Decision("Use REST", "simpler", "2026-01-01T10:03:00Z", "a1", "pm"))
 
     data = json.loads((tmp_path / slug / "task.json").read_text(encoding="utf-8"))
 
-    assert list(data) == ["slug", "created", "description", "thread", "dispatches"]
+    assert list(data) == ["slug", "created", "description", "thread", "dispatches", "decisions"]
     assert data["thread"] == {"channel": "C1", "threadTs": "1.2"}
     assert data["created"].endswith("Z")
     assert data["dispatches"] == [
@@ -299,9 +301,20 @@ def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) ->
             "error": "boom",
             "lastText": "last",
             "hostPid": 42,
+            "progress": {"message": "half way", "percent": 50.0, "at": "2026-01-01T10:02:00Z"},
+        }
+    ]
+    assert data["decisions"] == [
+        {
+            "title": "Use REST",
+            "body": "simpler",
+            "at": "2026-01-01T10:03:00Z",
+            "agentId": "a1",
+            "role": "pm",
         }
     ]
     assert store.get(slug).dispatches == (full,)
+    assert store.get(slug).decisions[0].title == "Use REST"
 
 
 def test_task_without_thread_stores_null(tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""The terminal as a HumanChannel: ``ask_human`` from ``harness run`` asks on the terminal.
+
+Without a terminal (stdin not a TTY: CI, cron, a pipe) it reaches nobody, so ``ask_human``
+fails at once with a clear error instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+from typing import TextIO
+
+from harness.questions import Answer, Question, QuestionBoard
+from harness.results import Task
+
+
+class TerminalChannel:
+    def __init__(
+        self, board: QuestionBoard, *, stdin: TextIO | None = None, out: TextIO | None = None
+    ) -> None:
+        self.board = board
+        self.stdin = stdin or sys.stdin
+        self.out = out or sys.stderr
+        self._waiting: list[Question] = []
+
+    def reaches(self, task: Task) -> bool:
+        return self.stdin.isatty()
+
+    async def deliver(self, question: Question, task: Task) -> None:
+        lines = [f"\n[{question.agent_id}] {question.role} asks: {question.text}"]
+        lines += [f"  {n}. {option}" for n, option in enumerate(question.options, 1)]
+        hint = " (a number or your own words)" if question.options else ""
+        lines.append(f"answer{hint}> ")
+        self.out.write("\n".join(lines))
+        self.out.flush()
+        self._waiting.append(question)
+        if len(self._waiting) == 1:
+            asyncio.get_running_loop().add_reader(self.stdin.fileno(), self._on_line)
+
+    def _on_line(self, *_: object) -> None:
+        line = self.stdin.readline().strip()
+        if not line or not self._waiting:
+            return
+        question = self._waiting[0]
+        text = line
+        if line.isdigit() and 1 <= int(line) <= len(question.options):
+            text = question.options[int(line) - 1]
+        self.board.answer(question.question_id, Answer(text, getpass.getuser()))
+
+    async def settle(self, question: Question, answer: Answer | None) -> None:
+        if question in self._waiting:
+            self._waiting.remove(question)
+        if not self._waiting:
+            asyncio.get_running_loop().remove_reader(self.stdin.fileno())
+        if answer is None:
+            self.out.write(f"\n[{question.agent_id}] no answer in time; the agent goes on.\n")
+            self.out.flush()
