@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
 from tests.processes import claude_children
 
 
@@ -23,6 +23,8 @@ def script(request: ModelRequest) -> Turn:
         if not request.tool_results:
             return Turn.call("mcp__harness__ask_human", question="Which database?")
         return Turn.finish("asked", issues=[request.tool_results[-1].text])
+    if "an audit log" in request.first_user_text:
+        return demo_script(request)  # the analyst drafts and awaits a developer
     if "## Task History" in request.first_user_text:
         return Turn.finish("Reviewed the plan", ["checked the steps"])
     return Turn.finish("Settings page planned", ["plan.md"], ["no design yet"], ["Which fields?"])
@@ -77,6 +79,27 @@ def test_run_then_follow_up_with_task_then_list_and_show(
     assert "## Task History" in shown.stdout
     assert "product-analyst completed" in shown.stdout
     assert "reviewer completed" in shown.stdout
+
+
+@pytest.mark.slow
+def test_a_plan_goes_to_the_analyst_which_drafts_and_awaits_a_developer(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    run = harness(project_dir, model, "run", "plan: an audit log")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("product-analyst completed")
+    assert "drafted developer" in run.stdout
+    assert "developer started" in run.stderr  # progress lines for the drafted agent too
+    slug = run.stdout.split("Task: ")[1].split()[0]
+
+    audit = harness(project_dir, model, "audit", slug)
+    tools = [line.split()[3:5] for line in audit.stdout.splitlines()]
+    assert tools == [["draft_agent", "ok"], ["await_agent", "ok"]]
+
+    shown = harness(project_dir, model, "show", slug)
+    assert "Harness tool calls: await_agent 1, draft_agent 1" in shown.stdout
+    assert "developer completed" in shown.stdout
+    assert "drafted by" in shown.stdout
 
 
 @pytest.mark.slow
