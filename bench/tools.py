@@ -52,9 +52,7 @@ def make_project(root: Path) -> Path:
 
 async def draft_latency(config: Path) -> None:
     async with ScriptedModel(lambda request: Turn.finish("done")) as model:
-        orchestrator = build_orchestrator(
-            load_project(config), ClaudeRuntime(base_env=model.env())
-        )
+        orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
         tools = HarnessTools(orchestrator)
         task = orchestrator.create_task("bench drafts")
         samples, ids = [], []

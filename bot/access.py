@@ -30,9 +30,9 @@ def check_access(
     settings: SlackSettings, user: str, channel: str, *, is_dm: bool
 ) -> Refusal | None:
     """None when ``user`` may use the bot in ``channel``; else the polite refusal to show."""
-    if settings.allowed_users and user not in settings.allowed_users:
-        if user not in settings.admins:
-            return Refusal(REFUSAL)
+    allowed = user in settings.allowed_users or user in settings.admins
+    if settings.allowed_users and not allowed:
+        return Refusal(REFUSAL)
     if settings.allowed_channels and not is_dm and channel not in settings.allowed_channels:
         return Refusal(CHANNEL_REFUSAL)
     return None

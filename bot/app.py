@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -18,7 +19,7 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.background import Background
+from bot.background import Background, Intake
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.poster import Poster
@@ -29,6 +30,17 @@ from harness.metadata import MetadataCollector
 from harness.orchestrator import Orchestrator
 
 logger = logging.getLogger(__name__)
+
+
+class _NoTokenNotice(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN itself and then says it is unused next to our client."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+bolt_logger = logging.getLogger("bot.bolt")
+bolt_logger.addFilter(_NoTokenNotice())
 
 
 def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebClient:
@@ -48,16 +60,29 @@ class HarnessBot:
     conversations: Conversations
     commands: Commands
     background: Background
+    intake: Intake
     options: BotOptions
+    # The bot made its client, so it gives it one keep-alive HTTP session and closes it.
+    owns_client: bool = False
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters) before the first event."""
+        if self.owns_client and self.client.session is None:
+            # One pooled session instead of a new connection per Web API call.
+            self.client.session = aiohttp.ClientSession()
         await asyncio.to_thread(self.conversations.load)
+
+    def begin_shutdown(self) -> None:
+        """From now on no message starts an agent (the orchestrator is about to stop them)."""
+        self.conversations.closing = True
 
     async def close(self) -> None:
         """Waits (bounded) for the bot's own work in flight, e.g. the final posts of agents
-        that a shutdown just stopped."""
+        that a shutdown just stopped; then closes what the bot opened."""
         await self.background.drain(self.options.drain_timeout)
+        if self.owns_client and self.client.session is not None:
+            session, self.client.session = self.client.session, None
+            await session.close()
 
 
 def create_app(
@@ -68,16 +93,19 @@ def create_app(
     options: BotOptions | None = None,
 ) -> HarnessBot:
     options = options or BotOptions()
+    owns_client = client is None
     client = client or make_client(env, options)
     config = orchestrator.config
     # Bolt acks events before it runs listeners (process_before_response=False): the
     # listeners only decide and hand the work to background tasks.
     app = AsyncApp(
+        logger=bolt_logger,
         client=client,
         signing_secret=env.signing_secret or "",
         process_before_response=False,
     )
     background = Background()
+    intake = Intake()
     poster = Poster(client)
     watcher = AgentWatcher(orchestrator, poster, interval=options.status_interval)
     requesters = Requesters(config.tasks_dir)
@@ -87,6 +115,7 @@ def create_app(
         watcher,
         requesters,
         background,
+        intake,
         settings=config.slack,
         options=options,
     )
@@ -125,5 +154,7 @@ def create_app(
         conversations=conversations,
         commands=commands,
         background=background,
+        intake=intake,
         options=options,
+        owns_client=owns_client,
     )

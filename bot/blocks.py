@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal, TypedDict
 
+from harness.pool import AgentState
 from harness.results import DispatchRecord
 
 SECTION_LIMIT = 3000
@@ -52,6 +53,7 @@ STATUS_EMOJI = {
     "interrupted": "⏸️",
     "queued": "⏳",
     "running": "⚙️",
+    "waiting": "⏳",
 }
 _VERBS = {
     "completed": "finished",
@@ -60,6 +62,7 @@ _VERBS = {
     "interrupted": "was interrupted",
     "queued": "is queued",
     "running": "is working",
+    "waiting": "is waiting for the agents it drafted",
 }
 _NEXT_STEP = {
     "failed": "reply in this thread to try again (say what to change), or run "
@@ -189,6 +192,8 @@ def render_record(
     header = f"{STATUS_EMOJI.get(status, '•')} *{escape(record.role)}* {_VERBS.get(status, status)}"
     if status == "killed" and stopped_by:
         header += f" by {mention(stopped_by)}"
+    if status != "completed":  # a failure names its agent up front
+        header += f" (agent `{escape(record.agent_id)}`)"
     if drafted_by:
         header += f" · drafted by {escape(drafted_by)}"
     pieces = [header]
@@ -222,7 +227,7 @@ def status_text(
     role: str,
     agent_id: str,
     *,
-    state: Literal["queued", "running"],
+    state: AgentState,
     elapsed_seconds: float,
     activity: str,
     intro: str | None = None,
@@ -252,9 +257,10 @@ def waiting_text(busy: Sequence[tuple[str, str]]) -> str:
     if not busy:
         return "⏳ Got it. I'll pick this up as soon as the earlier request in this thread is done."
     names = ", ".join(f"{escape(role)} `{escape(agent_id)}`" for role, agent_id in busy)
+    verb, it = ("is", "it finishes") if len(busy) == 1 else ("are", "they finish")
     return (
-        f"⏳ Got it. {names} is still working in this thread; I'll pick your message up "
-        "when it finishes."
+        f"⏳ Got it. {names} {verb} still working in this thread; I'll pick your message up "
+        f"when {it}."
     )
 
 

@@ -60,9 +60,9 @@ def render_agent_list(
     """One line per live agent; ``metadata`` is keyed by the agent's cwd."""
     if not agents:
         return "No agents are running or queued."
-    running = sum(1 for a in agents if a.status == "running")
-    lines = [f"*Agents*: {running} running, {len(agents) - running} queued"]
-    for a in sorted(agents, key=lambda a: (a.status != "running", -a.elapsed_seconds)):
+    queued = sum(1 for a in agents if a.status == "queued")
+    lines = [f"*Agents*: {len(agents) - queued} running, {queued} queued"]
+    for a in sorted(agents, key=lambda a: (a.status == "queued", -a.elapsed_seconds)):
         parts = [
             f"{STATUS_EMOJI[a.status]} *{escape(a.role)}* `{escape(a.agent_id)}`",
             f"task `{escape(a.task_slug)}`",

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from bot.access import check_access
-from bot.background import Background
+from bot.background import Background, Intake
 from bot.blocks import drafted_intro, failure_message, waiting_text
 from bot.dedupe import TtlSet
 from bot.parsing import (
@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 EYES, DONE, FAILED = "eyes", "white_check_mark", "x"
 TRY_AGAIN = "try again in a moment; if it keeps failing, ask an admin to look at the bot's log."
+RESEND = "send your message again once I am back."
 
 
 class Conversations:
@@ -55,6 +56,7 @@ class Conversations:
         watcher: AgentWatcher,
         requesters: Requesters,
         background: Background,
+        intake: Intake,
         *,
         settings: SlackSettings,
         options: BotOptions,
@@ -65,10 +67,13 @@ class Conversations:
         self.requesters = requesters
         self.background = background
         self.settings = settings
+        self.intake = intake
         self.index = ThreadIndex()
         self.lanes = ThreadLanes(background)
         self._events = TtlSet(options.dedupe_ttl)
         self._messages = TtlSet(options.dedupe_ttl)
+        # Set when the bot shuts down: no new agent starts after that.
+        self.closing = False
         # Per thread: the bot-started agent working there now (role, agent id).
         self._current: dict[ThreadRef, tuple[str, str]] = {}
         orchestrator.subscribe(self._on_agent_event)
@@ -173,7 +178,8 @@ class Conversations:
             self.index.release(thread)
             raise
         self.index.bind(thread, task.slug)
-        await self.requesters.set(task.slug, message.user)
+        self.requesters.remember(task.slug, message.user)
+        self._spawn(self.requesters.save(), "save requesters")  # not on the way to the agent
         await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)
 
     async def _follow_up(self, message: UserMessage) -> None:
@@ -186,6 +192,10 @@ class Conversations:
 
     async def _run(self, message: UserMessage, slug: str, role: str, prompt: str) -> None:
         await self._wait_for_agents(slug)
+        await self.intake.quiet()
+        if self.closing:  # checked right before draft: no await in between
+            await self._fail(message, "I am shutting down, so I did not start on this.", RESEND)
+            return
         try:
             handle = self.orchestrator.draft(role, prompt, task_slug=slug)
         except HarnessError as exc:

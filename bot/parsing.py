@@ -20,7 +20,7 @@ _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
 MAX_TEXT_CHARS = 20_000
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{1,20}$")
-AGENT_ID_RE = re.compile(r"^a[0-9a-f]{6}$")
+AGENT_ID_RE = re.compile(r"^a[0-9a-f]{1,16}$")
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class Poster:
         except CALL_ERRORS as exc:
             logger.warning("chat.postEphemeral to %s failed: %s", user, exc)
 
-    async def replies(self, thread: ThreadRef, limit: int = 200) -> list[Mapping[str, Any]]:
+    async def replies(self, thread: ThreadRef, limit: int = 1000) -> list[Mapping[str, Any]]:
         """The thread's messages, parent first (the first page: the newest context matters)."""
         try:
             response = await self.client.conversations_replies(

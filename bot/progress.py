@@ -4,6 +4,7 @@ the rendered result."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from bot.blocks import render_record, status_text
@@ -47,6 +48,9 @@ class AgentWatcher:
         drafted_by: str | None = None,
     ) -> DispatchRecord:
         """Shows the agent in the thread until it ends; returns its final record."""
+        # One turn of the loop: a freshly drafted agent takes a free slot (running) before
+        # its first status is shown, rather than flashing "queued".
+        await asyncio.sleep(0)
         shown = self.status(agent_id, role, intro)
         ts = await self.poster.post(thread, shown) if shown else None
         while True:

@@ -46,8 +46,15 @@ class Requesters:
     def get(self, slug: str) -> str | None:
         return self._users.get(slug)
 
-    async def set(self, slug: str, user: str) -> None:
+    def remember(self, slug: str, user: str) -> None:
+        """Known at once (for /harness kill); ``save`` writes it to the file."""
         self._users[slug] = user
+
+    async def set(self, slug: str, user: str) -> None:
+        self.remember(slug, user)
+        await self.save()
+
+    async def save(self) -> None:
         async with self._write_lock:
             snapshot = dict(self._users)
             await asyncio.to_thread(self._write, snapshot)

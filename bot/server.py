@@ -12,12 +12,15 @@ import contextlib
 import logging
 import signal
 import sys
+from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
+from bot.background import Intake
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
@@ -31,6 +34,20 @@ HEALTH_PATH = "/healthz"
 
 async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+def _tracking(intake: Intake) -> Middleware:
+    """Counts the requests being answered, so heavy work waits for a burst to be acked."""
+
+    @web.middleware
+    async def track(request: web.Request, handler: Handler) -> web.StreamResponse:
+        intake.enter()
+        try:
+            return await handler(request)
+        finally:
+            intake.leave()
+
+    return track
 
 
 class BotServer:
@@ -60,9 +77,11 @@ class BotServer:
 
     async def start(self) -> None:
         await self.bot.start()
+        await self._check_tokens()
         if self.mode == "http":
             web_app = self.bot.app.web_app(path=EVENTS_PATH, port=self.port)
             web_app.router.add_get(HEALTH_PATH, _healthz)
+            web_app.middlewares.append(_tracking(self.bot.intake))
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
             try:
@@ -79,6 +98,28 @@ class BotServer:
             self._socket = handler
             await handler.connect_async()  # type: ignore[no-untyped-call]
 
+    async def _check_tokens(self) -> None:
+        """Fails fast, with what to fix, when Slack refuses a token (slack_sdk's Socket Mode
+        client would otherwise retry a refused app token forever)."""
+        client = self.bot.client
+        try:
+            await client.auth_test()
+        except SlackApiError as exc:
+            raise HarnessError(
+                f"Slack refused SLACK_BOT_TOKEN: {exc.response.get('error')}",
+                fix="use the Bot User OAuth Token (xoxb-...) of the installed app",
+            ) from exc
+        if self.mode != "socket":
+            return
+        try:
+            await client.apps_connections_open(app_token=self.app_token or "")
+        except SlackApiError as exc:
+            raise HarnessError(
+                f"Slack refused SLACK_APP_TOKEN: {exc.response.get('error')}",
+                fix="use an app-level token (xapp-...) with the connections:write scope, and "
+                "turn Socket Mode on in the app's settings",
+            ) from exc
+
     async def stop(self, reason: str = "the Slack bot shut down") -> None:
         """Idempotent: intake first, then the agents, then the bot's own work."""
         if self._stopped:
@@ -89,6 +130,7 @@ class BotServer:
                 await self._socket.close_async()  # type: ignore[no-untyped-call]
         if self._runner is not None:
             await self._runner.cleanup()
+        self.bot.begin_shutdown()
         await self.bot.orchestrator.shutdown(reason)
         await self.bot.close()
 
@@ -97,6 +139,20 @@ def describe(server: BotServer) -> str:
     if server.mode == "http":
         return f"HTTP mode, listening on {server.url}"
     return "Socket Mode, connected"
+
+
+async def _start(server: BotServer, stopped: asyncio.Future[Any]) -> bool:
+    """Starts the server, unless a signal comes first (then False): a signal must work even
+    while Slack is slow to answer."""
+    starting = asyncio.ensure_future(server.start())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if starting.done():
+        starting.result()  # raises what start() raised
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    return False
 
 
 async def serve(
@@ -129,16 +185,18 @@ async def serve(
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
+    stopped = asyncio.ensure_future(stop.wait())
     try:
         try:
-            await server.start()
-        except (SlackApiError, SlackClientError, OSError) as exc:
+            if await _start(server, stopped):
+                print(f"harness bot: {describe(server)}", file=sys.stderr, flush=True)
+                await stopped
+        except (SlackClientError, OSError) as exc:
             print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)
             return 1
-        print(f"harness bot: {describe(server)}", file=sys.stderr, flush=True)
-        await stop.wait()
         print(f"harness bot: {received[0]} received, stopping agents…", file=sys.stderr, flush=True)
     finally:
+        stopped.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         await server.stop(f"the Slack bot was stopped ({', '.join(received) or 'shutdown'})")

@@ -48,9 +48,6 @@ class ThreadIndex:
     def slug(self, thread: ThreadRef) -> str | None:
         return self._slugs.get(thread)
 
-    def thread_of(self, slug: str) -> ThreadRef | None:
-        return next((t for t, s in self._slugs.items() if s == slug), None)
-
 
 @dataclass
 class _Lane:

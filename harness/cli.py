@@ -132,8 +132,8 @@ async def _run(project: Project, prompt: str, role: str | None, slug: str | None
     orchestrator = build_orchestrator(project)
     orchestrator.recover_interrupted()
     if role is None:
-        last = orchestrator.last_role(orchestrator.store.get(slug)) if slug else None
-        role = orchestrator.route(prompt, last)
+        task = orchestrator.store.get(slug) if slug else None
+        role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
     orchestrator.role(role)  # unknown role: fail before creating a task
     orchestrator.subscribe(_progress_on_stderr)
     orchestrator.questions.add_channel(TerminalChannel(orchestrator.questions))

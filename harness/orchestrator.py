@@ -121,6 +121,14 @@ class Orchestrator:
     def route(self, text: str, last_role: str | None = None) -> str:
         return self.router.route(text, last_role)
 
+    def route_follow_up(self, task: Task, text: str) -> str:
+        """The role for a follow-up on ``task``: when the last agent asked questions, the
+        reply answers them, so it goes back to that role; else routing, else the last role."""
+        top = [d for d in task.dispatches if d.parent_id is None]
+        if top and top[-1].result is not None and top[-1].result.questions:
+            return top[-1].role
+        return self.route(text, self.last_role(task))
+
     @staticmethod
     def last_role(task: Task) -> str | None:
         """The role of the task's most recent top-level dispatch (what a follow-up keeps)."""

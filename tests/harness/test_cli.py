@@ -60,7 +60,10 @@ def test_run_then_follow_up_with_task_then_list_and_show(
     assert "  1. Which fields?" in first.stdout
     slug = first.stdout.split("Task: ")[1].split()[0]
 
-    follow_up = harness(project_dir, model, "run", "--task", slug, "review the plan")
+    # The analyst asked a question, so an unnamed follow-up would answer it: name the role.
+    follow_up = harness(
+        project_dir, model, "run", "--task", slug, "--role", "reviewer", "review the plan"
+    )
     assert follow_up.returncode == 0, follow_up.stderr
     assert "reviewer completed" in follow_up.stdout
     assert "Summary: Reviewed the plan" in follow_up.stdout

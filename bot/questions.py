@@ -1,0 +1,117 @@
+"""Agents asking the people of a thread (``ask_human``): the Slack side of the question board.
+
+A question is posted in the task's thread (a button per option); a reply in the thread or a
+button press answers it. With several agents waiting in one thread, the question says who
+asks and a reply can start with the agent's id (``a1b2c3: yes``) to pick which one; otherwise
+the oldest open question gets the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from bot.blocks import escape, mention
+from bot.poster import Poster
+from harness.questions import Answer, Question
+from harness.results import Task, ThreadRef
+
+logger = logging.getLogger(__name__)
+
+ACTION_PREFIX = "harness_answer_"
+ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\d+$")
+_ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6})\b[\s:,.-]*", re.IGNORECASE)
+
+
+def question_message(question: Question) -> dict[str, Any]:
+    """The question as Block Kit: who asks, the question, a button per option."""
+    who = f"*{question.role}* (agent `{question.agent_id}`) asks:"
+    how = (
+        "Pick an answer, or reply in this thread."
+        if question.options
+        else "Reply in this thread to answer"
+    )
+    how += f" (start with `{question.agent_id}:` if several agents are waiting)."
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": f"❓ {who}\n{escape(question.text)}"},
+        },
+    ]
+    if question.options:
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"question_{question.question_id}",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": f"{ACTION_PREFIX}{n}",
+                        "text": {"type": "plain_text", "text": option[:75]},
+                        "value": f"{question.question_id}|{n}",
+                    }
+                    for n, option in enumerate(question.options)
+                ],
+            }
+        )
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": how}]})
+    text = f"{question.role} (agent {question.agent_id}) asks: {question.text}"
+    return {"text": text, "blocks": blocks}
+
+
+def settled_message(question: Question, answer: Answer | None) -> dict[str, Any]:
+    """The question once closed: the answer and who gave it, or that nobody answered."""
+    asked = f"❓ *{question.role}* (agent `{question.agent_id}`) asked: {escape(question.text)}"
+    if answer is None:
+        outcome = "⌛ No answer in time; the agent went on without one."
+    else:
+        outcome = f"💬 {mention(answer.answered_by)} answered: {escape(answer.text)}"
+    text = f"{asked}\n{outcome}"
+    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+
+
+def parse_button_value(value: str, pending: Sequence[Question]) -> tuple[Question, str] | None:
+    """A button's ``question_id|index`` as (the open question, the option's text)."""
+    question_id, _, index = value.partition("|")
+    question = next((q for q in pending if q.question_id == question_id), None)
+    if question is None or not index.isdigit() or int(index) >= len(question.options):
+        return None
+    return question, question.options[int(index)]
+
+
+def pick_question(pending: Sequence[Question], reply: str) -> tuple[Question, str] | None:
+    """Which open question a thread reply answers, and the answer's text."""
+    if not pending:
+        return None
+    addressed = _ADDRESSED.match(reply)
+    if addressed:
+        agent_id = addressed.group(1).lower()
+        for question in pending:
+            if question.agent_id == agent_id:
+                return question, reply[addressed.end() :].strip() or reply.strip()
+    return pending[0], reply.strip()
+
+
+class SlackHumanChannel:
+    """Posts questions of thread-bound tasks in their thread (a HumanChannel)."""
+
+    def __init__(self, poster: Poster) -> None:
+        self.poster = poster
+        self._posted: dict[str, tuple[ThreadRef, str]] = {}
+
+    def reaches(self, task: Task) -> bool:
+        return task.thread is not None
+
+    async def deliver(self, question: Question, task: Task) -> None:
+        assert task.thread is not None
+        ts = await self.poster.post(task.thread, question_message(question))  # type: ignore[arg-type]
+        if ts is not None:
+            self._posted[question.question_id] = (task.thread, ts)
+
+    async def settle(self, question: Question, answer: Answer | None) -> None:
+        posted = self._posted.pop(question.question_id, None)
+        if posted is not None:
+            thread, ts = posted
+            await self.poster.update(thread.channel, ts, settled_message(question, answer))  # type: ignore[arg-type]

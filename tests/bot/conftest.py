@@ -1,0 +1,158 @@
+"""A running bot for the tests: the real AsyncApp + AsyncWebClient against our Slack emulator
+on loopback, and the real Claude Code CLI against a scripted model."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pytest
+
+from bot.app import HarnessBot, create_app
+from bot.server import BotServer
+from bot.settings import BotOptions, Mode, SlackEnv
+from bot.slack_emulator import DeliveredEvent, SlackEmulator
+from harness.config import SlackSettings
+from harness.orchestrator import Orchestrator
+from harness.project import Project, build_orchestrator
+from harness.runtime import ClaudeRuntime
+from harness.scripted_model import ModelRequest, Script, ScriptedModel, Turn
+
+BOT_TOKEN = "xoxb-bot-test"
+APP_TOKEN = "xapp-bot-test"
+SECRET = "bot-test-signing-secret"
+JSON = dict[str, Any]
+WAIT = 30.0  # bounded waits for agent runs (each ~0.6 s of CLI start on an idle machine)
+FINAL = ("white_check_mark", "x")
+
+
+def finish_with_prompt(request: ModelRequest) -> Turn:
+    """Finishes at once, quoting the agent's assignment (the prompt's last line)."""
+    return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+
+
+@dataclass
+class Rig:
+    slack: SlackEmulator
+    model: ScriptedModel
+    bot: HarnessBot
+    server: BotServer
+
+    @property
+    def orchestrator(self) -> Orchestrator:
+        return self.bot.orchestrator
+
+    async def say(
+        self, text: str, *, user: str = "U1", channel: str = "D1", thread_ts: str | None = None
+    ) -> DeliveredEvent:
+        return await self.slack.user_message(user, channel, text, thread_ts=thread_ts)
+
+    async def final_reaction(self, channel: str, ts: str, timeout: float = WAIT) -> str:
+        """Waits for the ✅ / ❌ the bot puts on a user's message when its run ends."""
+
+        def done() -> str | None:
+            found = self.slack.reactions(channel, ts) & set(FINAL)
+            return next(iter(found), None)
+
+        return await self.slack.wait_for(done, timeout)
+
+    def bot_messages(self, channel: str, thread_ts: str) -> list[JSON]:
+        return [m for m in self.slack.thread(channel, thread_ts) if m.get("bot_id")]
+
+    def bot_text(self, channel: str, thread_ts: str) -> str:
+        """Everything the bot shows in the thread: message texts and section texts."""
+        return "\n".join(message_text(m) for m in self.bot_messages(channel, thread_ts))
+
+    def runs(self) -> list[ModelRequest]:
+        """The first request of each agent run (each run is one CLI session)."""
+        first: dict[str, ModelRequest] = {}
+        for request in self.model.main_requests:
+            first.setdefault(session_of(request), request)
+        return list(first.values())
+
+
+def session_of(request: ModelRequest) -> str:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return headers.get("x-claude-code-session-id", f"request-{request.index}")
+
+
+def message_text(message: JSON) -> str:
+    sections = [
+        b["text"]["text"]
+        for b in message.get("blocks") or []
+        if b.get("type") == "section" and isinstance(b.get("text"), dict)
+    ]
+    return "\n".join(sections) if sections else str(message.get("text", ""))
+
+
+class RigFactory(Protocol):
+    def __call__(
+        self,
+        script: Script,
+        *,
+        mode: Mode = "http",
+        slack_settings: SlackSettings | None = None,
+        options: BotOptions | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackEmulator]:
+    async with SlackEmulator(
+        signing_secret=SECRET, bot_token=BOT_TOKEN, app_token=APP_TOKEN
+    ) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def rig(project: Project, slack: SlackEmulator) -> RigFactory:
+    """``async with rig(script) as r:`` a bot serving the emulator (HTTP or Socket Mode)."""
+
+    @contextlib.asynccontextmanager
+    async def start(
+        script: Script,
+        *,
+        mode: Mode = "http",
+        slack_settings: SlackSettings | None = None,
+        options: BotOptions | None = None,
+    ) -> AsyncIterator[Rig]:
+        config = project.config
+        if slack_settings is not None:
+            config = dataclasses.replace(config, slack=slack_settings)
+        async with ScriptedModel(script) as model:
+            orchestrator = build_orchestrator(
+                Project(config=config, roles=project.roles), ClaudeRuntime(base_env=model.env())
+            )
+            env = SlackEnv(
+                bot_token=BOT_TOKEN,
+                app_token=APP_TOKEN if mode == "socket" else None,
+                signing_secret=SECRET,
+                api_url=slack.api_url,
+            )
+            bot = create_app(orchestrator, env, options=options or BotOptions(status_interval=0.5))
+            server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0)
+            await server.start()
+            if mode == "http":
+                slack.bot_url, slack.delivery = server.url, "http"
+            else:
+                slack.delivery = "socket"
+            try:
+                yield Rig(slack, model, bot, server)
+            finally:
+                await server.stop()
+
+    return start
+
+
+def texts(messages: Sequence[JSON]) -> list[str]:
+    return [message_text(m) for m in messages]
+
+
+def calls_with(slack: SlackEmulator, method: str, needle: str) -> Callable[[], list[Any]]:
+    def find() -> list[Any]:
+        return [c for c in slack.calls(method) if needle in str(c.params)]
+
+    return find

@@ -1,0 +1,181 @@
+"""``harness bot`` and ``python -m bot.demo`` as people run them: subprocesses with the
+shipped config.yaml and roles, against our Slack emulator and the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.slack_emulator import SlackEmulator
+from harness.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
+from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, message_text
+from tests.processes import claude_children
+
+pytestmark = pytest.mark.slow
+
+SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
+
+
+def script(request: ModelRequest) -> Turn:
+    if "fix it slowly" in request.first_user_text:
+        return Turn(text="working on it", stall_seconds=120)
+    return demo_script(request)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
+    env.pop("ANTHROPIC_API_KEY", None)
+    return {**env, **extra}
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def final_reaction(slack: SlackEmulator, channel: str, ts: str) -> str | None:
+    found = slack.reactions(channel, ts) & {"white_check_mark", "x"}
+    return next(iter(found), None)
+
+
+@pytest.mark.anyio
+async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly(
+    project_dir: Path,
+) -> None:
+    async with (
+        ScriptedModel(script) as model,
+        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
+    ):
+        port = free_port()
+        env = clean_env(
+            **model.env(),
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_URL=slack.api_url,
+        )
+        config = project_dir / "config.yaml"
+        bot = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port)),
+            *("--config", str(config)),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert bot.stderr is not None
+        try:
+            banner = b""
+            while b"listening on" not in banner:
+                banner = await asyncio.wait_for(bot.stderr.readline(), WAIT)
+                assert banner, "the bot exited before it listened"
+            slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+
+            sent = await slack.user_message("U1", "D1", "plan: a settings page")
+            ts = sent.event["ts"]
+            assert sent.status == 200
+            assert await slack.wait_for(lambda: final_reaction(slack, "D1", ts), 90) == (
+                "white_check_mark"
+            )
+            shown = [message_text(m) for m in slack.thread("D1", ts) if m.get("bot_id")]
+            assert "*developer* finished" in "\n".join(shown)
+            assert "*product-analyst* finished" in shown[-1]
+            assert "drafted developer a" in shown[-1] and "which reported: Done:" in shown[-1]
+
+            retry = await slack.deliver_event(sent.event, retry_of=sent)
+            assert retry.status == 200
+
+            # A slow request: to prove the retry started nothing, and to stop mid-run.
+            slow = await slack.user_message("U1", "D1", "fix it slowly")
+            await model.wait_for_request(
+                lambda r: "fix it slowly" in r.first_user_text, timeout=WAIT
+            )
+            children = claude_children(bot.pid)
+            assert children
+            tasks_dir = project_dir / ".agents" / "tasks"
+            tasks = [json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json")]
+            assert sorted(len(t["dispatches"]) for t in tasks) == [1, 2]  # one run per message
+
+            bot.send_signal(signal.SIGTERM)
+            _, errors = await asyncio.wait_for(bot.communicate(), WAIT)
+            assert bot.returncode == 0, errors.decode()
+            assert not [pid for pid in children if alive(pid)]
+            slow_task = next(
+                t
+                for t in (json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json"))
+                if t["description"] == "fix it slowly"
+            )
+            assert [d["status"] for d in slow_task["dispatches"]] == ["interrupted"]
+            stopped = [message_text(m) for m in slack.thread("D1", slow.event["ts"])]
+            assert any("*developer* was interrupted" in text for text in stopped)
+            assert final_reaction(slack, "D1", slow.event["ts"]) == "x"
+        finally:
+            if bot.returncode is None:
+                bot.kill()
+                await bot.wait()
+
+
+def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "SLACK_BOT_TOKEN is not set" in done.stderr
+    assert "fix: export SLACK_BOT_TOKEN=xoxb-" in done.stderr
+
+
+def test_the_demo_shows_the_thread_unfold_and_exits_0(project_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "UDEMO: plan: a settings page" in out
+    assert out.index("product-analyst is working") < out.index("drafted *developer*")
+    assert out.index("*developer* finished") < out.index("*product-analyst* finished")
+    assert out.rstrip().endswith("demo: done, the analyst's result is in the thread")
+    assert not (project_dir / ".agents").exists()  # a temporary tasks folder by default
+
+
+def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None:
+    emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
+    with emulator.in_thread() as slack:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(
+                SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN="xapp-wrong", SLACK_API_URL=slack.api_url
+            ),
+            check=False,
+        )
+    assert done.returncode == 2
+    assert "Slack refused SLACK_APP_TOKEN: invalid_auth" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert [c.method for c in slack.calls()] == ["auth.test", "apps.connections.open"]

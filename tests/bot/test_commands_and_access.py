@@ -1,0 +1,90 @@
+"""/harness over HTTP, the allowlists, and a status message that keeps up with its agent."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bot.settings import BotOptions
+from harness.config import SlackSettings
+from harness.scripted_model import ModelRequest, ToolCall, Turn
+from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def test_harness_help_tasks_and_bad_input_over_http(rig: RigFactory) -> None:
+    async with rig(finish_with_prompt) as r:
+        slack = r.slack
+        started = time.monotonic()
+        helped = await slack.slash_command("/harness", "", "U1", "C1")
+        assert helped.status == 200 and time.monotonic() - started < 3
+        assert "`/harness kill <agentId>`" in helped.response_payload["text"]
+
+        bad = await slack.slash_command("/harness", "kill <@U2> & co", "U1", "C1")
+        assert "Usage: `/harness kill <agentId>`" in bad.response_payload["text"]
+        odd = await slack.slash_command("/harness", "kill <b>", "U1", "C1")
+        assert "`&lt;b&gt;` is not an agent id" in odd.response_payload["text"]
+        unknown = await slack.slash_command("/harness", "dance", "U1", "C1")
+        assert "Unknown command `dance`" in unknown.response_payload["text"]
+
+        empty = await slack.slash_command("/harness", "list", "U1", "C1")
+        assert empty.status == 200
+        await slack.wait_for(lambda: [e for e in slack.ephemeral("U1") if "No agents" in e["text"]])
+
+        sent = await r.say("fix the <b>login</b> bug")
+        await r.final_reaction("D1", sent.event["ts"])
+        await slack.slash_command("/harness", "tasks", "U1", "C1")
+        [listing] = await slack.wait_for(
+            lambda: [e for e in slack.ephemeral("U1") if "Recent tasks" in e["text"]]
+        )
+        [task] = r.orchestrator.store.list()
+        assert "<https://emulated.slack.com/archives/D1/p" in listing["text"]
+        assert f"|{task.slug}>" in listing["text"]
+        assert "fix the &lt;b&gt;login&lt;/b&gt; bug" in listing["text"]
+        assert "last: developer completed" in listing["text"]
+
+
+async def test_people_and_channels_outside_the_allowlists_are_refused(rig: RigFactory) -> None:
+    allow = SlackSettings(allowed_users=("U1",), allowed_channels=("C1",), admins=("UADMIN",))
+    async with rig(finish_with_prompt, slack_settings=allow) as r:
+        slack = r.slack
+        stranger = await r.say("fix the login bug", user="U2", channel="D2")
+        refusal = await slack.wait_for(lambda: slack.ephemeral("U2"))
+        assert "Sorry, I can't take requests from you" in refusal[0]["text"]
+        elsewhere = await r.say("<@UBOT> fix the build", channel="C2")
+        await slack.wait_for(
+            lambda: [e for e in slack.ephemeral("U1") if "don't work in this channel" in e["text"]]
+        )
+        command = await slack.slash_command("/harness", "list", "U2", "C1")
+        assert "Sorry, I can't take requests" in command.response_payload["text"]
+
+        allowed = await r.say("fix the tests")  # U1 in a DM: fine
+        await r.final_reaction("D1", allowed.event["ts"])
+        admin = await r.say("<@UBOT> fix the docs", user="UADMIN", channel="C1")
+        await r.final_reaction("C1", admin.event["ts"])
+        assert len(r.runs()) == 2
+        assert slack.reactions("D2", stranger.event["ts"]) == set()
+        assert slack.reactions("C2", elsewhere.event["ts"]) == set()
+        assert not [m for m in slack.messages("D2") if m.get("bot_id")]
+
+
+async def test_the_status_message_shows_elapsed_time_and_activity(rig: RigFactory) -> None:
+    def script(request: ModelRequest) -> Turn:
+        done = len(request.all_tool_results)
+        if done == 0:
+            return Turn(tool_calls=(ToolCall("Glob", {"pattern": "*.md"}),))
+        if done == 1:
+            return Turn(tool_calls=(ToolCall("Glob", {"pattern": "*.py"}),), stall_seconds=1.5)
+        return Turn.finish("Looked around")
+
+    async with rig(script, options=BotOptions(status_interval=0.2)) as r:
+        sent = await r.say("look around")
+        ts = sent.event["ts"]
+        update = await r.slack.wait_for_call(
+            "chat.update", lambda c: "using Glob" in str(c.params.get("text")), timeout=WAIT
+        )
+        assert update.params["text"].startswith("⚙️ developer is working… agent a")
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        assert "Looked around" in r.bot_text("D1", ts)

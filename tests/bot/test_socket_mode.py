@@ -1,0 +1,71 @@
+"""The bot over Socket Mode: DMs, follow-ups and /harness list | kill."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.results import ThreadRef
+from harness.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text
+from tests.processes import claude_children
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def test_socket_mode_dm_and_follow_up_share_one_task(rig: RigFactory) -> None:
+    async with rig(finish_with_prompt, mode="socket") as r:
+        assert r.slack.calls("apps.connections.open")[0].ok
+        sent = await r.say("fix the login bug")
+        assert sent.acked
+        ts = sent.event["ts"]
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        reply = await r.say("and add a test", thread_ts=ts)
+        assert await r.final_reaction("D1", reply.event["ts"]) == "white_check_mark"
+
+        _, second = r.runs()
+        assert "## Task History" in second.first_user_text
+        assert "Done: fix the login bug" in second.first_user_text
+        task = r.orchestrator.store.find_by_thread(ThreadRef("D1", ts))
+        assert task is not None and len(task.dispatches) == 2
+        assert r.bot_text("D1", ts).count("*developer* finished") == 2
+
+
+async def test_socket_mode_harness_list_and_kill(rig: RigFactory) -> None:
+    def script(request: ModelRequest) -> Turn:
+        return Turn(text="thinking", stall_seconds=60)
+
+    async with rig(script, mode="socket") as r:
+        slack = r.slack
+        sent = await r.say("fix it slowly")
+        ts = sent.event["ts"]
+        await r.model.wait_for_request(timeout=WAIT)
+        [agent] = r.orchestrator.agents()
+        children = claude_children()
+        assert children
+
+        await slack.slash_command("/harness", "list", "U1", "D1")
+        listing = await slack.wait_for(
+            lambda: [e for e in slack.ephemeral("U1") if "*Agents*" in e["text"]]
+        )
+        text = listing[0]["text"]
+        assert f"*developer* `{agent.agent_id}`" in text
+        assert f"task `{agent.task_slug}`" in text
+        assert "git_branch: " in text  # the config's list metadata
+        assert " s · " in text
+
+        unknown = await slack.slash_command("/harness", "kill a000000", "U1", "D1")
+        assert "No running or queued agent `a000000`" in unknown.response_payload["text"]
+        refused = await slack.slash_command("/harness", f"kill {agent.agent_id}", "U2", "D2")
+        assert "You can't stop" in refused.response_payload["text"]
+        assert r.orchestrator.agents()  # still running
+
+        killed = await slack.slash_command("/harness", f"kill {agent.agent_id}", "U1", "D1")
+        assert killed.ack is not None
+        assert f"Stopping developer `{agent.agent_id}`" in killed.response_payload["text"]
+        assert await r.final_reaction("D1", ts) == "x"
+        shown = "\n".join(message_text(m) for m in r.bot_messages("D1", ts))
+        assert "⏹️ *developer* was stopped by <@U1>" in shown
+        assert f"agent `{agent.agent_id}`" in shown
+        assert "*What to do next:*" in shown
+        assert r.orchestrator.record(agent.agent_id).status == "killed"
+        assert not claude_children() & children
