@@ -19,15 +19,18 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.access import check_access
 from bot.background import Background, Intake
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.poster import Poster
 from bot.progress import AgentWatcher
+from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
 from harness.metadata import MetadataCollector
 from harness.orchestrator import Orchestrator
+from harness.questions import Answer
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +147,30 @@ def create_app(
     async def on_command(ack: AsyncAck, respond: AsyncRespond, command: dict[str, Any]) -> None:
         await commands.handle(ack, respond, command)
 
+    humans = SlackHumanChannel(poster)
+    orchestrator.questions.add_channel(humans)
+
+    async def on_answer_button(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        user = str((body.get("user") or {}).get("id", ""))
+        channel = str((body.get("channel") or {}).get("id", ""))
+        refusal = check_access(config.slack, user, channel, is_dm=channel.startswith("D"))
+        if refusal is not None:
+            await respond(text=refusal.text, response_type="ephemeral", replace_original=False)
+            return
+        picked = parse_button_value(str(action.get("value", "")), orchestrator.questions.pending())
+        if picked is None or not orchestrator.questions.answer(
+            picked[0].question_id, Answer(picked[1], user)
+        ):
+            await respond(
+                text="This question is already closed.",
+                response_type="ephemeral",
+                replace_original=False,
+            )
+
+    app.action(ACTION_PATTERN)(on_answer_button)
     app.event("message")(on_message)
     app.event("app_mention")(on_message)
     app.command("/harness")(on_command)

@@ -36,7 +36,20 @@ class ContextBlock(TypedDict):
     elements: list[TextObject]
 
 
-Block = SectionBlock | ContextBlock
+class ButtonElement(TypedDict):
+    type: Literal["button"]
+    action_id: str
+    text: TextObject
+    value: str
+
+
+class ActionsBlock(TypedDict):
+    type: Literal["actions"]
+    block_id: str
+    elements: list[ButtonElement]
+
+
+Block = SectionBlock | ContextBlock | ActionsBlock
 
 
 class SlackMessage(TypedDict):
@@ -62,7 +75,7 @@ _VERBS = {
     "interrupted": "was interrupted",
     "queued": "is queued",
     "running": "is working",
-    "waiting": "is waiting for the agents it drafted",
+    "waiting": "is waiting",
 }
 _NEXT_STEP = {
     "failed": "reply in this thread to try again (say what to change), or run "
@@ -115,11 +128,11 @@ def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     return chunks
 
 
-def _section(text: str) -> SectionBlock:
+def section_block(text: str) -> SectionBlock:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
-def _context(text: str) -> ContextBlock:
+def context_block(text: str) -> ContextBlock:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
@@ -138,12 +151,12 @@ def pack(pieces: Sequence[str], footer: str) -> list[SlackMessage]:
         used += len(chunk)
     messages: list[SlackMessage] = []
     for number, page in enumerate(pages, 1):
-        blocks: list[Block] = [_section(chunk) for chunk in page]
+        blocks: list[Block] = [section_block(chunk) for chunk in page]
         notes = [f"part {number} of {len(pages)}"] if len(pages) > 1 else []
         if number == len(pages) and footer:
             notes.append(footer)
         if notes:
-            blocks.append(_context(" · ".join(notes)))
+            blocks.append(context_block(" · ".join(notes)))
         text = "\n".join([*page, *notes])
         messages.append({"text": text, "blocks": blocks})
     return messages
@@ -271,4 +284,4 @@ def failure_message(what: str, *, next_step: str, agent_id: str | None = None) -
         lines.append(f"Agent: `{escape(agent_id)}`")
     lines.append(f"*What to do next:* {next_step}")
     text = "\n".join(lines)
-    return {"text": text, "blocks": [_section(text)]}
+    return {"text": text, "blocks": [section_block(text)]}

@@ -33,17 +33,19 @@ from bot.parsing import (
 )
 from bot.poster import Poster
 from bot.progress import AgentWatcher
+from bot.questions import pick_question
 from bot.requesters import Requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
 from harness.errors import HarnessError
 from harness.orchestrator import AgentEvent, Orchestrator
+from harness.questions import Answer
 from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 
-EYES, DONE, FAILED = "eyes", "white_check_mark", "x"
+EYES, DONE, FAILED, ANSWERED = "eyes", "white_check_mark", "x", "speech_balloon"
 TRY_AGAIN = "try again in a moment; if it keeps failing, ask an admin to look at the bot's log."
 RESEND = "send your message again once I am back."
 
@@ -108,8 +110,10 @@ class Conversations:
             )
             return Ignore("not allowed")
         self.poster.note(parsed.thread, parsed.ts)
-        self._spawn(self.poster.react(parsed.channel, parsed.ts, EYES), "eyes")
         thread = parsed.thread
+        if isinstance(decision, FollowUp) and self._answer_question(parsed):
+            return decision
+        self._spawn(self.poster.react(parsed.channel, parsed.ts, EYES), "eyes")
         if isinstance(decision, FollowUp):
             busy = self._busy_agents(thread)
             if busy or self.lanes.busy(thread):
@@ -120,6 +124,19 @@ class Conversations:
             job = self._guarded(parsed, lambda: self._start(decision, bot_user_id))
         self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
         return decision
+
+    def _answer_question(self, message: UserMessage) -> bool:
+        """A reply in a thread where an agent waits on ``ask_human`` answers it (instead of
+        starting a follow-up). True when it did."""
+        slug = self.index.slug(message.thread)
+        picked = pick_question(self.orchestrator.questions.pending(slug), message.text)
+        if slug is None or picked is None:
+            return False
+        question, text = picked
+        if not self.orchestrator.questions.answer(question.question_id, Answer(text, message.user)):
+            return False
+        self._spawn(self.poster.react(message.channel, message.ts, ANSWERED), "answered")
+        return True
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         self.background.spawn(coro, name=name)
@@ -187,7 +204,8 @@ class Conversations:
         if slug is None:  # the task this thread was reserved for could not be created
             return
         task = await asyncio.to_thread(self.orchestrator.store.get, slug)
-        role = self.orchestrator.route(message.text, self.orchestrator.last_role(task))
+        # After a result with questions, the reply answers them: same role (see route_follow_up).
+        role = self.orchestrator.route_follow_up(task, message.text)
         await self._run(message, slug, role, message.text)
 
     async def _run(self, message: UserMessage, slug: str, role: str, prompt: str) -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
 
-from bot.blocks import escape, mention
+from bot.blocks import Block, SlackMessage, context_block, escape, mention, section_block
 from bot.poster import Poster
 from harness.questions import Answer, Question
 from harness.results import Task, ThreadRef
@@ -25,7 +24,7 @@ ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\d+$")
 _ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6})\b[\s:,.-]*", re.IGNORECASE)
 
 
-def question_message(question: Question) -> dict[str, Any]:
+def question_message(question: Question) -> SlackMessage:
     """The question as Block Kit: who asks, the question, a button per option."""
     who = f"*{question.role}* (agent `{question.agent_id}`) asks:"
     how = (
@@ -34,12 +33,7 @@ def question_message(question: Question) -> dict[str, Any]:
         else "Reply in this thread to answer"
     )
     how += f" (start with `{question.agent_id}:` if several agents are waiting)."
-    blocks: list[dict[str, Any]] = [
-        {
-            "type": "section",
-            "text": {"type": "mrkdwn", "text": f"❓ {who}\n{escape(question.text)}"},
-        },
-    ]
+    blocks: list[Block] = [section_block(f"❓ {who}\n{escape(question.text)}")]
     if question.options:
         blocks.append(
             {
@@ -56,12 +50,12 @@ def question_message(question: Question) -> dict[str, Any]:
                 ],
             }
         )
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": how}]})
+    blocks.append(context_block(how))
     text = f"{question.role} (agent {question.agent_id}) asks: {question.text}"
     return {"text": text, "blocks": blocks}
 
 
-def settled_message(question: Question, answer: Answer | None) -> dict[str, Any]:
+def settled_message(question: Question, answer: Answer | None) -> SlackMessage:
     """The question once closed: the answer and who gave it, or that nobody answered."""
     asked = f"❓ *{question.role}* (agent `{question.agent_id}`) asked: {escape(question.text)}"
     if answer is None:
@@ -69,7 +63,7 @@ def settled_message(question: Question, answer: Answer | None) -> dict[str, Any]
     else:
         outcome = f"💬 {mention(answer.answered_by)} answered: {escape(answer.text)}"
     text = f"{asked}\n{outcome}"
-    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+    return {"text": text, "blocks": [section_block(text)]}
 
 
 def parse_button_value(value: str, pending: Sequence[Question]) -> tuple[Question, str] | None:
@@ -106,7 +100,7 @@ class SlackHumanChannel:
 
     async def deliver(self, question: Question, task: Task) -> None:
         assert task.thread is not None
-        ts = await self.poster.post(task.thread, question_message(question))  # type: ignore[arg-type]
+        ts = await self.poster.post(task.thread, question_message(question))
         if ts is not None:
             self._posted[question.question_id] = (task.thread, ts)
 
@@ -114,4 +108,4 @@ class SlackHumanChannel:
         posted = self._posted.pop(question.question_id, None)
         if posted is not None:
             thread, ts = posted
-            await self.poster.update(thread.channel, ts, settled_message(question, answer))  # type: ignore[arg-type]
+            await self.poster.update(thread.channel, ts, settled_message(question, answer))

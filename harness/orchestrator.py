@@ -221,7 +221,7 @@ class Orchestrator:
         if entry is None:
             raise AgentNotFoundError(agent_id)
         entry.progress = Progress(message=message, at=utc_now(), percent=percent)
-        entry.control.activity = message
+        entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
         record = dataclasses.replace(self.record(agent_id), progress=entry.progress)
         self._emit(
             AgentEvent("progress", self.store.save_dispatch(entry.task_slug, record), record)

@@ -272,7 +272,7 @@ async def test_update_progress_is_kept_in_the_record_and_announced(rig: Rig) -> 
     assert (record.progress.message, record.progress.percent) == ("half way", 50)
     assert [e.kind for e in seen] == ["progress"]
     info = next(a for a in rig.orchestrator.agents() if a.agent_id == rig.analyst.agent_id)
-    assert info.activity == "half way"
+    assert info.activity == "half way (50%)"
     rig.runtime.release()
     final = await rig.orchestrator.wait(rig.analyst.agent_id, 5)
     assert final.progress is not None and final.progress.message == "half way"
