@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Literal, TypedDict
 
 from harness.pool import AgentState
+from harness.render import usage_parts
 from harness.results import DispatchRecord
 
 SECTION_LIMIT = 3000
@@ -175,13 +176,7 @@ def usage_line(record: DispatchRecord, task_slug: str | None = None) -> str:
     parts = [f"agent `{escape(record.agent_id)}`"]
     if task_slug:
         parts.append(f"task `{escape(task_slug)}`")
-    if record.duration_ms is not None:
-        parts.append(f"{record.duration_ms / 1000:.1f} s")
-    if record.cost_usd is not None:
-        parts.append(f"${record.cost_usd:.4f}")
-    if record.turns is not None:
-        parts.append(f"{record.turns} turn{'s' if record.turns != 1 else ''}")
-    return " · ".join(parts)
+    return " · ".join([*parts, *usage_parts(record)])
 
 
 def clean_error(error: str, limit: int = 800) -> str:

@@ -27,15 +27,20 @@ def render_result(result: AgentResult) -> str:
     return "\n".join(lines)
 
 
-def describe_usage(record: DispatchRecord) -> str:
-    parts = [f"agent {record.agent_id}"]
+def usage_parts(record: DispatchRecord) -> list[str]:
+    """What a dispatch took, as far as it is known: duration, cost, turns."""
+    parts = []
     if record.duration_ms is not None:
         parts.append(f"{record.duration_ms / 1000:.1f} s")
     if record.cost_usd is not None:
         parts.append(f"${record.cost_usd:.4f}")
     if record.turns is not None:
         parts.append(f"{record.turns} turn{'s' if record.turns != 1 else ''}")
-    return ", ".join(parts)
+    return parts
+
+
+def describe_usage(record: DispatchRecord) -> str:
+    return ", ".join([f"agent {record.agent_id}", *usage_parts(record)])
 
 
 def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> str:

@@ -4,39 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
-from harness.runtime import ClaudeRuntime
-from harness.scripted_model import ModelRequest, Script, ScriptedModel, Turn
+from harness.scripted_model import ModelRequest, Turn
+from tests.harness.conftest import HarnessFactory
 from tests.processes import claude_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-Factory = Callable[[Script], Awaitable[tuple[Orchestrator, ScriptedModel]]]
-
-
-@pytest.fixture
-async def harness_with(project: Project) -> AsyncIterator[Factory]:
-    """Builds an orchestrator whose agents talk to a scripted model; cleans both up."""
-    started: list[tuple[Orchestrator, ScriptedModel]] = []
-
-    async def make(script: Script) -> tuple[Orchestrator, ScriptedModel]:
-        model = ScriptedModel(script)
-        await model.start()
-        orchestrator = build_orchestrator(project, ClaudeRuntime(base_env=model.env()))
-        started.append((orchestrator, model))
-        return orchestrator, model
-
-    yield make
-    for orchestrator, model in started:
-        await orchestrator.shutdown()
-        await model.stop()
 
 
 def read_task_json(project: Project, slug: str) -> dict[str, Any]:
@@ -46,7 +24,7 @@ def read_task_json(project: Project, slug: str) -> dict[str, Any]:
 
 
 async def test_a_run_stores_its_structured_result_in_task_json(
-    harness_with: Factory, project: Project
+    harness_with: HarnessFactory, project: Project
 ) -> None:
     def script(request: ModelRequest) -> Turn:
         return Turn.finish("Added the page", ["settings.py"], ["no tests yet"], ["Dark mode?"])
@@ -74,7 +52,7 @@ async def test_a_run_stores_its_structured_result_in_task_json(
     assert lines[-1]["type"] == "ResultMessage"
 
 
-async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Factory) -> None:
+async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: HarnessFactory) -> None:
     def script(request: ModelRequest) -> Turn:
         if "Build the UI" in request.first_user_text:
             return Turn.finish("UI built")
@@ -97,7 +75,7 @@ async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Facto
     assert len(orchestrator.store.get(slug).dispatches) == 2
 
 
-async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: Factory) -> None:
+async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: HarnessFactory) -> None:
     orchestrator, model = await harness_with(lambda request: Turn.finish("looks fine"))
     await orchestrator.run("reviewer", "review the change")
 
@@ -109,7 +87,9 @@ async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: Fact
     assert "mcp__harness__draft_agent" not in tools
 
 
-async def test_the_role_prompt_is_appended_to_claude_codes_own(harness_with: Factory) -> None:
+async def test_the_role_prompt_is_appended_to_claude_codes_own(
+    harness_with: HarnessFactory,
+) -> None:
     orchestrator, model = await harness_with(lambda request: Turn.finish("done"))
     await orchestrator.run("developer", "do it")
 
@@ -119,7 +99,7 @@ async def test_the_role_prompt_is_appended_to_claude_codes_own(harness_with: Fac
 
 
 async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
     handle = orchestrator.draft("developer", "a long job")
@@ -137,7 +117,7 @@ async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
 
 
 async def test_a_model_that_never_returns_a_structured_result_fails_with_the_reason(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(lambda request: Turn.say("I think it is done."))
     record = await orchestrator.run("developer", "do it")
@@ -150,7 +130,7 @@ async def test_a_model_that_never_returns_a_structured_result_fails_with_the_rea
 
 
 async def test_three_dispatches_finishing_together_keep_three_records(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     release = asyncio.Event()
     arrived: list[str] = []
@@ -176,7 +156,7 @@ async def test_three_dispatches_finishing_together_keep_three_records(
 
 
 async def test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
     handle = orchestrator.draft("developer", "a long job")

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
 
 from harness.config import McpSettings
 from harness.mcp import AUDIT_LOG
-from harness.orchestrator import Orchestrator
-from harness.project import Project, build_orchestrator
-from harness.runtime import ClaudeRuntime
 from harness.scripted_model import (
     ModelRequest,
-    ScriptedModel,
     ToolResultView,
     Turn,
     demo_script,
 )
+from tests.harness.conftest import HarnessFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -51,32 +47,8 @@ def last_json(results: Sequence[ToolResultView]) -> dict[str, Any]:
     return value
 
 
-Factory = Callable[..., Awaitable[tuple[Orchestrator, ScriptedModel]]]
-
-
-@pytest.fixture
-async def harness_with(project: Project) -> AsyncIterator[Factory]:
-    started: list[tuple[Orchestrator, ScriptedModel]] = []
-
-    async def make(script: Any, **mcp: Any) -> tuple[Orchestrator, ScriptedModel]:
-        model = ScriptedModel(script)
-        await model.start()
-        config = dataclasses.replace(
-            project.config, mcp=dataclasses.replace(project.config.mcp, **mcp)
-        )
-        tuned = dataclasses.replace(project, config=config)
-        orchestrator = build_orchestrator(tuned, ClaudeRuntime(base_env=model.env()))
-        started.append((orchestrator, model))
-        return orchestrator, model
-
-    yield make
-    for orchestrator, model in started:
-        await orchestrator.shutdown()
-        await model.stop()
-
-
 async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(demo_script)
     record = await orchestrator.run("product-analyst", "plan: a settings page")
@@ -115,7 +87,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
     assert audit[0]["input"]["role"] == "developer"
 
 
-async def test_two_parallel_drafts_are_both_awaited(harness_with: Factory) -> None:
+async def test_two_parallel_drafts_are_both_awaited(harness_with: HarnessFactory) -> None:
     def draft_two(_: Sequence[ToolResultView]) -> Turn:
         return Turn(
             tool_calls=(
@@ -144,7 +116,7 @@ async def test_two_parallel_drafts_are_both_awaited(harness_with: Factory) -> No
     assert sorted(d.role for d in task.dispatches) == ["developer", "product-analyst", "reviewer"]
 
 
-async def test_kill_agent_stops_a_slow_developer(harness_with: Factory) -> None:
+async def test_kill_agent_stops_a_slow_developer(harness_with: HarnessFactory) -> None:
     def draft(_: Sequence[ToolResultView]) -> Turn:
         return Turn.call(DRAFT, role="developer", prompt="a very slow job")
 
@@ -168,7 +140,7 @@ async def test_kill_agent_stops_a_slow_developer(harness_with: Factory) -> None:
 
 
 async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(demo_script, max_depth=1)
     record = await orchestrator.run("product-analyst", "plan: deep work")
@@ -184,7 +156,7 @@ async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
     assert (entry["tool"], entry["outcome"]) == ("draft_agent", "DEPTH_LIMIT_EXCEEDED")
 
 
-async def test_draft_over_the_task_budget_is_refused(harness_with: Factory) -> None:
+async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactory) -> None:
     orchestrator, model = await harness_with(demo_script, task_budget_usd=1e-9)
     first = await orchestrator.run("developer", "build it")
     assert first.cost_usd
@@ -197,7 +169,9 @@ async def test_draft_over_the_task_budget_is_refused(harness_with: Factory) -> N
     assert "mcp.taskBudgetUsd" in error["suggestion"]
 
 
-async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(harness_with: Factory) -> None:
+async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(
+    harness_with: HarnessFactory,
+) -> None:
     def bad_draft(_: Sequence[ToolResultView]) -> Turn:
         return Turn.call(DRAFT, role="wizard", prompt="do magic")
 
@@ -214,7 +188,7 @@ async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(harness_with:
     assert "developer, product-analyst, reviewer" in issue
 
 
-async def test_agents_beyond_the_cap_queue_and_run_in_order(harness_with: Factory) -> None:
+async def test_agents_beyond_the_cap_queue_and_run_in_order(harness_with: HarnessFactory) -> None:
     release = asyncio.Event()
 
     async def script(request: ModelRequest) -> Turn:
@@ -237,7 +211,7 @@ async def test_agents_beyond_the_cap_queue_and_run_in_order(harness_with: Factor
 
 
 async def test_a_coordinator_awaiting_lends_its_slot_so_a_cap_of_one_cannot_deadlock(
-    harness_with: Factory,
+    harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(demo_script, max_concurrent_agents=1)
     record = await asyncio.wait_for(orchestrator.run("product-analyst", "plan: tiny"), 30)
