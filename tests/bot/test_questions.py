@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bot.questions import ACTION_PREFIX, pick_question
+from bot.settings import Mode
 from harness.questions import Question
 from harness.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
@@ -71,8 +72,9 @@ async def test_a_thread_reply_answers_the_question_and_reaches_the_agent(
         assert "<@U1> answered: Postgres please" in message_text(settled)
 
 
-async def test_a_button_answers_the_question(rig: RigFactory) -> None:
-    async with rig(asking("Which database?", options=["Postgres", "SQLite"])) as r:
+@pytest.mark.parametrize("mode", ["http", "socket"])
+async def test_a_button_answers_the_question(rig: RigFactory, mode: Mode) -> None:
+    async with rig(asking("Which database?", options=["Postgres", "SQLite"]), mode=mode) as r:
         ts = (await r.say("set up the storage")).event["ts"]
         [question] = await question_message(r, ts)
         [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
