@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+from common import bare_query, copy_project, summary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -51,27 +50,10 @@ def script(request: ModelRequest) -> Turn:
     return Turn.finish("done", ["a change"])
 
 
-async def bare_query(env: dict[str, str], prompt: str) -> float:
-    options = ClaudeAgentOptions(
-        output_format={"type": "json_schema", "schema": RESULT_SCHEMA}, env=env
-    )
-    started = time.perf_counter()
-    async for message in query(prompt=prompt, options=options):
-        if isinstance(message, ResultMessage):
-            assert message.structured_output, message
-    return time.perf_counter() - started
-
-
-def summary(name: str, samples: list[float]) -> str:
-    return (
-        f"{name:<28} median {statistics.median(samples):.3f} s  "
-        f"min {min(samples):.3f}  max {max(samples):.3f}  (n={len(samples)})"
-    )
-
-
 async def in_process(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
     orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
-    harness_times, bare_times = [], []
+    harness_times: list[float] = []
+    bare_times: list[float] = []
     for n in range(runs):
         started = time.perf_counter()
         record = await orchestrator.run("developer", f"bench run {n}")
@@ -86,7 +68,8 @@ async def in_process(model: ScriptedModel, config: Path, runs: int) -> tuple[flo
 def commands(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
     env = {**os.environ, **model.env()}
     bare = BARE_SCRIPT.format(schema=RESULT_SCHEMA)
-    harness_times, bare_times = [], []
+    harness_times: list[float] = []
+    bare_times: list[float] = []
     for n in range(runs):
         for argv, sink in (
             ([sys.executable, "-m", "harness", "run", "--config", str(config), "--role",
@@ -132,8 +115,7 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
-        shutil.copy(REPO / "config.yaml", project / "config.yaml")
-        shutil.copytree(REPO / "roles", project / "roles")
+        copy_project(project)
         config = project / "config.yaml"
         async with ScriptedModel(script) as model:
             await bare_query(model.env(), "warm-up")

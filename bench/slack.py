@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -31,13 +30,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+from common import bare_query, copy_project, summary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bot.slack_emulator import DeliveredEvent, SlackEmulator  # noqa: E402
-from harness.results import RESULT_SCHEMA  # noqa: E402
 from harness.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 
 FINAL = {"white_check_mark", "x"}
@@ -87,17 +85,6 @@ async def on(slack: SlackEmulator, coro: Coroutine[Any, Any, T]) -> T:
     return await asyncio.to_thread(slack.call, coro, 300.0)
 
 
-async def bare_query(env: dict[str, str], prompt: str) -> float:
-    options = ClaudeAgentOptions(
-        output_format={"type": "json_schema", "schema": RESULT_SCHEMA}, env=env
-    )
-    started = time.perf_counter()
-    async for message in query(prompt=prompt, options=options):
-        if isinstance(message, ResultMessage):
-            assert message.structured_output, message
-    return time.perf_counter() - started
-
-
 async def slack_result(slack: SlackEmulator, n: int) -> float:
     """A DM -> the bot's result in its thread (the status message edited into it)."""
     channel = f"DRUN{n}"
@@ -141,13 +128,6 @@ def ended(slack: SlackEmulator, channel: str, ts: str) -> Callable[[], set[str]]
     return lambda: slack.reactions(channel, ts) & FINAL
 
 
-def line(name: str, samples: list[float]) -> str:
-    return (
-        f"{name:<30} median {statistics.median(samples):.3f} s  "
-        f"min {min(samples):.3f}  max {max(samples):.3f}  (n={len(samples)})"
-    )
-
-
 async def measure(slack: SlackEmulator, model: ScriptedModel, args: argparse.Namespace) -> None:
     await bare_query(model.env(), "warm-up")
     await slack_result(slack, -1)  # warm-up: auth.test, the first CLI start
@@ -155,8 +135,8 @@ async def measure(slack: SlackEmulator, model: ScriptedModel, args: argparse.Nam
     for n in range(args.runs):
         harness_times.append(await slack_result(slack, n))
         bare_times.append(await bare_query(model.env(), f"bench run {n}"))
-    print(line("Slack DM -> result posted", harness_times))
-    print(line("bare query()", bare_times))
+    print(summary("Slack DM -> result posted", harness_times))
+    print(summary("bare query()", bare_times))
     ratio = statistics.median(harness_times) / statistics.median(bare_times)
     print(f"ratio Slack / bare (medians): {ratio:.3f}  (aim <= 1.05)")
 
@@ -174,8 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
-        shutil.copy(REPO / "config.yaml", project / "config.yaml")
-        shutil.copytree(REPO / "roles", project / "roles")
+        copy_project(project)
         slack = SlackEmulator()
         with ScriptedModel.in_thread(script) as model, slack.in_thread():
             port = free_port()
