@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import os
 
-from bot.server import serve
 from bot.settings import SlackEnv, choose_mode
 from harness.project import Project
 
@@ -32,6 +31,9 @@ def register(
 
 
 def run(project: Project, args: argparse.Namespace) -> int:
+    # Imported here: every `harness` command registers `bot`, only this one needs Slack.
+    from bot.server import serve
+
     env = SlackEnv.from_environ(os.environ)
     mode = choose_mode(env, args.mode)  # a HarnessError here is reported by the harness CLI
     return asyncio.run(serve(project, env=env, mode=mode, port=args.port, host=args.host))
