@@ -28,7 +28,6 @@ from bot.progress import AgentWatcher
 from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
-from harness.metadata import MetadataCollector
 from harness.orchestrator import Orchestrator
 from harness.questions import Answer
 
@@ -130,7 +129,7 @@ def create_app(
         background,
         settings=config.slack,
         options=options,
-        metadata=MetadataCollector(config.metadata),
+        metadata=orchestrator.metadata,
     )
 
     async def on_message(

@@ -43,9 +43,7 @@ class HarnessTools:
         self, orchestrator: Orchestrator, *, metadata: MetadataCollector | None = None
     ) -> None:
         self.orchestrator = orchestrator
-        self.handlers = ToolHandlers(
-            orchestrator, metadata or MetadataCollector(orchestrator.config.metadata)
-        )
+        self.handlers = ToolHandlers(orchestrator, metadata or orchestrator.metadata)
         self._callers: OrderedDict[str, str] = OrderedDict()
         self._servers: dict[tuple[str, ...], McpSdkServerConfig] = {}
         for role in orchestrator.roles.values():

@@ -21,6 +21,7 @@ from claude_agent_sdk.types import McpSdkServerConfig
 from harness.config import Config
 from harness.context import build_task_context
 from harness.errors import AgentNotFoundError, UnknownRoleError
+from harness.metadata import MetadataCollector
 from harness.pool import AgentInfo, AgentPool, PoolEntry
 from harness.questions import QuestionBoard
 from harness.results import (
@@ -109,6 +110,8 @@ class Orchestrator:
         self._notifications: set[asyncio.Future[Any]] = set()
         self._listeners: list[Listener] = []
         self.questions = QuestionBoard()
+        # One collector (and so one cache) for every front end and the MCP tools.
+        self.metadata = MetadataCollector(config.metadata)
 
     # -- roles, routing, tasks -------------------------------------------------------------
 
