@@ -28,17 +28,6 @@ Listener = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
 async def slack() -> AsyncIterator[SlackEmulator]:
     emulator = SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN, app_token=APP_TOKEN)
     async with emulator:

@@ -6,11 +6,6 @@ from harness.config import MetadataField
 from harness.metadata import MetadataCollector, parse_output
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_output_that_is_json_becomes_a_value() -> None:
     assert parse_output("810\n") == 810
     assert parse_output("feature-x\n") == "feature-x"

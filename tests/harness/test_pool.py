@@ -6,11 +6,6 @@ import pytest
 from harness.pool import AgentPool, PoolEntry
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def entry(agent_id: str) -> PoolEntry:
     return PoolEntry(
         agent_id=agent_id,
@@ -31,6 +26,16 @@ async def start(pool: AgentPool, e: PoolEntry) -> bool:
     return ok
 
 
+async def queued(pool: AgentPool, count: int) -> None:
+    """Until ``count`` agents wait in the queue (bounded: the tasks only need to be scheduled)."""
+
+    async def check() -> None:
+        while len(pool._waiters) < count:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(check(), 1.0)
+
+
 @pytest.mark.anyio
 async def test_agents_beyond_the_cap_queue_and_start_in_arrival_order() -> None:
     pool = AgentPool(max_concurrent=1)
@@ -38,7 +43,7 @@ async def test_agents_beyond_the_cap_queue_and_start_in_arrival_order() -> None:
     assert await start(pool, first)
     waiting_second = asyncio.create_task(start(pool, second))
     waiting_third = asyncio.create_task(start(pool, third))
-    await asyncio.sleep(0)  # let both reach the queue
+    await queued(pool, 2)
     assert [a.status for a in pool.snapshot()] == ["running", "queued", "queued"]
     pool.release(first)
     assert await asyncio.wait_for(waiting_second, 1)
@@ -53,7 +58,7 @@ async def test_killing_a_queued_agent_removes_it_from_the_queue() -> None:
     first, second = entry("a1"), entry("a2")
     assert await start(pool, first)
     waiting = asyncio.create_task(start(pool, second))
-    await asyncio.sleep(0)
+    await queued(pool, 1)
     assert await pool.kill("a2", "not needed")
     assert await asyncio.wait_for(waiting, 1) is False
     pool.release(second)

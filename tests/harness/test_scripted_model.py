@@ -40,11 +40,6 @@ from harness.scripted_model import (
 ECHO_TOOL = "mcp__harness__echo"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --------------------------------------------------------------------------- helpers
 
 
