@@ -25,7 +25,7 @@ class AgentWatcher:
 
     def status(self, agent_id: str, role: str, intro: str | None = None) -> str | None:
         """The status line of a live agent; None once it is no longer live."""
-        info = next((a for a in self.orchestrator.agents() if a.agent_id == agent_id), None)
+        info = self.orchestrator.agent(agent_id)
         if info is None:
             return None
         return status_text(

@@ -101,14 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         project = load_project(config_path)
         if args.command == "run":
             return asyncio.run(_run(project, args.prompt, args.role, args.task))
+        store = FileTaskStore(project.config.tasks_dir)
         if args.command == "tasks":
-            store = FileTaskStore(project.config.tasks_dir)
             print(render_task_list(store.list()))
             return 0
         if args.command == "show":
-            return _show(project, args.slug)
+            return _show(project, store, args.slug)
         if args.command == "audit":
-            store = FileTaskStore(project.config.tasks_dir)
             store.get(args.slug)
             print(render_audit(store.read_jsonl(args.slug, AUDIT_LOG)))
             return 0
@@ -120,8 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(f"unhandled command {args.command}")
 
 
-def _show(project: Project, slug: str) -> int:
-    store = FileTaskStore(project.config.tasks_dir)
+def _show(project: Project, store: FileTaskStore, slug: str) -> int:
     task = store.get(slug)
     context = build_task_context(task, budget_chars=project.config.context_budget_chars)
     print(render_task(task, context, store.read_jsonl(slug, AUDIT_LOG)))

@@ -208,7 +208,7 @@ class ToolHandlers:
 
     async def show_agent(self, args: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
         agent_id = args["agentId"]
-        live = next((a for a in self.orch.agents() if a.agent_id == agent_id), None)
+        live = self.orch.agent(agent_id)
         if live is not None:
             agent, cwd = _info_json(live), Path(live.cwd)
         else:

@@ -218,6 +218,10 @@ class Orchestrator:
     def agents(self) -> list[AgentInfo]:
         return self.pool.snapshot()
 
+    def agent(self, agent_id: str) -> AgentInfo | None:
+        """One live agent's snapshot; None once it has ended (see ``record``)."""
+        return self.pool.info(agent_id)
+
     def report_progress(self, agent_id: str, message: str, percent: float | None) -> DispatchRecord:
         """Keep a live agent's progress in its record and tell the front ends."""
         entry = self.pool.get(agent_id)
@@ -341,9 +345,8 @@ class Orchestrator:
 
     def _stored_record(self, agent_id: str) -> DispatchRecord:
         for task in self.store.list():
-            for d in task.dispatches:
-                if d.agent_id == agent_id:
-                    return d
+            if any(d.agent_id == agent_id for d in task.dispatches):
+                return self._find_record(task, agent_id)
         raise AgentNotFoundError(agent_id)
 
     @staticmethod

@@ -73,22 +73,12 @@ class AgentPool:
 
     def snapshot(self) -> list[AgentInfo]:
         now = time.monotonic()
-        return [
-            AgentInfo(
-                agent_id=e.agent_id,
-                role=e.role,
-                task_slug=e.task_slug,
-                cwd=str(e.cwd),
-                parent_id=e.parent_id,
-                depth=e.depth,
-                status=e.state,
-                queued_at=e.queued_at,
-                started_at=e.started_at,
-                elapsed_seconds=round(now - e._started_monotonic, 1),
-                activity=e.control.activity if e.state != "queued" else "waiting for a slot",
-            )
-            for e in self._entries.values()
-        ]
+        return [_info(e, now) for e in self._entries.values()]
+
+    def info(self, agent_id: str) -> AgentInfo | None:
+        """The snapshot of one live agent; None when it is not live."""
+        entry = self._entries.get(agent_id)
+        return _info(entry, time.monotonic()) if entry is not None else None
 
     async def acquire(self, entry: PoolEntry) -> bool:
         """Wait, first come first served, for a slot. False when killed while queued."""
@@ -167,3 +157,19 @@ class AgentPool:
     async def kill_all(self, reason: str, *, interrupted: bool = False) -> None:
         ids = list(self._entries)
         await asyncio.gather(*(self.kill(i, reason, interrupted=interrupted) for i in ids))
+
+
+def _info(e: PoolEntry, now: float) -> AgentInfo:
+    return AgentInfo(
+        agent_id=e.agent_id,
+        role=e.role,
+        task_slug=e.task_slug,
+        cwd=str(e.cwd),
+        parent_id=e.parent_id,
+        depth=e.depth,
+        status=e.state,
+        queued_at=e.queued_at,
+        started_at=e.started_at,
+        elapsed_seconds=round(now - e._started_monotonic, 1),
+        activity=e.control.activity if e.state != "queued" else "waiting for a slot",
+    )
