@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from harness.project import build_orchestrator, load_project  # noqa: E402
 from harness.results import RESULT_SCHEMA  # noqa: E402
 from harness.runtime import ClaudeRuntime  # noqa: E402
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 
 BARE_SCRIPT = """
 import asyncio, sys
@@ -89,7 +89,7 @@ async def kill_latency(model: ScriptedModel, config: Path, runs: int) -> list[fl
     samples = []
     for n in range(runs):
         before = len(model.requests)
-        handle = orchestrator.draft("developer", f"stall {n}")
+        handle = await orchestrator.draft("developer", f"stall {n}")
         await model.wait_for_request(after=before, timeout=30)
         children = _claude_children()
         started = time.perf_counter()
@@ -104,7 +104,7 @@ async def kill_latency(model: ScriptedModel, config: Path, runs: int) -> list[fl
 
 def _claude_children() -> set[int]:
     sys.path.insert(0, str(REPO))
-    from tests.processes import claude_children
+    from harness.testing.processes import claude_children
 
     return claude_children()
 

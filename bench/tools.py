@@ -1,9 +1,9 @@
 """Harness MCP tool latency: draft_agent return time, and list_agents with metadata.
 
-  draft:     HarnessTools.call("draft_agent") with the real runtime (the CLI starts in the
+  draft:     HarnessTools.invoke("draft_agent") with the real runtime (the CLI starts in the
              background) -> time until the tool answers with an agentId
   metadata:  list_agents for 10 live agents in 10 folders, two fields each whose command takes
-             0.5 s, against collecting them one by one as seed 001 does
+             0.5 s, against collecting them one after another
 
 Usage: .venv/bin/python bench/tools.py
 """
@@ -11,6 +11,7 @@ Usage: .venv/bin/python bench/tools.py
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import statistics
 import sys
@@ -26,8 +27,8 @@ from harness.mcp import HarnessTools  # noqa: E402
 from harness.metadata import MetadataCollector  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
 from harness.runtime import ClaudeRuntime  # noqa: E402
-from harness.scripted_model import ScriptedModel, Turn  # noqa: E402
-from tests.fakes import HeldRuntime  # noqa: E402
+from harness.testing.held_runtime import HeldRuntime  # noqa: E402
+from harness.testing.scripted_model import ScriptedModel, Turn  # noqa: E402
 
 AGENTS = 10
 FIELDS = [
@@ -54,18 +55,18 @@ async def draft_latency(config: Path) -> None:
     async with ScriptedModel(lambda request: Turn.finish("done")) as model:
         orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
         tools = HarnessTools(orchestrator)
-        task = orchestrator.create_task("bench drafts")
+        task = await orchestrator.create_task("bench drafts")
         samples, ids = [], []
         for n in range(20):
             started = time.perf_counter()
-            payload, is_error = await tools.call(
+            reply = await tools.invoke(
                 "draft_agent",
                 {"role": "developer", "prompt": f"job {n}", "taskSlug": task.slug},
                 None,
             )
             samples.append(time.perf_counter() - started)
-            assert not is_error, payload
-            ids.append(payload["agentId"])
+            assert not reply.is_error, reply.payload
+            ids.append(reply.payload["agentId"])
         for agent_id in ids:
             await orchestrator.wait(agent_id)
     print(
@@ -76,29 +77,33 @@ async def draft_latency(config: Path) -> None:
 
 async def metadata_latency(config: Path) -> None:
     runtime = HeldRuntime()
-    orchestrator = build_orchestrator(load_project(config), runtime)
-    tools = HarnessTools(orchestrator, metadata=MetadataCollector(FIELDS))
+    project = load_project(config)
+    project = dataclasses.replace(
+        project, config=dataclasses.replace(project.config, metadata=tuple(FIELDS))
+    )
+    orchestrator = build_orchestrator(project, runtime)
+    tools = HarnessTools(orchestrator)
     for n in range(AGENTS):
-        orchestrator.draft(f"dev{n}", f"work {n}")
+        await orchestrator.draft(f"dev{n}", f"work {n}")
     await runtime.wait_started(AGENTS)
 
     started = time.perf_counter()
-    payload, _ = await tools.call("list_agents", {}, None)
+    payload = (await tools.invoke("list_agents", {}, None)).payload
     parallel = time.perf_counter() - started
     assert payload["total_count"] == AGENTS
     assert all(a["metadata"] == {"branch": "main"} for a in payload["agents"])
     started = time.perf_counter()
-    await tools.call("list_agents", {}, None)
+    await tools.invoke("list_agents", {}, None)
     cached = time.perf_counter() - started
 
     started = time.perf_counter()
-    for agent in orchestrator.agents():  # seed 001: one agent, one field after another
+    for agent in orchestrator.agents():  # one agent, one field after another
         for field in FIELDS:
             await MetadataCollector([field], ttl_seconds=0).collect(Path(agent.cwd))
     serial = time.perf_counter() - started
 
     print(f"list_agents, 10 agents x 2 fields of 0.5 s: {parallel:.2f} s (parallel)")
-    print(f"  the same collected one by one (seed 001):  {serial:.2f} s")
+    print(f"  the same collected one by one:  {serial:.2f} s")
     print(f"  list_agents again within the cache TTL:    {cached * 1000:.1f} ms")
     runtime.release()
     await orchestrator.shutdown()

@@ -6,8 +6,9 @@ Slack); ``bot.server`` serves what it returns over Socket Mode or HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +20,18 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import check_access
-from bot.background import Background, Intake
+from bot.access import check_access, is_dm_channel, may_kill
+from bot.background import Background
 from bot.commands import Commands
 from bot.conversations import Conversations
+from bot.parsing import (
+    BadCommand,
+    Decision,
+    FollowUp,
+    Ignore,
+    MentionInUnboundThread,
+    parse_command,
+)
 from bot.poster import Poster
 from bot.progress import AgentWatcher
 from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
@@ -41,8 +50,46 @@ class _NoTokenNotice(logging.Filter):
         return "`token` will be unused" not in record.getMessage()
 
 
-bolt_logger = logging.getLogger("bot.bolt")
+# Bolt's own logger stays in the slack_bolt namespace (the name Bolt itself would give it), so
+# its debug dumps of request and response bodies follow the Slack SDK's log level, not ours.
+bolt_logger = logging.getLogger("slack_bolt.AsyncApp")
 bolt_logger.addFilter(_NoTokenNotice())
+
+
+def _safe(value: object, limit: int = 40) -> str:
+    """An id from a payload, fit for one log line (payloads are untrusted input)."""
+    text = str(value or "")[:limit]
+    return "".join(c if c.isalnum() or c in "_-./" else "?" for c in text) or "-"
+
+
+def log_request(kind: str, user: object, channel: object, outcome: str, started: float) -> None:
+    """The one INFO line per Slack request the bot handled: what came, from whom, where, what
+    the bot decided and how long deciding took. Ids and decisions only: never a token, a
+    secret or a message's text."""
+    logger.info(
+        "%s from %s in %s: %s (%.1f ms)",
+        kind,
+        _safe(user),
+        _safe(channel),
+        outcome,
+        (time.perf_counter() - started) * 1000,
+    )
+
+
+def describe_decision(decision: Decision) -> str:
+    if isinstance(decision, Ignore):
+        return f"ignored: {decision.reason}"
+    if isinstance(decision, FollowUp):
+        return "follow-up"
+    if isinstance(decision, MentionInUnboundThread):
+        return "new task with the thread's earlier messages"
+    return "new task"
+
+
+def event_kind(event: Mapping[str, Any]) -> str:
+    subtype = event.get("subtype")
+    kind = f"event {_safe(event.get('type'))}"
+    return f"{kind}/{_safe(subtype)}" if subtype else kind
 
 
 def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebClient:
@@ -62,7 +109,6 @@ class HarnessBot:
     conversations: Conversations
     commands: Commands
     background: Background
-    intake: Intake
     options: BotOptions
     # The bot made its client, so it gives it one keep-alive HTTP session and closes it.
     owns_client: bool = False
@@ -72,7 +118,7 @@ class HarnessBot:
         if self.owns_client and self.client.session is None:
             # One pooled session instead of a new connection per Web API call.
             self.client.session = aiohttp.ClientSession()
-        await asyncio.to_thread(self.conversations.load)
+        await self.conversations.load()
 
     def begin_shutdown(self) -> None:
         """From now on no message starts an agent (the orchestrator is about to stop them)."""
@@ -107,7 +153,6 @@ def create_app(
         process_before_response=False,
     )
     background = Background()
-    intake = Intake()
     poster = Poster(client)
     watcher = AgentWatcher(orchestrator, poster, interval=options.status_interval)
     requesters = Requesters(config.tasks_dir)
@@ -117,7 +162,6 @@ def create_app(
         watcher,
         requesters,
         background,
-        intake,
         settings=config.slack,
         options=options,
     )
@@ -129,38 +173,62 @@ def create_app(
         background,
         settings=config.slack,
         options=options,
-        metadata=orchestrator.metadata,
     )
 
     async def on_message(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
+        started = time.perf_counter()
         event_id = body.get("event_id")
         decision = conversations.on_message_event(
             event,
             event_id=event_id if isinstance(event_id, str) else None,
             bot_user_id=context.bot_user_id or "",
         )
-        logger.debug("event %s: %s", event_id, decision)
+        edited = event.get("message")  # an edit carries its author in the edited message
+        user = event.get("user") or (edited.get("user") if isinstance(edited, dict) else None)
+        channel = event.get("channel")
+        log_request(event_kind(event), user, channel, describe_decision(decision), started)
+
+    def command_outcome(user: str, channel: str, text: str) -> str:
+        """What ``Commands.handle`` does with the command, by the same checks in the same
+        order, for the request log."""
+        if check_access(config.slack, user, channel, is_dm=is_dm_channel(channel)):
+            return "refused: not allowed"
+        parsed = parse_command(text)
+        if isinstance(parsed, BadCommand):
+            return "bad input, answered with the help"
+        if parsed.name != "kill" or parsed.agent_id is None:
+            return parsed.name
+        entry = orchestrator.agent(parsed.agent_id)
+        if entry is None:
+            return f"kill {parsed.agent_id}: no such live agent"
+        if not may_kill(config.slack, user, requesters.get(entry.task_slug)):
+            return f"kill {parsed.agent_id}: refused, not the requester or an admin"
+        return f"kill {parsed.agent_id}: stopping"
 
     async def on_command(ack: AsyncAck, respond: AsyncRespond, command: dict[str, Any]) -> None:
-        await commands.handle(ack, respond, command)
+        started = time.perf_counter()
+        user, channel = str(command.get("user_id") or ""), str(command.get("channel_id") or "")
+        outcome = command_outcome(user, channel, str(command.get("text") or ""))
+        try:
+            await commands.handle(ack, respond, command)
+        finally:
+            kind = f"command {_safe(command.get('command'))}"
+            log_request(kind, user, channel, outcome, started)
 
     humans = SlackHumanChannel(poster)
-    orchestrator.questions.add_channel(humans)
+    orchestrator.add_human_channel(humans)
 
-    async def on_answer_button(
-        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
-    ) -> None:
-        await ack()
-        user = str((body.get("user") or {}).get("id", ""))
-        channel = str((body.get("channel") or {}).get("id", ""))
+    async def answer_from_button(
+        user: str, channel: str, action: dict[str, Any], respond: AsyncRespond
+    ) -> str:
         refusal = check_access(config.slack, user, channel, is_dm=channel.startswith("D"))
         if refusal is not None:
             await respond(text=refusal.text, response_type="ephemeral", replace_original=False)
-            return
-        picked = parse_button_value(str(action.get("value", "")), orchestrator.questions.pending())
-        if picked is None or not orchestrator.questions.answer(
+            return "refused: not allowed"
+        picked = parse_button_value(str(action.get("value", "")), orchestrator.pending_questions())
+        if picked is None or not orchestrator.answer_question(
             picked[0].question_id, Answer(picked[1], user)
         ):
             await respond(
@@ -168,6 +236,18 @@ def create_app(
                 response_type="ephemeral",
                 replace_original=False,
             )
+            return "ignored: the question is closed"
+        return f"answered question {_safe(picked[0].question_id)}"
+
+    async def on_answer_button(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        started = time.perf_counter()
+        await ack()
+        user = str((body.get("user") or {}).get("id", ""))
+        channel = str((body.get("channel") or {}).get("id", ""))
+        outcome = await answer_from_button(user, channel, action, respond)
+        log_request(f"action {_safe(action.get('action_id'))}", user, channel, outcome, started)
 
     app.action(ACTION_PATTERN)(on_answer_button)
     app.event("message")(on_message)
@@ -180,7 +260,6 @@ def create_app(
         conversations=conversations,
         commands=commands,
         background=background,
-        intake=intake,
         options=options,
         owns_client=owns_client,
     )

@@ -46,33 +46,3 @@ class Background:
         if left:
             logger.warning("cancelled %d bot task(s) still running at shutdown", len(left))
             await asyncio.gather(*left, return_exceptions=True)
-
-
-class Intake:
-    """How many Slack requests are being answered right now. Work that blocks the event
-    loop (a dispatch writes task.json) starts when none is, so a burst of events is acked
-    first and worked on after; never later than ``patience`` seconds."""
-
-    def __init__(self, patience: float = 0.5) -> None:
-        self.patience = patience
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    def enter(self) -> None:
-        self._in_flight += 1
-        self._idle.clear()
-
-    def leave(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight <= 0:
-            self._in_flight = 0
-            self._idle.set()
-
-    async def quiet(self) -> None:
-        if self._idle.is_set():
-            return
-        try:
-            await asyncio.wait_for(self._idle.wait(), self.patience)
-        except TimeoutError:
-            logger.debug("starting work while %d request(s) are in flight", self._in_flight)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 
 from bot.settings import SlackEnv, choose_mode
@@ -27,7 +28,9 @@ def register(
     parser.add_argument(
         "--host", default="0.0.0.0", help="HTTP mode address to listen on (default 0.0.0.0)"
     )
-    parser.set_defaults(handler=run)
+    # A server's log is how its operators follow it: one line per Slack request and per agent
+    # start and finish (INFO); the one-shot commands keep to warnings.
+    parser.set_defaults(handler=run, log_level=logging.INFO)
 
 
 def run(project: Project, args: argparse.Namespace) -> int:

@@ -25,10 +25,10 @@ from bot.progress import AgentWatcher
 from bot.requesters import Requesters
 from bot.settings import BotOptions
 from harness.config import SlackSettings
-from harness.metadata import FieldValue, MetadataCollector
+from harness.metadata import FieldValue
 from harness.orchestrator import Orchestrator
 from harness.pool import AgentInfo
-from harness.results import Task
+from harness.results import TaskSummary
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def render_agent_list(
     return "\n".join(lines)
 
 
-def render_task_list(tasks: Sequence[Task], links: Mapping[str, str]) -> str:
+def render_task_list(tasks: Sequence[TaskSummary], links: Mapping[str, str]) -> str:
     if not tasks:
         return "No tasks yet. Message me, or @mention me in a channel, to start one."
     lines = ["*Recent tasks*"]
@@ -90,11 +90,10 @@ def render_task_list(tasks: Sequence[Task], links: Mapping[str, str]) -> str:
         link = links.get(task.slug)
         title = f"<{link}|{escape(task.slug)}>" if link else name
         parts = [title, escape(excerpt(task.description, 80))]
-        count = len(task.dispatches)
+        count = task.dispatch_count
         parts.append(f"{count} dispatch{'es' if count != 1 else ''}")
-        if task.dispatches:
-            last = task.dispatches[-1]
-            parts.append(f"last: {escape(last.role)} {last.status}")
+        if task.last_role is not None:
+            parts.append(f"last: {escape(task.last_role)} {task.last_status}")
         lines.append("• " + " · ".join(parts))
     return "\n".join(lines)
 
@@ -113,7 +112,6 @@ class Commands:
         *,
         settings: SlackSettings,
         options: BotOptions,
-        metadata: MetadataCollector,
     ) -> None:
         self.orchestrator = orchestrator
         self.poster = poster
@@ -122,7 +120,6 @@ class Commands:
         self.background = background
         self.settings = settings
         self.options = options
-        self.metadata = metadata
 
     async def handle(
         self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]
@@ -154,7 +151,7 @@ class Commands:
 
     def _kill(self, agent_id: str, user: str) -> str:
         """Decides at once (so the answer is the ack) and stops the agent in the background."""
-        entry = self.orchestrator.pool.get(agent_id)
+        entry = self.orchestrator.agent(agent_id)
         if entry is None:
             return (
                 f"No running or queued agent `{agent_id}`: it may have finished already. "
@@ -178,12 +175,12 @@ class Commands:
 
     async def _list(self) -> str:
         agents = self.orchestrator.agents()
-        values = await self.metadata.collect_many(Path(a.cwd) for a in agents)
-        fields = [f.name for f in self.metadata.fields if f.include_in_list]
+        values = await self.orchestrator.collect_metadata(Path(a.cwd) for a in agents)
+        fields = [f.name for f in self.orchestrator.metadata_fields if f.include_in_list]
         return render_agent_list(agents, {str(k): v for k, v in values.items()}, fields)
 
     async def _tasks(self) -> str:
-        tasks = (await asyncio.to_thread(self.orchestrator.store.list))[: self.options.recent_tasks]
+        tasks = (await self.orchestrator.task_summaries())[: self.options.recent_tasks]
         bound = [t for t in tasks if t.thread is not None]
         found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
         links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}

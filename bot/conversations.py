@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from bot.access import check_access
-from bot.background import Background, Intake
+from bot.background import Background
 from bot.blocks import drafted_intro, failure_message, waiting_text
 from bot.dedupe import TtlSet
 from bot.parsing import (
@@ -39,7 +39,8 @@ from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
 from harness.errors import HarnessError
-from harness.orchestrator import AgentEvent, Orchestrator
+from harness.events import AgentEvent
+from harness.orchestrator import Orchestrator
 from harness.questions import Answer
 from harness.results import DispatchRecord, ThreadRef
 
@@ -58,7 +59,6 @@ class Conversations:
         watcher: AgentWatcher,
         requesters: Requesters,
         background: Background,
-        intake: Intake,
         *,
         settings: SlackSettings,
         options: BotOptions,
@@ -69,7 +69,6 @@ class Conversations:
         self.requesters = requesters
         self.background = background
         self.settings = settings
-        self.intake = intake
         self.index = ThreadIndex()
         self.lanes = ThreadLanes(background)
         self._events = TtlSet(options.dedupe_ttl)
@@ -80,10 +79,10 @@ class Conversations:
         self._current: dict[ThreadRef, tuple[str, str]] = {}
         orchestrator.subscribe(self._on_agent_event)
 
-    def load(self) -> None:
-        """Blocking: the thread bindings and requesters already on disk."""
-        self.index.load(self.orchestrator.store.list())
-        self.requesters.load()
+    async def load(self) -> None:
+        """The thread bindings and requesters already on disk."""
+        self.index.load(await self.orchestrator.task_summaries())
+        await asyncio.to_thread(self.requesters.load)
 
     # ------------------------------------------------------------------ intake (no awaits)
 
@@ -129,11 +128,11 @@ class Conversations:
         """A reply in a thread where an agent waits on ``ask_human`` answers it (instead of
         starting a follow-up). True when it did."""
         slug = self.index.slug(message.thread)
-        picked = pick_question(self.orchestrator.questions.pending(slug), message.text)
+        picked = pick_question(self.orchestrator.pending_questions(slug), message.text)
         if slug is None or picked is None:
             return False
         question, text = picked
-        if not self.orchestrator.questions.answer(question.question_id, Answer(text, message.user)):
+        if not self.orchestrator.answer_question(question.question_id, Answer(text, message.user)):
             return False
         self._spawn(self.poster.react(message.channel, message.ts, ANSWERED), "answered")
         return True
@@ -184,7 +183,7 @@ class Conversations:
             description = thread_task_description(message.text, earlier)
             prompt = message.text or description
         try:
-            task = await asyncio.to_thread(self.orchestrator.store.create, description, thread)
+            task = await self.orchestrator.create_task(description, thread)
         except HarnessError as exc:
             self.index.release(thread)
             await self._fail(
@@ -203,19 +202,18 @@ class Conversations:
         slug = self.index.slug(message.thread)
         if slug is None:  # the task this thread was reserved for could not be created
             return
-        task = await asyncio.to_thread(self.orchestrator.store.get, slug)
+        task = await self.orchestrator.task(slug)
         # After a result with questions, the reply answers them: same role (see route_follow_up).
         role = self.orchestrator.route_follow_up(task, message.text)
         await self._run(message, slug, role, message.text)
 
     async def _run(self, message: UserMessage, slug: str, role: str, prompt: str) -> None:
         await self._wait_for_agents(slug)
-        await self.intake.quiet()
-        if self.closing:  # checked right before draft: no await in between
+        if self.closing:
             await self._fail(message, "I am shutting down, so I did not start on this.", RESEND)
             return
         try:
-            handle = self.orchestrator.draft(role, prompt, task_slug=slug)
+            handle = await self.orchestrator.draft(role, prompt, task_slug=slug)
         except HarnessError as exc:
             await self._fail(
                 message, f"I could not start {role}: {exc.message}", exc.fix or TRY_AGAIN
@@ -245,8 +243,8 @@ class Conversations:
             (d.role for d in task.dispatches if d.agent_id == record.parent_id), None
         )
         if parent_role is None:
-            entry = self.orchestrator.pool.get(record.parent_id)
-            parent_role = entry.role if entry else None
+            parent = self.orchestrator.agent(record.parent_id)
+            parent_role = parent.role if parent else None
         intro = drafted_intro(
             parent_role, record.parent_id, record.role, record.agent_id, record.prompt
         )

@@ -25,11 +25,11 @@ from pathlib import Path
 from bot.app import create_app
 from bot.server import BotServer, serve
 from bot.settings import BotOptions, SlackEnv, choose_mode
-from bot.slack_emulator import ApiCall, SlackEmulator, transcript_line
+from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator, default_config_path, load_project
 from harness.runtime import ClaudeRuntime
-from harness.scripted_model import ScriptedModel, demo_script
+from harness.testing.scripted_model import ScriptedModel, demo_script
 
 DEFAULT_REQUEST = "plan: a settings page with a dark mode toggle"
 USER, CHANNEL = "UDEMO", "DDEMO"

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 ACTION_PREFIX = "harness_answer_"
 ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\d+$")
-_ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6})\b[\s:,.-]*", re.IGNORECASE)
+_ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6,16})\b[\s:,.-]*", re.IGNORECASE)
 
 
 def question_message(question: Question) -> SlackMessage:

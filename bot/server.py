@@ -15,16 +15,14 @@ import sys
 from typing import Any
 
 from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
-from bot.background import Intake
 from bot.settings import BotOptions, Mode, SlackEnv
+from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
-from harness.runtime import AgentRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -34,20 +32,6 @@ HEALTH_PATH = "/healthz"
 
 async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
-
-
-def _tracking(intake: Intake) -> Middleware:
-    """Counts the requests being answered, so heavy work waits for a burst to be acked."""
-
-    @web.middleware
-    async def track(request: web.Request, handler: Handler) -> web.StreamResponse:
-        intake.enter()
-        try:
-            return await handler(request)
-        finally:
-            intake.leave()
-
-    return track
 
 
 class BotServer:
@@ -81,7 +65,6 @@ class BotServer:
         if self.mode == "http":
             web_app = self.bot.app.web_app(path=EVENTS_PATH, port=self.port)
             web_app.router.add_get(HEALTH_PATH, _healthz)
-            web_app.middlewares.append(_tracking(self.bot.intake))
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
             try:
@@ -167,7 +150,7 @@ async def serve(
 ) -> int:
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
     orchestrator = build_orchestrator(project, runtime)
-    recovered = await asyncio.to_thread(orchestrator.recover_interrupted)
+    recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(
             f"harness bot: marked {recovered} dispatch(es) of a stopped run interrupted",

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from bot.background import Background
-from harness.results import Task, ThreadRef
+from harness.results import TaskSummary, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class ThreadIndex:
     def __init__(self) -> None:
         self._slugs: dict[ThreadRef, str | None] = {}
 
-    def load(self, tasks: Iterable[Task]) -> None:
+    def load(self, tasks: Iterable[TaskSummary]) -> None:
         for task in tasks:
             if task.thread is not None:
                 self._slugs.setdefault(task.thread, task.slug)

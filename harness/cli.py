@@ -11,13 +11,11 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from harness.context import build_task_context
 from harness.errors import HarnessError
-from harness.mcp import AUDIT_LOG
-from harness.orchestrator import AgentEvent, Orchestrator
+from harness.events import AgentEvent
+from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator, default_config_path, load_project
 from harness.render import render_audit, render_record, render_task, render_task_list
-from harness.tasks import FileTaskStore
 from harness.terminal import TerminalChannel
 
 logger = logging.getLogger(__name__)
@@ -42,7 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="path to config.yaml (default: $HARNESS_CONFIG, else ./config.yaml)",
     )
     common.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log debug details"
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log the harness's debug details (the Slack SDK's request dumps stay out)",
+    )
+    common.add_argument(
+        "--log-file",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="PATH",
+        help="append the log to this file instead of standard error",
     )
 
     parser = argparse.ArgumentParser(
@@ -92,52 +101,71 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    configure_logging(
+        verbose=getattr(args, "verbose", False),
+        log_file=getattr(args, "log_file", None),
+        level=getattr(args, "log_level", logging.WARNING),
     )
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
         project = load_project(config_path)
-        if args.command == "run":
-            return asyncio.run(_run(project, args.prompt, args.role, args.task))
-        store = FileTaskStore(project.config.tasks_dir)
-        if args.command == "tasks":
-            print(render_task_list(store.list()))
-            return 0
-        if args.command == "show":
-            return _show(project, store, args.slug)
-        if args.command == "audit":
-            store.get(args.slug)
-            print(render_audit(store.read_jsonl(args.slug, AUDIT_LOG)))
-            return 0
+        if args.command in ("run", "tasks", "show", "audit"):
+            return asyncio.run(_command(project, args))
         handler: CommandHandler = args.handler
         return handler(project, args)
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    raise AssertionError(f"unhandled command {args.command}")
 
 
-def _show(project: Project, store: FileTaskStore, slug: str) -> int:
-    task = store.get(slug)
-    context = build_task_context(task, budget_chars=project.config.context_budget_chars)
-    print(render_task(task, context, store.read_jsonl(slug, AUDIT_LOG)))
-    return 0
+# Libraries whose debug lines are request dumps, not the harness's story.
+_QUIET_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "asyncio", "mcp", "claude_agent_sdk")
 
 
-async def _run(project: Project, prompt: str, role: str | None, slug: str | None) -> int:
+def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> None:
+    """``level`` for everyone (commands pick their own: INFO for a server, WARNING for a
+    one-shot command); ``-v`` turns on debug lines of the harness's own loggers only."""
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else level)
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.INFO))
+
+
+async def _command(project: Project, args: argparse.Namespace) -> int:
     orchestrator = build_orchestrator(project)
-    orchestrator.recover_interrupted()
+    try:
+        if args.command == "run":
+            return await _run(orchestrator, args.prompt, args.role, args.task)
+        if args.command == "tasks":
+            print(render_task_list(await orchestrator.task_summaries()))
+        elif args.command == "show":
+            task = await orchestrator.task(args.slug)
+            context = await orchestrator.task_context(args.slug)
+            print(render_task(task, context, await orchestrator.audit_log(args.slug)))
+        elif args.command == "audit":
+            await orchestrator.task(args.slug)
+            print(render_audit(await orchestrator.audit_log(args.slug)))
+        return 0
+    finally:
+        await orchestrator.shutdown()
+
+
+async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
+    await orchestrator.recover_interrupted()
     if role is None:
-        task = orchestrator.store.get(slug) if slug else None
+        task = await orchestrator.task(slug) if slug else None
         role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
     orchestrator.role(role)  # unknown role: fail before creating a task
     orchestrator.subscribe(_progress_on_stderr)
-    orchestrator.questions.add_channel(TerminalChannel(orchestrator.questions))
+    orchestrator.add_human_channel(TerminalChannel(orchestrator.answer_question))
     stop = _install_signal_handlers(orchestrator)
     try:
-        handle = orchestrator.draft(role, prompt, task_slug=slug)
+        handle = await orchestrator.draft(role, prompt, task_slug=slug)
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()

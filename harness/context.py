@@ -1,4 +1,4 @@
-"""Context reconstruction (seed 003 step 2): a task's history as a markdown prompt section.
+"""Context reconstruction: a task's history as a markdown prompt section.
 
 This is the hand-off between agents: no session resume, the next agent reads what the earlier
 ones reported. Only results are included (journals are noise for now); dispatches without a
@@ -129,3 +129,12 @@ def build_task_context(task: Task, *, budget_chars: int) -> str:
             budget_chars,
         )
     return text
+
+
+def compose_prompt(task: Task, prompt: str, *, budget_chars: int) -> str:
+    """The task's reconstructed history first, then what this agent is asked to do."""
+    has_history = any(d.result is not None for d in task.dispatches)
+    if not has_history and task.description.strip() == prompt.strip():
+        return prompt
+    context = build_task_context(task, budget_chars=budget_chars)
+    return f"{context}\n\n## Your Assignment\n\n{prompt}"

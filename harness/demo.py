@@ -14,11 +14,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.context import build_task_context
-from harness.orchestrator import AgentEvent
+from harness.events import AgentEvent
 from harness.project import build_orchestrator, default_config_path, load_project
 from harness.render import render_record
-from harness.scripted_model import ScriptedModel, demo_script
+from harness.testing.scripted_model import ScriptedModel, demo_script
 
 REQUEST = "plan: a settings page where users change their display name and email"
 FOLLOW_UP = "review the plan and the developer's change for missing validation"
@@ -58,23 +57,24 @@ def on_event(event: AgentEvent) -> None:
 
 async def run(config: Path) -> int:
     orchestrator = build_orchestrator(load_project(config))
-    orchestrator.recover_interrupted()
+    await orchestrator.recover_interrupted()
     orchestrator.subscribe(on_event)
     try:
         role = orchestrator.route(REQUEST)
         say(f'1. You ask: "{REQUEST}"  -> routed to {role}')
-        first = await orchestrator.run(role, REQUEST)
-        slug = orchestrator.store.list()[0].slug
+        handle = await orchestrator.draft(role, REQUEST)
+        first = await orchestrator.wait(handle.agent_id)
+        slug = handle.task_slug
         say()
         say(render_record(first, task_slug=slug))
         if first.status != "completed":
             return 1
 
-        task = orchestrator.store.get(slug)
-        role = orchestrator.route(FOLLOW_UP, orchestrator.last_role(task))
+        task = await orchestrator.task(slug)
+        role = orchestrator.route_follow_up(task, FOLLOW_UP)
         say()
         say(f'2. Follow-up on task {slug}: "{FOLLOW_UP}"  -> routed to {role}')
-        context = build_task_context(task, budget_chars=orchestrator.config.context_budget_chars)
+        context = await orchestrator.task_context(slug)
         say("   It sees the task's history first:")
         for line in context.splitlines()[:12]:
             say(f"   | {line}")

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from harness.schema import Problem
 
 
 class HarnessError(Exception):
@@ -20,24 +24,46 @@ class HarnessError(Exception):
         return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
 
 
-class ConfigError(HarnessError):
+class FileFieldError(HarnessError):
+    """A file the user edits (config.yaml, a role file) is invalid: the error names the file,
+    the field path as written there, what is wrong and how to fix it.
+
+    ``also`` lists further problems in the same file (``"field: problem"`` lines), so one
+    run shows every typo instead of one per attempt.
+    """
+
+    def __init__(
+        self, file: str, field: str, problem: str, *, fix: str, also: Sequence[str] = ()
+    ) -> None:
+        super().__init__(f"{file}: {field}: {problem}", fix=fix)
+        self.file = file
+        self.field = field
+        self.problem = problem
+        self.also = tuple(also)
+
+    @classmethod
+    def from_problems(cls, file: str, problems: Sequence[Problem]) -> Self:
+        """The first problem as the error, the rest listed under ``also``."""
+        first, *rest = problems
+        return cls(
+            file,
+            first.path,
+            first.problem,
+            fix=first.fix,
+            also=[f"{p.path}: {p.problem} (fix: {p.fix})" for p in rest],
+        )
+
+    def __str__(self) -> str:
+        more = "".join(f"\n  also: {line}" for line in self.also)
+        return super().__str__() + more
+
+
+class ConfigError(FileFieldError):
     """config.yaml is missing, unreadable or invalid."""
 
-    def __init__(self, file: str, field: str, problem: str, *, fix: str) -> None:
-        super().__init__(f"{file}: {field}: {problem}", fix=fix)
-        self.file = file
-        self.field = field
-        self.problem = problem
 
-
-class RoleError(HarnessError):
+class RoleError(FileFieldError):
     """A file in roles/ is invalid."""
-
-    def __init__(self, file: str, field: str, problem: str, *, fix: str) -> None:
-        super().__init__(f"{file}: {field}: {problem}", fix=fix)
-        self.file = file
-        self.field = field
-        self.problem = problem
 
 
 class UnknownRoleError(HarnessError):
@@ -77,7 +103,7 @@ class AgentNotFoundError(HarnessError):
 
 class ToolError(HarnessError):
     """A harness MCP tool call that cannot be served; reaches the model as a tool error
-    ``{"error": {"code", "message", "suggestion"}}`` (seed 002's codes)."""
+    ``{"error": {"code", "message", "suggestion"}}``."""
 
     def __init__(self, code: str, message: str, suggestion: str) -> None:
         super().__init__(message, fix=suggestion)

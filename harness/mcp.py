@@ -1,101 +1,77 @@
-"""The ``harness`` MCP server: agents draft, await, kill and inspect agents (seeds 000-002).
+"""The tool gateway: every harness tool call an agent makes comes through ``call``.
 
-One in-process server per access profile is built at start-up and handed to each dispatch by
-its role's category. Servers are shared, so a call names its caller through the tool-use id
-the CLI puts in the request's ``_meta``; each agent's PreToolUse hook saw that id first.
-Every call is validated, permission-checked and appended to the task's audit log.
+The runtime gives each agent its own ``harness`` MCP server, which names the calling agent on
+every call. Here each call is checked against the caller's access profile, validated, served
+by its handler in harness.mcp_tools, and appended to the task's audit log.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-import mcp.types as mt
-from claude_agent_sdk.types import McpSdkServerConfig
-from mcp.server import Server
-
-from harness.access import ALL_TOOLS, SERVER_NAME, qualified, tools_for_category
+from harness.access import ALL_TOOLS, tools_for_category
+from harness.agent_spec import ToolDeclaration, ToolReply
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
-from harness.mcp_tools import TOOL_SPECS, Caller, ToolHandlers
-from harness.metadata import MetadataCollector
-from harness.orchestrator import Orchestrator, utc_now
+from harness.mcp_tools import TOOLS, Caller
+from harness.orchestrator import AUDIT_LOG, Orchestrator, utc_now
 from harness.roles import Role
-from harness.runtime import ToolUse
-from harness.validation import json_schema, validate
+from harness.validation import validate
+
+__all__ = ["AUDIT_LOG", "HarnessTools"]
 
 logger = logging.getLogger(__name__)
 
-AUDIT_LOG = "audit.jsonl"
-_TOOL_USE_META = "claudecode/toolUseId"
-_MAX_REMEMBERED_CALLS = 4096
 _AUDIT_VALUE_LIMIT = 2000
 
 
 class HarnessTools:
-    """The ToolProvider the orchestrator uses; also callable directly (``call``)."""
+    """The orchestrator's tool provider: declarations per role, and the calls."""
 
-    def __init__(
-        self, orchestrator: Orchestrator, *, metadata: MetadataCollector | None = None
-    ) -> None:
-        self.orchestrator = orchestrator
-        self.handlers = ToolHandlers(orchestrator, metadata or orchestrator.metadata)
-        self._callers: OrderedDict[str, str] = OrderedDict()
-        self._servers: dict[tuple[str, ...], McpSdkServerConfig] = {}
-        for role in orchestrator.roles.values():
-            profile = self.profile(role)
-            if profile and profile not in self._servers:
-                self._servers[profile] = self._build_server(profile)
-        orchestrator.tools = self
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._orchestrator = orchestrator
+        self._profiles: dict[str, tuple[ToolDeclaration, ...]] = {}
 
-    def profile(self, role: Role) -> tuple[str, ...]:
-        return tools_for_category(role.category, self.orchestrator.config.mcp)
-
-    # -- ToolProvider ----------------------------------------------------------------------
-
-    def server_for(self, role: Role) -> tuple[McpSdkServerConfig | None, tuple[str, ...]]:
-        profile = self.profile(role)
-        if not profile:
-            return None, ()
-        server = self._servers.get(profile)
-        if server is None:  # a role added after start-up
-            server = self._servers[profile] = self._build_server(profile)
-        return server, tuple(qualified(t) for t in profile)
-
-    def note_tool_use(self, agent_id: str, use: ToolUse) -> None:
-        if use.name.startswith(f"mcp__{SERVER_NAME}__") and use.tool_use_id:
-            self._callers[use.tool_use_id] = agent_id
-            while len(self._callers) > _MAX_REMEMBERED_CALLS:
-                self._callers.popitem(last=False)
+    def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]:
+        """The tools a role is offered, by its category (decided once per category)."""
+        profile = self._profiles.get(role.category)
+        if profile is None:
+            names = self._allowed(role.category)
+            profile = tuple(TOOLS[name].declaration() for name in names)
+            self._profiles[role.category] = profile
+        return profile
 
     def caller(self, agent_id: str) -> Caller | None:
-        entry = self.orchestrator.pool.get(agent_id)
-        if entry is None:
+        """The live agent behind a call; None when it is not live."""
+        info = self._orchestrator.agent(agent_id)
+        if info is None:
             return None
-        role = self.orchestrator.roles[entry.role]
-        return Caller(entry.agent_id, role.name, role.category, entry.task_slug, entry.depth)
+        role = self._orchestrator.role(info.role)
+        return Caller(info.agent_id, role.name, role.category, info.task_slug, info.depth)
 
-    # -- calls -----------------------------------------------------------------------------
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        """A call from a running agent's MCP server, made in that agent's name."""
+        caller = self.caller(agent_id)
+        if caller is None:
+            error = ToolError(
+                "AGENT_NOT_FOUND",
+                f"agent {agent_id} is not running, so it cannot call {tool}",
+                "finish with your structured result",
+            )
+            return ToolReply(error.to_json(), True)
+        return await self.invoke(tool, args, caller)
 
-    async def call(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        caller: Caller | None,
-        *,
-        offered: tuple[str, ...] = ALL_TOOLS,
-    ) -> tuple[dict[str, Any], bool]:
-        """Run one tool call: (JSON payload, is_error). Never raises."""
+    async def invoke(self, tool: str, args: Mapping[str, Any], caller: Caller | None) -> ToolReply:
+        """Run one tool call for ``caller`` (None: the harness itself, every tool allowed).
+        Never raises: failures are tool errors with a code, a message and a suggestion."""
         started = time.monotonic()
         try:
-            payload = await self._dispatch(tool, args, caller, offered)
-            outcome, is_error = "ok", False
+            payload = await self._dispatch(tool, args, caller)
+            reply, outcome = ToolReply(payload), "ok"
         except ToolError as exc:
-            payload, outcome, is_error = exc.to_json(), exc.code, True
+            reply, outcome = ToolReply(exc.to_json(), True), exc.code
         except Exception as exc:  # the tool boundary: one bad call must not take the harness down
             logger.exception("harness tool %s failed", tool)
             error = ToolError(
@@ -103,22 +79,22 @@ class HarnessTools:
                 f"{tool} failed inside the harness: {exc}",
                 "retry once; if it fails again, report it to the humans in your result",
             )
-            payload, outcome, is_error = error.to_json(), error.code, True
+            reply, outcome = ToolReply(error.to_json(), True), error.code
         self._audit(tool, args, caller, outcome, started)
-        return payload, is_error
+        return reply
 
     async def _dispatch(
-        self, tool: str, args: Mapping[str, Any], caller: Caller | None, offered: tuple[str, ...]
+        self, tool: str, args: Mapping[str, Any], caller: Caller | None
     ) -> dict[str, Any]:
-        spec = TOOL_SPECS.get(tool)
+        spec = TOOLS.get(tool)
         if spec is None:
             raise ToolError(
                 "TOOL_NOT_FOUND",
                 f"no harness tool {tool!r}",
                 f"the harness tools are: {', '.join(ALL_TOOLS)}",
             )
-        allowed = offered if caller is None else self._allowed(caller)
-        if tool not in allowed or tool not in offered:
+        allowed = self._allowed(caller.category) if caller else ALL_TOOLS
+        if tool not in allowed:
             who = f"role {caller.role!r} (category {caller.category!r})" if caller else "caller"
             raise ToolError(
                 "PERMISSION_DENIED",
@@ -127,9 +103,9 @@ class HarnessTools:
                 "(e.g. product-analyst) to do this, or change mcp.fullAccessCategories / "
                 "mcp.allow in config.yaml",
             )
-        checked = validate(tool, args, spec.fields)
+        checked = validate(tool, args, spec.input)
         try:
-            return await spec.handler(self.handlers, checked, caller)
+            return await spec.handler(self._orchestrator, caller, checked)
         except AgentNotFoundError as exc:
             raise ToolError(
                 "AGENT_NOT_FOUND", exc.message, "call list_agents for the live agent ids"
@@ -139,8 +115,8 @@ class HarnessTools:
                 "RESOURCE_NOT_FOUND", exc.message, "call list_tasks for the task slugs"
             ) from exc
 
-    def _allowed(self, caller: Caller) -> tuple[str, ...]:
-        return tools_for_category(caller.category, self.orchestrator.config.mcp)
+    def _allowed(self, category: str) -> tuple[str, ...]:
+        return tools_for_category(category, self._orchestrator.config.mcp)
 
     def _audit(
         self,
@@ -165,43 +141,9 @@ class HarnessTools:
             logger.warning("harness tool call with no task to audit it in: %s", entry)
             return
         try:
-            self.orchestrator.store.append_jsonl(slug, AUDIT_LOG, entry)
+            self._orchestrator.audit(slug, entry)
         except (TaskNotFoundError, InvalidSlugError, OSError):
             logger.warning("could not audit a harness tool call: %s", entry)
-
-    # -- the MCP server --------------------------------------------------------------------
-
-    def _build_server(self, profile: tuple[str, ...]) -> McpSdkServerConfig:
-        tools = [
-            mt.Tool(
-                name=name,
-                description=TOOL_SPECS[name].description,
-                input_schema=json_schema(TOOL_SPECS[name].fields),
-            )
-            for name in profile
-        ]
-
-        async def on_list_tools(
-            _ctx: Any, _params: mt.PaginatedRequestParams | None
-        ) -> mt.ListToolsResult:
-            return mt.ListToolsResult(tools=tools)
-
-        async def on_call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-            tool_use_id = (ctx.meta or {}).get(_TOOL_USE_META)
-            agent_id = self._callers.get(tool_use_id) if isinstance(tool_use_id, str) else None
-            caller = self.caller(agent_id) if agent_id else None
-            payload, is_error = await self.call(
-                params.name, params.arguments or {}, caller, offered=profile
-            )
-            text = json.dumps(payload, ensure_ascii=False)
-            return mt.CallToolResult(
-                content=[mt.TextContent(type="text", text=text)], is_error=is_error
-            )
-
-        server: Server[Any] = Server(
-            SERVER_NAME, version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool
-        )
-        return McpSdkServerConfig(type="sdk", name=SERVER_NAME, instance=server)
 
 
 def _task_of(args: Mapping[str, Any]) -> str | None:

@@ -1,8 +1,9 @@
-"""Per-agent metadata (seed 001): shell commands run in the agent's cwd.
+"""Per-agent metadata: shell commands run in the agent's cwd.
 
-Unlike the seed (serial, 1-2 s per agent), every field of every agent is collected in
-parallel, results are cached briefly per cwd, and concurrent requests for the same cwd share
-one collection. A failing or slow command fills that field's ``error`` and nothing else.
+So that a listing answers in about one command's time rather than one per agent and field,
+every field of every agent is collected in parallel, results are cached briefly per cwd, and
+concurrent requests for the same cwd share one collection. A failing or slow command fills
+that field's ``error`` and nothing else.
 """
 
 from __future__ import annotations

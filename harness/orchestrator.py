@@ -1,68 +1,73 @@
-"""The orchestrator: the one facade the CLI, the MCP tools and the Slack bot all use.
+"""The orchestrator: the one facade the CLI, the tool layer and the Slack bot all use.
 
 It ties the pieces together: roles and routing pick who works, the task store keeps what
-happened, the context builder hands history forward, the pool runs agents under a cap.
+happened, the context builder hands history forward, the pool runs agents under a cap, the
+question board waits on humans. Those parts are private; callers use the methods below.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
-from claude_agent_sdk.types import McpSdkServerConfig
-
-from harness.config import Config
-from harness.context import build_task_context
-from harness.errors import AgentNotFoundError, UnknownRoleError
-from harness.metadata import MetadataCollector
+from harness.agent_spec import (
+    AgentRuntime,
+    AgentSpec,
+    RunOutcome,
+    ToolDeclaration,
+    ToolGateway,
+    ToolReply,
+    ToolUse,
+)
+from harness.config import Config, MetadataField
+from harness.context import build_task_context, compose_prompt
+from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
+from harness.events import AgentEvent, Events, Listener
+from harness.metadata import FieldValue, MetadataCollector
 from harness.pool import AgentInfo, AgentPool, PoolEntry
-from harness.questions import QuestionBoard
+from harness.questions import Answer, HumanChannel, Question, QuestionBoard
+from harness.recovery import recover_interrupted
 from harness.results import (
-    FINAL_STATUSES,
+    Decision,
     DispatchRecord,
     DispatchStatus,
     Progress,
     Task,
+    TaskSummary,
     ThreadRef,
 )
 from harness.roles import Role
 from harness.routing import Router
-from harness.runtime import AgentRuntime, AgentSpec, RunOutcome, ToolUse
-from harness.tasks import TaskStore, journal_file_name
+from harness.tasks import LogEntries, TaskStore, journal_file_name
 
 logger = logging.getLogger(__name__)
+
+AUDIT_LOG = "audit.jsonl"
+# 40 random bits: ids stay short enough to type in Slack; each is also checked against the
+# store, so an id is never reused, across restarts too.
+_AGENT_ID_BYTES = 5
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class ToolProvider(Protocol):
-    """Gives each agent the harness MCP server of its access profile (see harness.mcp)."""
+class ToolProvider(ToolGateway, Protocol):
+    """The harness tools: which ones a role is offered, and serving their calls."""
 
-    def server_for(self, role: Role) -> tuple[McpSdkServerConfig | None, tuple[str, ...]]: ...
-
-    def note_tool_use(self, agent_id: str, use: ToolUse) -> None: ...
+    def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]: ...
 
 
-EventKind = Literal["queued", "started", "progress", "finished"]
-
-
-@dataclass(frozen=True)
-class AgentEvent:
-    kind: EventKind
-    task: Task
-    record: DispatchRecord
-
-
-Listener = Callable[[AgentEvent], Awaitable[None] | None]
+ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
 
 
 @dataclass(frozen=True)
@@ -70,15 +75,6 @@ class AgentHandle:
     agent_id: str
     role: str
     task_slug: str
-
-
-def compose_prompt(task: Task, prompt: str, *, budget_chars: int) -> str:
-    """The task's reconstructed history first, then what this agent is asked to do."""
-    has_history = any(d.result is not None for d in task.dispatches)
-    if not has_history and task.description.strip() == prompt.strip():
-        return prompt
-    context = build_task_context(task, budget_chars=budget_chars)
-    return f"{context}\n\n## Your Assignment\n\n{prompt}"
 
 
 class Orchestrator:
@@ -89,15 +85,19 @@ class Orchestrator:
         store: TaskStore,
         runtime: AgentRuntime,
         *,
+        tools: ToolProviderFactory | None = None,
         child_env: Mapping[str, str] | None = None,
     ) -> None:
-        self.config = config
-        self.roles = dict(roles)
-        self.store = store
-        self.runtime = runtime
-        self.router = Router(config.rules, config.default_role)
-        self.pool = AgentPool(config.mcp.max_concurrent_agents)
-        self.tools: ToolProvider | None = None
+        self._config = config
+        self._roles = dict(roles)
+        self._store = store
+        self._runtime = runtime
+        self._router = Router(config.rules, config.default_role)
+        self._pool = AgentPool(config.mcp.max_concurrent_agents)
+        self._questions = QuestionBoard()
+        # One collector (and so one cache) for every front end and the tools.
+        self._metadata = MetadataCollector(config.metadata)
+        self._tools = tools(self) if tools is not None else None
         self._child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
             "ENABLE_TOOL_SEARCH": "false",
@@ -105,24 +105,29 @@ class Orchestrator:
             "MCP_TOOL_TIMEOUT": str(config.mcp.tool_timeout_ms),
             **(child_env or {}),
         }
+        # Only live agents have a future; a finished agent is answered from the store.
         self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
         self._runs: set[asyncio.Task[None]] = set()
-        self._notifications: set[asyncio.Future[Any]] = set()
-        self._listeners: list[Listener] = []
-        self.questions = QuestionBoard()
-        # One collector (and so one cache) for every front end and the MCP tools.
-        self.metadata = MetadataCollector(config.metadata)
+        self._events = Events()
+        self._closing = False
 
-    # -- roles, routing, tasks -------------------------------------------------------------
+    # -- settings, roles, routing -----------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self._config
 
     def role(self, name: str) -> Role:
-        role = self.roles.get(name)
+        role = self._roles.get(name)
         if role is None:
-            raise UnknownRoleError(name, list(self.roles))
+            raise UnknownRoleError(name, list(self._roles))
         return role
 
+    def role_names(self) -> list[str]:
+        return sorted(self._roles)
+
     def route(self, text: str, last_role: str | None = None) -> str:
-        return self.router.route(text, last_role)
+        return self._router.route(text, last_role)
 
     def route_follow_up(self, task: Task, text: str) -> str:
         """The role for a follow-up on ``task``: when the last agent asked questions, the
@@ -130,23 +135,45 @@ class Orchestrator:
         top = [d for d in task.dispatches if d.parent_id is None]
         if top and top[-1].result is not None and top[-1].result.questions:
             return top[-1].role
-        return self.route(text, self.last_role(task))
-
-    @staticmethod
-    def last_role(task: Task) -> str | None:
-        """The role of the task's most recent top-level dispatch (what a follow-up keeps)."""
-        top = [d for d in task.dispatches if d.parent_id is None]
-        return top[-1].role if top else None
-
-    def create_task(self, description: str, thread: ThreadRef | None = None) -> Task:
-        return self.store.create(description, thread)
+        return self.route(text, top[-1].role if top else None)
 
     def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        self._events.subscribe(listener)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def create_task(self, description: str, thread: ThreadRef | None = None) -> Task:
+        return await self._store.create(description, thread)
+
+    async def task(self, slug: str) -> Task:
+        return await self._store.get(slug)
+
+    async def find_task(self, thread: ThreadRef) -> Task | None:
+        return await self._store.find_by_thread(thread)
+
+    async def task_summaries(self) -> list[TaskSummary]:
+        """Every task in one line each, newest first."""
+        return await self._store.summaries()
+
+    async def task_context(self, slug: str) -> str:
+        task = await self._store.get(slug)
+        return build_task_context(task, budget_chars=self._config.context_budget_chars)
+
+    async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
+        entry = self._live(agent_id)
+        decision = Decision(title, body, at=utc_now(), agent_id=agent_id, role=entry.role)
+        return await self._store.add_decision(entry.task_slug, decision)
+
+    def audit(self, slug: str, entry: dict[str, Any]) -> None:
+        """Queue one line of the task's audit log of tool calls."""
+        self._store.append_jsonl(slug, AUDIT_LOG, entry)
+
+    async def audit_log(self, slug: str) -> LogEntries:
+        return await self._store.read_jsonl(slug, AUDIT_LOG)
 
     # -- agents ----------------------------------------------------------------------------
 
-    def draft(
+    async def draft(
         self,
         role_name: str,
         prompt: str,
@@ -154,13 +181,15 @@ class Orchestrator:
         task_slug: str | None = None,
         parent_id: str | None = None,
     ) -> AgentHandle:
-        """Start an agent and return at once. Without task_slug a new task is created from the
-        prompt. The agent sees the task's history before the prompt."""
+        """Start an agent and return once it is queued. Without task_slug a new task is
+        created from the prompt. The agent sees the task's history before the prompt."""
         role = self.role(role_name)
-        task = self.store.get(task_slug) if task_slug else self.store.create(prompt)
-        parent = self.pool.get(parent_id) if parent_id else None
-        agent_id = self._new_agent_id()
-        cwd = role.cwd or self.config.base_dir
+        if not prompt.strip():
+            raise HarnessError("the prompt is empty", fix="say what the agent should do")
+        task = await (self._store.get(task_slug) if task_slug else self._store.create(prompt))
+        parent = self._pool.get(parent_id) if parent_id else None
+        agent_id = await self._new_agent_id()
+        cwd = role.cwd or self._config.base_dir
         record = DispatchRecord(
             agent_id=agent_id,
             role=role.name,
@@ -173,7 +202,6 @@ class Orchestrator:
             parent_id=parent_id,
             host_pid=os.getpid(),
         )
-        task = self.store.save_dispatch(task.slug, record)
         entry = PoolEntry(
             agent_id=agent_id,
             role=role.name,
@@ -183,103 +211,171 @@ class Orchestrator:
             depth=parent.depth + 1 if parent else 1,
             queued_at=record.started_at,
         )
-        self.pool.register(entry)
+        if self._closing:
+            raise HarnessError(
+                "the harness is shutting down, so no agent starts", fix="ask again once it is back"
+            )
+        # Checked and registered with no await in between: shutdown stops every registered
+        # agent, and no agent registers after it began. A kill or a wait finds it from now.
+        self._pool.register(entry)
         self._finished[agent_id] = asyncio.get_running_loop().create_future()
-        full_prompt = compose_prompt(task, prompt, budget_chars=self.config.context_budget_chars)
+        try:
+            task = await self._store.save_dispatch(task.slug, record)
+        except BaseException:
+            self._pool.release(entry)
+            self._finished.pop(agent_id).cancel()
+            raise
+        full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
         run = asyncio.create_task(self._run(entry, role, record, full_prompt), name=agent_id)
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
-        self._emit(AgentEvent("queued", task, record))
+        self._events.emit(AgentEvent("queued", task, record))
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 
     async def run(
         self, role_name: str, prompt: str, *, task_slug: str | None = None
     ) -> DispatchRecord:
-        handle = self.draft(role_name, prompt, task_slug=task_slug)
+        handle = await self.draft(role_name, prompt, task_slug=task_slug)
         return await self.wait(handle.agent_id)
 
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
         """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""
         done = self._finished.get(agent_id)
         if done is None:
-            return self._stored_record(agent_id)
+            return await self._store.record(agent_id)
         return await asyncio.wait_for(asyncio.shield(done), timeout)
 
-    def record(self, agent_id: str) -> DispatchRecord:
+    async def record(self, agent_id: str) -> DispatchRecord:
         """The agent's current record, live or finished."""
-        entry = self.pool.get(agent_id)
-        if entry is not None:
-            return self._find_record(self.store.get(entry.task_slug), agent_id)
-        done = self._finished.get(agent_id)
-        if done is not None and done.done():
-            return done.result()
-        return self._stored_record(agent_id)
+        return await self._store.record(agent_id)
 
     def agents(self) -> list[AgentInfo]:
-        return self.pool.snapshot()
+        """Snapshots of the queued and running agents."""
+        return self._pool.snapshot()
 
     def agent(self, agent_id: str) -> AgentInfo | None:
         """One live agent's snapshot; None once it has ended (see ``record``)."""
-        return self.pool.info(agent_id)
+        return self._pool.info(agent_id)
 
-    def report_progress(self, agent_id: str, message: str, percent: float | None) -> DispatchRecord:
-        """Keep a live agent's progress in its record and tell the front ends."""
-        entry = self.pool.get(agent_id)
+    @property
+    def metadata_fields(self) -> tuple[MetadataField, ...]:
+        return self._metadata.fields
+
+    async def collect_metadata(self, cwds: Iterable[Path]) -> dict[Path, dict[str, FieldValue]]:
+        """The metadata fields of agents' folders (cached briefly, collected in parallel)."""
+        return await self._metadata.collect_many(cwds)
+
+    def note_activity(self, agent_id: str, activity: str) -> None:
+        """What a live agent is doing now, as its status line shows it."""
+        entry = self._pool.get(agent_id)
+        if entry is not None:
+            entry.control.activity = activity
+
+    @contextlib.asynccontextmanager
+    async def waiting(self, agent_id: str | None, activity: str) -> AsyncIterator[None]:
+        """A live agent blocks on something other than its own work (an agent it drafted, a
+        human): its slot serves the queue meanwhile, and its status says what it waits for."""
+        entry = self._pool.get(agent_id) if agent_id else None
         if entry is None:
-            raise AgentNotFoundError(agent_id)
+            yield
+            return
+        entry.control.activity = activity
+        try:
+            async with self._pool.lend_slot(entry):
+                yield
+        finally:
+            entry.control.activity = "working"
+
+    async def report_progress(
+        self, agent_id: str, message: str, percent: float | None
+    ) -> DispatchRecord:
+        """Keep a live agent's progress in its record and tell the front ends."""
+        entry = self._live(agent_id)
         entry.progress = Progress(message=message, at=utc_now(), percent=percent)
         entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
-        record = dataclasses.replace(self.record(agent_id), progress=entry.progress)
-        self._emit(
-            AgentEvent("progress", self.store.save_dispatch(entry.task_slug, record), record)
-        )
+        record = dataclasses.replace(await self._store.record(agent_id), progress=entry.progress)
+        task = await self._store.save_dispatch(entry.task_slug, record)
+        self._events.emit(AgentEvent("progress", task, record))
         return record
 
     async def kill(self, agent_id: str, reason: str) -> bool:
         """End a queued or running agent. False when it is not live."""
-        return await self.pool.kill(agent_id, reason)
+        return await self._pool.kill(agent_id, reason)
+
+    # -- humans ----------------------------------------------------------------------------
+
+    def add_human_channel(self, channel: HumanChannel) -> None:
+        """A front end that can put agents' questions in front of people."""
+        self._questions.add_channel(channel)
+
+    def pending_questions(self, task_slug: str | None = None) -> list[Question]:
+        return self._questions.pending(task_slug)
+
+    def answer_question(self, question_id: str, answer: Answer) -> bool:
+        """False when the question is closed or unknown."""
+        return self._questions.answer(question_id, answer)
+
+    async def ask_human(
+        self, agent_id: str, text: str, options: tuple[str, ...], timeout: float | None
+    ) -> tuple[Question, Answer | None]:
+        """Ask the task's humans and wait; the answer is None when nobody answered in time.
+        NoHumanError when no front end reaches a human for the task."""
+        entry = self._live(agent_id)
+        question = Question(
+            question_id=self._questions.new_id(),
+            agent_id=agent_id,
+            role=entry.role,
+            task_slug=entry.task_slug,
+            text=text,
+            options=options,
+            asked_at=utc_now(),
+            timeout_seconds=timeout or self._config.ask_timeout_seconds,
+        )
+        task = await self._store.get(entry.task_slug)
+        async with self.waiting(agent_id, f"waiting for an answer: {text[:80]}"):
+            answer = await self._questions.ask(question, task)
+        return question, answer
+
+    # -- life cycle ------------------------------------------------------------------------
 
     async def shutdown(self, reason: str = "the harness shut down") -> None:
-        """Stop every agent (dispatches end ``interrupted``) and wait for their records."""
-        await self.pool.kill_all(reason, interrupted=True)
+        """Stop every agent (dispatches end ``interrupted``), wait for their records, and
+        close the store (every queued journal line on disk). No agent starts after this
+        began; the store still answers reads."""
+        self._closing = True
+        await self._pool.kill_all(reason, interrupted=True)
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+        await self._store.close()
 
-    def recover_interrupted(self) -> int:
+    async def recover_interrupted(self) -> int:
         """Mark dispatches that a crashed harness left queued/running as ``interrupted``."""
-        count = 0
-        for task in self.store.list():
-            for d in task.dispatches:
-                if d.status in FINAL_STATUSES or _pid_alive(d.host_pid):
-                    continue
-                self.store.save_dispatch(
-                    task.slug,
-                    dataclasses.replace(
-                        d,
-                        status="interrupted",
-                        completed_at=utc_now(),
-                        error=f"the harness process (pid {d.host_pid}) stopped before the "
-                        "agent finished",
-                    ),
-                )
-                count += 1
-        return count
+        return await recover_interrupted(self._store, utc_now())
 
     # -- internals -------------------------------------------------------------------------
+
+    def _live(self, agent_id: str) -> PoolEntry:
+        entry = self._pool.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        return entry
 
     async def _run(self, entry: PoolEntry, role: Role, record: DispatchRecord, prompt: str) -> None:
         slug = entry.task_slug
         outcome: RunOutcome | None = None
         try:
-            if await self.pool.acquire(entry):
+            if await self._pool.acquire(entry):
                 entry.state = "running"
                 entry.started_at = utc_now()
                 record = dataclasses.replace(record, status="running", started_at=entry.started_at)
-                self._emit(AgentEvent("started", self.store.save_dispatch(slug, record), record))
-                outcome = await self.runtime.run(
+                task = await self._store.save_dispatch(slug, record)
+                logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
+                self._events.emit(AgentEvent("started", task, record))
+                outcome = await self._runtime.run(
                     self._spec(entry, role, prompt),
                     entry.control,
-                    on_message=lambda m: self.store.append_jsonl(slug, record.journal_file, m),
+                    tools=self._tools or _NO_TOOLS,
+                    on_message=lambda m: self._store.append_jsonl(slug, record.journal_file, m),
                     on_tool_use=lambda use: self._note_tool_use(entry.agent_id, use),
                 )
             else:
@@ -288,14 +384,18 @@ class Orchestrator:
             logger.exception("agent %s crashed in the harness", entry.agent_id)
             outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
         finally:
-            self.pool.release(entry)
+            self._pool.release(entry)
             final = self._final_record(record, entry, outcome)
-            task = self.store.save_dispatch(slug, final)
-            self._finished[entry.agent_id].set_result(final)
-            self._emit(AgentEvent("finished", task, final))
+            try:
+                task = await self._store.save_dispatch(slug, final)
+            finally:
+                self._finished.pop(entry.agent_id).set_result(final)
+            _log_finish(final, slug)
+            self._events.emit(AgentEvent("finished", task, final))
 
+    @staticmethod
     def _final_record(
-        self, record: DispatchRecord, entry: PoolEntry, outcome: RunOutcome | None
+        record: DispatchRecord, entry: PoolEntry, outcome: RunOutcome | None
     ) -> DispatchRecord:
         if outcome is None:  # cancelled from outside
             outcome = RunOutcome(status="killed", error=entry.control.kill_reason or "cancelled")
@@ -316,67 +416,49 @@ class Orchestrator:
         )
 
     def _spec(self, entry: PoolEntry, role: Role, prompt: str) -> AgentSpec:
-        server, tool_names = self.tools.server_for(role) if self.tools else (None, ())
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,
             prompt=prompt,
-            cwd=entry.cwd,
-            mcp_server=server,
-            mcp_tools=tool_names,
+            cwd=str(entry.cwd),
+            harness_tools=self._tools.declarations(role) if self._tools else (),
             env=self._child_env,
         )
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
-        entry = self.pool.get(agent_id)
-        if entry is not None:
-            entry.control.activity = f"using {use.name}"
-        if self.tools is not None:
-            self.tools.note_tool_use(agent_id, use)
+        self.note_activity(agent_id, f"using {use.name}")
 
-    def _emit(self, event: AgentEvent) -> None:
-        for listener in self._listeners:
-            outcome = listener(event)
-            if asyncio.iscoroutine(outcome):
-                task = asyncio.ensure_future(outcome)
-                self._notifications.add(task)
-                task.add_done_callback(_log_listener_failure)
-                task.add_done_callback(self._notifications.discard)
-
-    def _stored_record(self, agent_id: str) -> DispatchRecord:
-        for task in self.store.list():
-            if any(d.agent_id == agent_id for d in task.dispatches):
-                return self._find_record(task, agent_id)
-        raise AgentNotFoundError(agent_id)
-
-    @staticmethod
-    def _find_record(task: Task, agent_id: str) -> DispatchRecord:
-        for d in task.dispatches:
-            if d.agent_id == agent_id:
-                return d
-        raise AgentNotFoundError(agent_id)
-
-    def _new_agent_id(self) -> str:
+    async def _new_agent_id(self) -> str:
         while True:
-            agent_id = "a" + secrets.token_hex(3)
-            if agent_id not in self._finished:
+            agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
+            if agent_id in self._finished:
+                continue
+            try:
+                await self._store.record(agent_id)
+            except AgentNotFoundError:
                 return agent_id
 
 
-def _log_listener_failure(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("an agent event listener failed", exc_info=task.exception())
+class _NoTools:
+    """The gateway of an orchestrator built without tools: agents are offered none."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        message = f"this harness serves no tools, so {tool} is not available"
+        return ToolReply({"error": {"code": "TOOL_NOT_FOUND", "message": message}}, True)
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+_NO_TOOLS = _NoTools()
+
+
+def _log_finish(record: DispatchRecord, slug: str) -> None:
+    seconds = (record.duration_ms or 0) / 1000
+    cost = f", ${record.cost_usd:.4f}" if record.cost_usd is not None else ""
+    logger.info(
+        "agent %s (%s) on task %s: %s in %.1f s%s",
+        record.agent_id,
+        record.role,
+        slug,
+        record.status,
+        seconds,
+        cost,
+    )

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.agent_spec import AgentControl
 from harness.results import Progress
-from harness.runtime import AgentControl
 
 # "waiting": blocked in await_agent on other agents, its slot lent to the queue.
 AgentState = Literal["queued", "running", "waiting"]

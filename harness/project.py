@@ -7,13 +7,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.agent_spec import (
+    AgentControl,
+    AgentRuntime,
+    AgentSpec,
+    MessageSink,
+    RunOutcome,
+    ToolGateway,
+    ToolUseSink,
+)
 from harness.config import Config, load_config
+from harness.errors import ConfigError, RoleError
 from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
 from harness.roles import Role, load_roles
 from harness.routing import validate_routing
-from harness.runtime import AgentRuntime, ClaudeRuntime
+from harness.schema import closest
 from harness.tasks import FileTaskStore
+
+# Categories that mean something without configuration: `conversational` is the default full
+# access category, `worker` the usual read-only one. Any other category must be named in
+# config.yaml's mcp settings, or it would silently get only the read-only tools.
+BUILTIN_CATEGORIES: tuple[str, ...] = ("conversational", "worker")
 
 
 def default_config_path() -> Path:
@@ -32,16 +47,102 @@ def load_project(config_path: Path) -> Project:
     config = load_config(config_path)
     roles = load_roles(config.roles_dir, base_dir=config.base_dir)
     validate_routing(config, roles)
+    check_categories(config, roles)
     return Project(config=config, roles=roles)
 
 
+def _configured_categories(config: Config) -> dict[str, str]:
+    """Each category config.yaml's mcp settings name, with the field path of its first use."""
+    named: dict[str, str] = {}
+    for index, name in enumerate(config.mcp.full_access_categories):
+        named.setdefault(name, f"mcp.fullAccessCategories[{index}]")
+    for section, rules in (("allow", config.mcp.allow), ("deny", config.mcp.deny)):
+        for name in rules:
+            named.setdefault(name, f"mcp.{section}.{name}")
+    return named
+
+
+def check_categories(config: Config, roles: Mapping[str, Role]) -> None:
+    """Role categories and the categories config.yaml names must agree.
+
+    A role's category must be built in or named in the mcp settings (a typo'd coordinator
+    would otherwise get no coordinator tools); a category the mcp settings name, other than
+    the built-in ones, must be some role's (a typo there grants nothing). Roles are checked
+    first; when a role and config.yaml spell one category two ways, both places are named.
+    """
+    named = _configured_categories(config)
+    known = list(dict.fromkeys([*BUILTIN_CATEGORIES, *named]))
+    for role in sorted(roles.values(), key=lambda role: role.name):
+        if role.category not in known:
+            raise RoleError(
+                role.source,
+                "category",
+                f"unknown category {role.category!r}; known categories: {', '.join(known)}",
+                fix=_unknown_category_fix(role.category, known, named, config),
+            )
+    used = {role.category: role.source for role in roles.values()}
+    for name, path in named.items():
+        if name in used or name in BUILTIN_CATEGORIES:
+            continue
+        match = closest(name, sorted(used))
+        hint = f"did you mean {match!r} ({used[match]} has `category: {match}`)? " if match else ""
+        raise ConfigError(
+            str(config.file),
+            path,
+            f"no role has category {name!r}; the roles' categories: {', '.join(sorted(used))}",
+            fix=f"{hint}correct the name, remove it, or set `category: {name}` in a role file",
+        )
+
+
+def _unknown_category_fix(
+    category: str, known: list[str], named: Mapping[str, str], config: Config
+) -> str:
+    declare = (
+        f"name {category!r} in {config.file} under mcp.fullAccessCategories (every harness "
+        "tool) or mcp.allow / mcp.deny"
+    )
+    match = closest(category, known)
+    if match is None:
+        return f"use one of the known categories, or {declare}"
+    if match in named:
+        return (
+            f"did you mean {match!r}? {config.file} names it at {named[match]}: correct "
+            f"whichever of the two is misspelled, or {declare}"
+        )
+    return f"did you mean {match!r}? Or {declare}"
+
+
 def build_orchestrator(project: Project, runtime: AgentRuntime | None = None) -> Orchestrator:
-    """The orchestrator with the harness MCP tools attached (one server per access profile)."""
-    orchestrator = Orchestrator(
+    """The orchestrator over the project's task store, serving the harness tools."""
+    return Orchestrator(
         project.config,
         project.roles,
         FileTaskStore(project.config.tasks_dir),
-        runtime or ClaudeRuntime(),
+        runtime or _ClaudeRuntimeOnFirstRun(),
+        tools=HarnessTools,
     )
-    HarnessTools(orchestrator)
-    return orchestrator
+
+
+class _ClaudeRuntimeOnFirstRun:
+    """The Claude runtime, imported when the first agent runs: the Claude SDK takes most of
+    a second to import, and commands that only read tasks never need it."""
+
+    def __init__(self) -> None:
+        self._runtime: AgentRuntime | None = None
+
+    async def run(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        tools: ToolGateway,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+    ) -> RunOutcome:
+        if self._runtime is None:
+            from harness.runtime import ClaudeRuntime
+
+            self._runtime = ClaudeRuntime()
+        return await self._runtime.run(
+            spec, control, tools=tools, on_message=on_message, on_tool_use=on_tool_use
+        )

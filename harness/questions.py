@@ -1,4 +1,4 @@
-"""Questions from agents to the humans of a task (``ask_human``, seeds 002 and 004).
+"""Questions from agents to the humans of a task (``ask_human``).
 
 The harness owns the waiting; front ends own the delivery. A front end registers a
 HumanChannel (the Slack bot: the task's thread; the CLI: the terminal, when one is attached),

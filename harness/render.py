@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.results import AgentResult, DispatchRecord, Task
+from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
 
 
 def _bullets(title: str, items: Sequence[str], *, numbered: bool = False) -> list[str]:
@@ -60,7 +60,7 @@ def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> st
     return "\n".join(lines)
 
 
-def render_task_list(tasks: Sequence[Task]) -> str:
+def render_task_list(tasks: Sequence[TaskSummary]) -> str:
     if not tasks:
         return 'No tasks yet. Start one with: harness run "your request"'
     rows = [("SLUG", "CREATED", "DISPATCHES", "DESCRIPTION")]
@@ -68,7 +68,7 @@ def render_task_list(tasks: Sequence[Task]) -> str:
         description = " ".join(t.description.split())
         if len(description) > 60:
             description = description[:59] + "…"
-        rows.append((t.slug, t.created[:19].replace("T", " "), str(len(t.dispatches)), description))
+        rows.append((t.slug, t.created[:19].replace("T", " "), str(t.dispatch_count), description))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join(
         f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows

@@ -130,3 +130,30 @@ class Task:
     thread: ThreadRef | None = None
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """A task in one line, for listings (``harness tasks``, ``list_tasks``, ``/harness tasks``)."""
+
+    slug: str
+    created: str
+    description: str
+    dispatch_count: int
+    thread: ThreadRef | None = None
+    # The most recent dispatch, if any.
+    last_role: str | None = None
+    last_status: DispatchStatus | None = None
+
+    @classmethod
+    def of(cls, task: Task) -> TaskSummary:
+        last = task.dispatches[-1] if task.dispatches else None
+        return cls(
+            slug=task.slug,
+            created=task.created,
+            description=task.description,
+            dispatch_count=len(task.dispatches),
+            thread=task.thread,
+            last_role=last.role if last else None,
+            last_status=last.status if last else None,
+        )

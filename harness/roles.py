@@ -5,18 +5,19 @@ Only this module parses role files. ``parse_role`` is pure; ``load_roles`` reads
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast, get_args
+from typing import Annotated, Literal, get_args
 
+import pydantic
 import yaml
+from pydantic import Field
 
 from harness.errors import RoleError
+from harness.schema import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems
 
 logger = logging.getLogger(__name__)
 
@@ -40,24 +41,115 @@ class Role:
     max_budget_usd: float | None = None
 
 
-KNOWN_FIELDS: tuple[str, ...] = (
-    "name",
-    "displayName",
-    "category",
-    "cwd",
-    "model",
-    "tools",
-    "permissionMode",
-    "maxTurns",
-    "maxBudgetUsd",
-)
 # Role names appear in routing rules, MCP tool input and Slack text: keep them plain.
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-# Built-in Claude Code tools are PascalCase (Read, Bash, WebFetch); this catches `read` typos
-# without pinning a list that changes with every CLI release.
-_TOOL_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _FENCE = "---"
 _EXAMPLE = "---\nname: developer\ncategory: worker\n---\nYou are a developer..."
+
+# The built-in tools Claude Code CLI 2.1.330 (bundled with claude-agent-sdk 0.2.187) offers an
+# agent: read by running that CLI against the scripted model with `tools` set to every name in
+# the list of built-in tool names inside the CLI binary, and keeping those it offered the
+# model (ModelRequest.tool_names, less StructuredOutput and mcp__*). Without
+# `tools:` a role gets these less Glob, Grep and the Task* tools. The CLI drops any other name
+# silently (TodoWrite, MultiEdit, AskUserQuestion, ExitPlanMode, LS: known to it, not offered
+# to SDK agents; typos like `Bsh`), so a role naming one would run without that tool unnoticed.
+# StructuredOutput is left out: the harness adds it to every run for the result.
+BUILTIN_TOOLS: tuple[str, ...] = (
+    "Agent",
+    "Bash",
+    "CronCreate",
+    "CronDelete",
+    "CronList",
+    "Edit",
+    "EnterWorktree",
+    "ExitWorktree",
+    "Glob",
+    "Grep",
+    "ListAgents",
+    "Monitor",
+    "NotebookEdit",
+    "Read",
+    "ReportFindings",
+    "ScheduleWakeup",
+    "SendMessage",
+    "Skill",
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskStop",
+    "TaskUpdate",
+    "WebFetch",
+    "WebSearch",
+    "Workflow",
+    "Write",
+)
+_TOOLS_EXAMPLE = ["Read", "Glob", "Grep"]
+
+
+def _builtin_tool(name: str) -> str:
+    if name in BUILTIN_TOOLS:
+        return name
+    if name.startswith("mcp__"):
+        problem = (
+            f"{name!r} is not a built-in Claude Code tool name. MCP tools are granted by "
+            "category through `mcp` in config.yaml, not here."
+        )
+        fix = "remove it; give the role's category the tool with `mcp.allow` in config.yaml"
+    elif name == "StructuredOutput":
+        problem = f"{name!r} is added by the harness to every run, for the structured result"
+        fix = "remove it"
+    else:
+        problem = f"{name!r} is not a built-in tool that Claude Code 2.1.330 offers agents"
+        fix = (
+            f"{did_you_mean(name, BUILTIN_TOOLS)}use built-in tool names as spelled by Claude "
+            f"Code: {', '.join(BUILTIN_TOOLS)}"
+        )
+    raise Invalid(problem, fix=fix)
+
+
+class _FrontMatter(pydantic.BaseModel):
+    """The YAML between the `---` lines. Strict: `maxTurns: "3"` is an error, not 3."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    name: str = Field(
+        pattern=_NAME_PATTERN,
+        examples=["developer"],
+        description="lowercase letters, digits, `-` or `_`, matching the file name",
+    )
+    display_name: NonEmptyStr | None = Field(None, alias="displayName", examples=["Developer"])
+    category: NonEmptyStr = Field(
+        examples=["worker"],
+        description="`worker`, or `conversational` for coordinator roles that may draft "
+        "other agents, or a category named in config.yaml's `mcp` settings",
+    )
+    cwd: NonEmptyStr | None = Field(
+        None, examples=[".."], description="relative to config.yaml's folder"
+    )
+    model: NonEmptyStr | None = Field(None, examples=["sonnet"])
+    tools: list[Annotated[str, pydantic.AfterValidator(_builtin_tool)]] | None = Field(
+        None,
+        examples=[_TOOLS_EXAMPLE],
+        description="built-in Claude Code tools; leave it out for the default set",
+    )
+    permission_mode: PermissionMode = Field("default", alias="permissionMode")
+    max_turns: int | None = Field(
+        None, alias="maxTurns", gt=0, examples=[20], description="leave it out for no limit"
+    )
+    max_budget_usd: float | None = Field(
+        None, alias="maxBudgetUsd", gt=0, examples=[2.5], description="leave it out for no limit"
+    )
+
+    @pydantic.field_validator("tools")
+    @classmethod
+    def _no_duplicates(cls, tools: list[str] | None) -> list[str] | None:
+        for index, name in enumerate(tools or []):
+            if name in (tools or [])[:index]:
+                raise Invalid(f"{name!r} is listed twice", fix="remove the duplicate", at=(index,))
+        return tools
+
+
+KNOWN_FIELDS: tuple[str, ...] = tuple(keys_of(_FrontMatter))
 
 
 def _split_front_matter(text: str, source: str) -> tuple[str, str]:
@@ -80,86 +172,6 @@ def _split_front_matter(text: str, source: str) -> tuple[str, str]:
     )
 
 
-def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _text(meta: Mapping[str, object], key: str, source: str, example: str) -> str | None:
-    if key not in meta:
-        return None
-    value = meta[key]
-    if not isinstance(value, str) or not value.strip():
-        raise RoleError(
-            source,
-            key,
-            f"expected a non-empty string, found {_describe(value)}",
-            fix=f"write e.g. `{key}: {example}`",
-        )
-    return value.strip()
-
-
-def _positive(meta: Mapping[str, object], key: str, source: str, *, integer: bool) -> float | None:
-    if key not in meta or meta[key] is None:
-        return None
-    value = meta[key]
-    kinds = int if integer else int | float
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
-        wanted = "a whole number" if integer else "a number"
-        raise RoleError(
-            source,
-            key,
-            f"expected {wanted} greater than 0, found {_describe(value)}",
-            fix=f"write e.g. `{key}: {20 if integer else 2.5}`, or remove the line for no limit",
-        )
-    return float(value)
-
-
-def _tools(meta: Mapping[str, object], source: str) -> tuple[str, ...] | None:
-    if "tools" not in meta or meta["tools"] is None:
-        return None
-    value = meta["tools"]
-    if not isinstance(value, list):
-        raise RoleError(
-            source,
-            "tools",
-            f"expected a list of tool names, found {_describe(value)}",
-            fix="write e.g. `tools: [Read, Glob, Grep]`, or remove it for the default tool set",
-        )
-    names: list[str] = []
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not _TOOL_RE.match(item):
-            hint = (
-                " MCP tools are granted by category through `mcp` in config.yaml, not here."
-                if isinstance(item, str) and item.startswith("mcp__")
-                else ""
-            )
-            raise RoleError(
-                source,
-                f"tools[{index}]",
-                f"{_describe(item)} is not a built-in Claude Code tool name.{hint}",
-                fix="use built-in tool names as spelled by Claude Code, e.g. "
-                "Read, Write, Edit, Bash, Glob, Grep, WebFetch",
-            )
-        if item in names:
-            raise RoleError(
-                source, f"tools[{index}]", f"{item!r} is listed twice", fix="remove the duplicate"
-            )
-        names.append(item)
-    return tuple(names)
-
-
 def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
     """Parse one role file. ``base_dir`` (the config file's folder) anchors a relative cwd."""
     front, body = _split_front_matter(text, source)
@@ -176,47 +188,13 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
         raise RoleError(
             source,
             "(front matter)",
-            f"expected `key: value` lines, found {_describe(loaded)}",
+            f"expected `key: value` lines, found {describe(loaded)}",
             fix=f"write the front matter as a YAML mapping, e.g.\n{_EXAMPLE}",
         )
-    meta = cast(Mapping[str, object], loaded)
-    for key in meta:
-        if key not in KNOWN_FIELDS:
-            close = difflib.get_close_matches(str(key), KNOWN_FIELDS, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise RoleError(
-                source,
-                str(key),
-                f"unknown field {key!r}",
-                fix=f"{hint}known fields: {', '.join(KNOWN_FIELDS)}",
-            )
-
-    name = _text(meta, "name", source, "developer")
-    if name is None or not _NAME_RE.match(name):
-        raise RoleError(
-            source,
-            "name",
-            "missing" if name is None else f"{name!r} is not a valid role name",
-            fix="set `name:` to lowercase letters, digits, `-` or `_` matching the file name, "
-            "e.g. `name: developer` in developer.md",
-        )
-    category = _text(meta, "category", source, "worker")
-    if category is None:
-        raise RoleError(
-            source,
-            "category",
-            "missing",
-            fix="add e.g. `category: worker` (or `conversational` for coordinator roles "
-            "that may draft other agents)",
-        )
-    mode = _text(meta, "permissionMode", source, "acceptEdits") or "default"
-    if mode not in PERMISSION_MODES:
-        raise RoleError(
-            source,
-            "permissionMode",
-            f"{mode!r} is not a permission mode",
-            fix=f"use one of: {', '.join(PERMISSION_MODES)}",
-        )
+    try:
+        meta = _FrontMatter.model_validate(loaded)
+    except pydantic.ValidationError as exc:
+        raise RoleError.from_problems(source, problems(exc, _FrontMatter)) from None
     prompt = body.strip()
     if not prompt:
         raise RoleError(
@@ -225,22 +203,22 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
             "the role prompt after the front matter is empty",
             fix="write the role's instructions (markdown) after the closing `---` line",
         )
-    cwd_text = _text(meta, "cwd", source, "..")
     # normpath, not resolve(): parsing stays free of file-system access.
-    cwd = Path(os.path.normpath(base_dir / Path(cwd_text).expanduser())) if cwd_text else None
-    max_turns = _positive(meta, "maxTurns", source, integer=True)
+    cwd = (
+        Path(os.path.normpath(base_dir / Path(meta.cwd.strip()).expanduser())) if meta.cwd else None
+    )
     return Role(
-        name=name,
-        display_name=_text(meta, "displayName", source, "Developer") or name,
-        category=category,
+        name=meta.name,
+        display_name=meta.display_name.strip() if meta.display_name else meta.name,
+        category=meta.category.strip(),
         prompt=prompt,
         source=source,
         cwd=cwd.absolute() if cwd else None,
-        model=_text(meta, "model", source, "sonnet"),
-        tools=_tools(meta, source),
-        permission_mode=cast(PermissionMode, mode),
-        max_turns=int(max_turns) if max_turns is not None else None,
-        max_budget_usd=_positive(meta, "maxBudgetUsd", source, integer=False),
+        model=meta.model.strip() if meta.model else None,
+        tools=tuple(meta.tools) if meta.tools is not None else None,
+        permission_mode=meta.permission_mode,
+        max_turns=meta.max_turns,
+        max_budget_usd=meta.max_budget_usd,
     )
 
 
@@ -250,7 +228,9 @@ def load_roles(roles_dir: Path, *, base_dir: Path) -> dict[str, Role]:
         raise RoleError(
             str(roles_dir),
             "(folder)",
-            "the roles folder does not exist",
+            "the roles folder is a file, not a folder"
+            if roles_dir.exists()
+            else "the roles folder does not exist",
             fix="create it with one <name>.md per role, or point `roles:` in config.yaml to it",
         )
     files = sorted(roles_dir.glob("*.md"))

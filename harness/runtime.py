@@ -8,15 +8,15 @@ child is gone), never a task cancellation (which takes ~5 s).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import mcp.types as mt
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
@@ -31,83 +31,21 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk._errors import ResultError
 from claude_agent_sdk.types import McpSdkServerConfig, SyncHookJSONOutput
+from mcp.server import Server
 
+from harness.access import SERVER_NAME
+from harness.agent_spec import (
+    AgentControl,
+    AgentSpec,
+    MessageSink,
+    RunOutcome,
+    ToolGateway,
+    ToolUse,
+    ToolUseSink,
+)
 from harness.results import RESULT_SCHEMA, AgentResult
-from harness.roles import Role
 
 logger = logging.getLogger(__name__)
-
-OutcomeStatus = Literal["completed", "failed", "killed"]
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    """A tool call the agent is about to make (seen by a PreToolUse hook)."""
-
-    tool_use_id: str
-    name: str
-    input: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    agent_id: str
-    role: Role
-    prompt: str
-    cwd: Path
-    mcp_server: McpSdkServerConfig | None = None
-    # MCP tools the agent may call without a permission prompt (its access profile).
-    mcp_tools: tuple[str, ...] = ()
-    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    status: OutcomeStatus
-    result: AgentResult | None = None
-    error: str | None = None
-    last_text: str | None = None
-    cost_usd: float | None = None
-    turns: int | None = None
-    duration_ms: int = 0
-
-
-class AgentControl:
-    """Shared between the pool and a running agent: kill requests and live activity."""
-
-    def __init__(self) -> None:
-        self.kill_reason: str | None = None
-        self.activity: str = "starting"
-        self._interrupt: Callable[[], Awaitable[None]] | None = None
-
-    @property
-    def kill_requested(self) -> bool:
-        return self.kill_reason is not None
-
-    def attach(self, interrupt: Callable[[], Awaitable[None]] | None) -> None:
-        self._interrupt = interrupt
-
-    async def kill(self, reason: str) -> None:
-        """Ask the agent to stop; the runtime's run() then returns a ``killed`` outcome."""
-        first = self.kill_reason is None
-        self.kill_reason = reason if first else self.kill_reason
-        if first and self._interrupt is not None:
-            await self._interrupt()
-
-
-MessageSink = Callable[[dict[str, Any]], None]
-ToolUseSink = Callable[[ToolUse], Awaitable[None]]
-
-
-class AgentRuntime(Protocol):
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome: ...
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -124,7 +62,11 @@ class ClaudeRuntime:
         self._base_env = dict(base_env or {})
 
     def options_for(
-        self, spec: AgentSpec, on_tool_use: ToolUseSink, stderr: Callable[[str], None]
+        self,
+        spec: AgentSpec,
+        tools: ToolGateway,
+        on_tool_use: ToolUseSink,
+        stderr: Callable[[str], None],
     ) -> ClaudeAgentOptions:
         role = spec.role
 
@@ -146,13 +88,13 @@ class ClaudeRuntime:
         return ClaudeAgentOptions(
             system_prompt={"type": "preset", "preset": "claude_code", "append": role.prompt},
             tools=list(role.tools) if role.tools is not None else None,
-            allowed_tools=list(spec.mcp_tools),
-            mcp_servers={"harness": spec.mcp_server} if spec.mcp_server else {},
+            allowed_tools=list(spec.harness_tool_names),
+            mcp_servers={SERVER_NAME: build_server(spec, tools)} if spec.harness_tools else {},
             permission_mode=role.permission_mode,
             max_turns=role.max_turns,
             max_budget_usd=role.max_budget_usd,
             model=role.model,
-            cwd=str(spec.cwd),
+            cwd=spec.cwd,
             output_format={"type": "json_schema", "schema": RESULT_SCHEMA},
             setting_sources=["project"],
             env=env,
@@ -165,12 +107,13 @@ class ClaudeRuntime:
         spec: AgentSpec,
         control: AgentControl,
         *,
+        tools: ToolGateway,
         on_message: MessageSink,
         on_tool_use: ToolUseSink,
     ) -> RunOutcome:
         started = time.monotonic()
         stderr_tail: deque[str] = deque(maxlen=5)
-        options = self.options_for(spec, on_tool_use, stderr_tail.append)
+        options = self.options_for(spec, tools, on_tool_use, stderr_tail.append)
         tracker = _RunTracker(control)
         client = ClaudeSDKClient(options)
         try:
@@ -258,3 +201,29 @@ def _describe_result(subtype: str | None, errors: list[str] | None, text: str | 
 
 def _describe_result_error(exc: ResultError) -> str:
     return _describe_result(exc.subtype, exc.errors, exc.result)
+
+
+def build_server(spec: AgentSpec, tools: ToolGateway) -> McpSdkServerConfig:
+    """The agent's own in-process ``harness`` MCP server: it offers the spec's tools and
+    forwards each call to the gateway in this agent's name, so the caller is never guessed."""
+    offered = [
+        mt.Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
+        for t in spec.harness_tools
+    ]
+
+    async def on_list_tools(
+        _ctx: Any, _params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
+        return mt.ListToolsResult(tools=offered)
+
+    async def on_call_tool(_ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+        reply = await tools.call(spec.agent_id, params.name, params.arguments or {})
+        text = json.dumps(reply.payload, ensure_ascii=False)
+        return mt.CallToolResult(
+            content=[mt.TextContent(type="text", text=text)], is_error=reply.is_error
+        )
+
+    server: Server[Any] = Server(
+        SERVER_NAME, version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
+    return McpSdkServerConfig(type="sdk", name=SERVER_NAME, instance=server)

@@ -9,17 +9,20 @@ from __future__ import annotations
 import asyncio
 import getpass
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
-from harness.questions import Answer, Question, QuestionBoard
+from harness.questions import Answer, Question
 from harness.results import Task
+
+AnswerSink = Callable[[str, Answer], bool]
 
 
 class TerminalChannel:
     def __init__(
-        self, board: QuestionBoard, *, stdin: TextIO | None = None, out: TextIO | None = None
+        self, answer: AnswerSink, *, stdin: TextIO | None = None, out: TextIO | None = None
     ) -> None:
-        self.board = board
+        self.answer = answer
         self.stdin = stdin or sys.stdin
         self.out = out or sys.stderr
         self._waiting: list[Question] = []
@@ -46,7 +49,7 @@ class TerminalChannel:
         text = line
         if line.isdigit() and 1 <= int(line) <= len(question.options):
             text = question.options[int(line) - 1]
-        self.board.answer(question.question_id, Answer(text, getpass.getuser()))
+        self.answer(question.question_id, Answer(text, getpass.getuser()))
 
     async def settle(self, question: Question, answer: Answer | None) -> None:
         if question in self._waiting:

@@ -1,5 +1,7 @@
 """A running bot for the tests: the real AsyncApp + AsyncWebClient against our Slack emulator
-on loopback, and the real Claude Code CLI against a scripted model."""
+on loopback, with its agents run either by the real Claude Code CLI against a scripted model
+(``rig(script)``) or by a runtime given to the rig (``rig(runtime=HeldRuntime())``: the fast
+tier, for what does not need the CLI)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ import pytest
 from bot.app import HarnessBot, create_app
 from bot.server import BotServer
 from bot.settings import BotOptions, Mode, SlackEnv
-from bot.slack_emulator import DeliveredEvent, SlackEmulator
+from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
+from harness.agent_spec import AgentRuntime
 from harness.config import SlackSettings
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.runtime import ClaudeRuntime
-from harness.scripted_model import ModelRequest, Script, ScriptedModel, Turn
+from harness.testing.held_runtime import HeldRuntime
+from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
 
 BOT_TOKEN = "xoxb-bot-test"
 APP_TOKEN = "xapp-bot-test"
@@ -37,13 +41,28 @@ def finish_with_prompt(request: ModelRequest) -> Turn:
 @dataclass
 class Rig:
     slack: SlackEmulator
-    model: ScriptedModel
     bot: HarnessBot
     server: BotServer
+    runtime: AgentRuntime
+    scripted: ScriptedModel | None = None
 
     @property
     def orchestrator(self) -> Orchestrator:
         return self.bot.orchestrator
+
+    @property
+    def model(self) -> ScriptedModel:
+        """The scripted model behind the CLI (a rig started with a script has one)."""
+        if self.scripted is None:
+            raise AssertionError("this rig runs no CLI: start it with rig(script)")
+        return self.scripted
+
+    @property
+    def held(self) -> HeldRuntime:
+        """The runtime holding the agents (a rig started with runtime=HeldRuntime())."""
+        if not isinstance(self.runtime, HeldRuntime):
+            raise AssertionError("this rig's agents are not held: use rig(runtime=HeldRuntime())")
+        return self.runtime
 
     async def say(
         self, text: str, *, user: str = "U1", channel: str = "D1", thread_ts: str | None = None
@@ -91,8 +110,9 @@ def message_text(message: JSON) -> str:
 class RigFactory(Protocol):
     def __call__(
         self,
-        script: Script,
+        script: Script | None = None,
         *,
+        runtime: AgentRuntime | None = None,
         mode: Mode = "http",
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
@@ -109,23 +129,31 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 
 @pytest.fixture
 def rig(project: Project, slack: SlackEmulator) -> RigFactory:
-    """``async with rig(script) as r:`` a bot serving the emulator (HTTP or Socket Mode)."""
+    """``async with rig(script) as r:`` a bot serving the emulator (HTTP or Socket Mode) whose
+    agents run the real CLI against ``script``; ``rig(runtime=...)`` runs them on that runtime
+    instead, and starts no CLI and no model."""
 
     @contextlib.asynccontextmanager
     async def start(
-        script: Script,
+        script: Script | None = None,
         *,
+        runtime: AgentRuntime | None = None,
         mode: Mode = "http",
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
     ) -> AsyncIterator[Rig]:
+        if (script is None) == (runtime is None):
+            raise TypeError("rig() takes a script (for the real CLI) or a runtime, not both")
         config = project.config
         if slack_settings is not None:
             config = dataclasses.replace(config, slack=slack_settings)
-        async with ScriptedModel(script) as model:
-            orchestrator = build_orchestrator(
-                Project(config=config, roles=project.roles), ClaudeRuntime(base_env=model.env())
-            )
+        async with contextlib.AsyncExitStack() as stack:
+            model = None
+            if script is not None:
+                model = await stack.enter_async_context(ScriptedModel(script))
+                runtime = ClaudeRuntime(base_env=model.env())
+            assert runtime is not None
+            orchestrator = build_orchestrator(Project(config=config, roles=project.roles), runtime)
             env = SlackEnv(
                 bot_token=BOT_TOKEN,
                 app_token=APP_TOKEN if mode == "socket" else None,
@@ -135,14 +163,12 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
             bot = create_app(orchestrator, env, options=options or BotOptions(status_interval=0.5))
             server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0)
             await server.start()
+            stack.push_async_callback(server.stop)
             if mode == "http":
                 slack.bot_url, slack.delivery = server.url, "http"
             else:
                 slack.delivery = "socket"
-            try:
-                yield Rig(slack, model, bot, server)
-            finally:
-                await server.stop()
+            yield Rig(slack, bot, server, runtime, model)
 
     return start
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.slack_emulator import SlackEmulator
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
+from bot.testing.slack_emulator import SlackEmulator
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, message_text
-from tests.processes import claude_children
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.settings import BotOptions
 from harness.config import SlackSettings
-from harness.scripted_model import ModelRequest, ToolCall, Turn
+from harness.testing.scripted_model import ModelRequest, ToolCall, Turn
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -39,7 +39,7 @@ async def test_harness_help_tasks_and_bad_input_over_http(rig: RigFactory) -> No
         [listing] = await slack.wait_for(
             lambda: [e for e in slack.ephemeral("U1") if "Recent tasks" in e["text"]]
         )
-        [task] = r.orchestrator.store.list()
+        [task] = await r.orchestrator.task_summaries()
         assert "<https://emulated.slack.com/archives/D1/p" in listing["text"]
         assert f"|{task.slug}>" in listing["text"]
         assert "fix the &lt;b&gt;login&lt;/b&gt; bug" in listing["text"]

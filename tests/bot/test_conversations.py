@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from bot.slack_emulator import SlackEmulator
+from bot.testing.slack_emulator import SlackEmulator
 from harness.results import ThreadRef
-from harness.scripted_model import ModelRequest, Turn, demo_script
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, Turn, demo_script
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text
-from tests.processes import claude_children
+from tests.support import latest_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ async def test_a_top_level_dm_starts_a_task_bound_to_its_thread(rig: RigFactory)
         assert status.params["thread_ts"] == ts
         assert "developer is working… agent a" in status.params["text"]
 
-        task = r.orchestrator.store.find_by_thread(ThreadRef("D1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
         assert task is not None and task.description == "fix the login bug"
         assert [d.role for d in task.dispatches] == ["developer"]
     requesters = r.orchestrator.config.tasks_dir / ".slack-requesters.json"
@@ -73,7 +74,7 @@ async def test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up(
         prompt = second.first_user_text
         assert prompt.index("## Task History") < prompt.index("and the lexer too")
         assert "Done: review the parser" in prompt  # the first result comes first
-        task = r.orchestrator.store.find_by_thread(ThreadRef("C1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
         assert task is not None
         # No rule matches "and the lexer too": the thread keeps its last role.
         assert [d.role for d in task.dispatches] == ["reviewer", "reviewer"]
@@ -87,7 +88,7 @@ async def test_a_follow_up_is_routed_when_a_rule_matches(rig: RigFactory) -> Non
         await r.final_reaction("D1", ts)
         reply = await r.say("review it", thread_ts=ts)
         await r.final_reaction("D1", reply.event["ts"])
-        task = r.orchestrator.store.find_by_thread(ThreadRef("D1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
         assert task is not None
         assert [d.role for d in task.dispatches] == ["developer", "reviewer"]
 
@@ -107,7 +108,7 @@ async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_cont
         assert "the CSV export is broken" in prompt
         assert "U3: it fails on quotes & commas" in prompt
         assert prompt.rstrip().endswith("fix it please")
-        task = r.orchestrator.store.find_by_thread(ThreadRef("C1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
         assert task is not None and task.description.startswith("fix it please")
         assert "developer* finished" in r.bot_text("C1", ts)
     requesters = r.orchestrator.config.tasks_dir / ".slack-requesters.json"
@@ -162,7 +163,7 @@ async def test_a_slack_retry_and_the_mention_pair_start_one_run(rig: RigFactory)
         later = await r.say("fix the tests")
         await r.final_reaction("D1", later.event["ts"])
         assert len(r.runs()) == 2
-        assert len(r.orchestrator.store.list()) == 2
+        assert len(await r.orchestrator.task_summaries()) == 2
 
 
 async def test_a_bad_signature_gets_401_and_runs_nothing(
@@ -190,7 +191,7 @@ async def test_a_bad_signature_gets_401_and_runs_nothing(
         await r.final_reaction("D1", sent.event["ts"])
         [run] = r.runs()
         assert "delete the database" not in run.first_user_text
-        assert len(r.orchestrator.store.list()) == 1
+        assert len(await r.orchestrator.task_summaries()) == 1
 
 
 async def test_a_rate_limited_post_is_retried_and_the_result_arrives(rig: RigFactory) -> None:
@@ -233,7 +234,7 @@ async def test_an_analyst_drafting_a_developer_shows_both_in_the_thread(rig: Rig
         assert await r.final_reaction("D1", ts, timeout=60) == "white_check_mark"
 
         shown = [message_text(m) for m in r.bot_messages("D1", ts)]
-        task = r.orchestrator.store.find_by_thread(ThreadRef("D1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
         assert task is not None
         analyst, developer = task.dispatches
         assert (analyst.role, developer.role) == ("product-analyst", "developer")
@@ -291,7 +292,7 @@ async def test_a_failed_run_says_what_failed_which_agent_and_what_to_do(rig: Rig
         ts = sent.event["ts"]
         assert await r.final_reaction("D1", ts) == "x"
         shown = r.bot_text("D1", ts)
-        [record] = r.orchestrator.store.list()[0].dispatches
+        [record] = (await latest_task(r.orchestrator)).dispatches
         assert record.status == "failed"
         assert f"❌ *developer* failed (agent `{record.agent_id}`)" in shown
         assert "*What failed:*" in shown and "the model is down" in shown
@@ -311,7 +312,7 @@ async def test_shutdown_stops_the_agent_and_starts_no_queued_follow_up(rig: RigF
         await r.server.stop("the test stopped the bot")
 
         assert len(r.runs()) == 1  # the queued follow-up never started an agent
-        [record] = r.orchestrator.store.list()[0].dispatches
+        [record] = (await latest_task(r.orchestrator)).dispatches
         assert record.status == "interrupted"
         shown = r.bot_text("D1", ts)
         assert f"⏸️ *developer* was interrupted (agent `{record.agent_id}`)" in shown

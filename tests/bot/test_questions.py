@@ -12,8 +12,9 @@ import pytest
 from bot.questions import ACTION_PREFIX, pick_question
 from bot.settings import Mode
 from harness.questions import Question
-from harness.scripted_model import ModelRequest, Turn
+from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
+from tests.support import latest_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -154,7 +155,7 @@ async def test_progress_updates_are_throttled_and_the_last_one_shows(rig: RigFac
         await r.slack.wait_for(shows_last, WAIT)
         progress_edits = [c for c in r.slack.calls("chat.update") if "step " in str(c.params)]
         assert len(progress_edits) < 5  # five reports, fewer edits
-        record = r.orchestrator.store.list()[0].dispatches[0]
+        record = (await latest_task(r.orchestrator)).dispatches[0]
         assert record.progress is not None and record.progress.message == "step 5 of 5"
         release.set()
         assert await r.final_reaction("D1", ts) == "white_check_mark"
@@ -176,7 +177,7 @@ async def test_questions_in_a_result_go_back_to_the_same_role_with_the_answer(
         reply = await r.say("design it for Postgres", thread_ts=ts)  # "design" routes elsewhere
         await r.final_reaction("D1", reply.event["ts"])
 
-        task = r.orchestrator.store.list()[0]
+        task = await latest_task(r.orchestrator)
         assert [d.role for d in task.dispatches] == ["developer", "developer"]
         prompt = r.runs()[-1].first_user_text
         assert "Which database?" in prompt

@@ -16,7 +16,7 @@ from bot.settings import DEFAULT_API_URL, SlackEnv, choose_mode
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
 from harness.errors import HarnessError
-from harness.results import Task, ThreadRef
+from harness.results import TaskSummary, ThreadRef
 
 OPEN = SlackSettings()
 CLOSED = SlackSettings(allowed_users=("U1",), allowed_channels=("C1",), admins=("UADMIN",))
@@ -88,7 +88,7 @@ def test_ttl_set_forgets_after_its_ttl() -> None:
 def test_thread_index_reserves_binds_and_releases() -> None:
     index = ThreadIndex()
     bound = ThreadRef("C1", "1.1")
-    index.load([Task(slug="t", created="c", description="d", thread=bound)])
+    index.load([TaskSummary("t", "c", "d", dispatch_count=0, thread=bound)])
     assert index.is_bound(bound) and index.slug(bound) == "t"
     fresh = ThreadRef("D1", "2.2")
     index.reserve(fresh)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from harness.results import ThreadRef
-from harness.scripted_model import ModelRequest, Turn
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text
-from tests.processes import claude_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -25,7 +25,7 @@ async def test_socket_mode_dm_and_follow_up_share_one_task(rig: RigFactory) -> N
         _, second = r.runs()
         assert "## Task History" in second.first_user_text
         assert "Done: fix the login bug" in second.first_user_text
-        task = r.orchestrator.store.find_by_thread(ThreadRef("D1", ts))
+        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
         assert task is not None and len(task.dispatches) == 2
         assert r.bot_text("D1", ts).count("*developer* finished") == 2
 
@@ -67,5 +67,5 @@ async def test_socket_mode_harness_list_and_kill(rig: RigFactory) -> None:
         assert "⏹️ *developer* was stopped by <@U1>" in shown
         assert f"agent `{agent.agent_id}`" in shown
         assert "*What to do next:*" in shown
-        assert r.orchestrator.record(agent.agent_id).status == "killed"
+        assert (await r.orchestrator.record(agent.agent_id)).status == "killed"
         assert not claude_children() & children

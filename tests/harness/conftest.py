@@ -11,7 +11,7 @@ import pytest
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.runtime import ClaudeRuntime
-from harness.scripted_model import Script, ScriptedModel
+from harness.testing.scripted_model import Script, ScriptedModel
 
 
 class HarnessFactory(Protocol):

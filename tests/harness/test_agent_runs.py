@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.agent_spec import AgentControl, AgentSpec, ToolUse
+from harness.mcp import HarnessTools
 from harness.project import Project, build_orchestrator
-from harness.scripted_model import ModelRequest, Turn
+from harness.roles import BUILTIN_TOOLS
+from harness.runtime import ClaudeRuntime
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, Turn
 from tests.harness.conftest import HarnessFactory
-from tests.processes import claude_children
+from tests.support import latest_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -33,7 +39,7 @@ async def test_a_run_stores_its_structured_result_in_task_json(
     record = await orchestrator.run("developer", "Add a settings page")
 
     assert record.status == "completed"
-    stored = read_task_json(project, orchestrator.store.list()[0].slug)
+    stored = read_task_json(project, (await latest_task(orchestrator)).slug)
     assert stored["description"] == "Add a settings page"
     [dispatch] = stored["dispatches"]
     assert dispatch["status"] == "completed"
@@ -62,7 +68,7 @@ async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Harne
 
     orchestrator, model = await harness_with(script)
     first = await orchestrator.run("developer", "Build the settings API")
-    slug = orchestrator.store.list()[0].slug
+    slug = (await latest_task(orchestrator)).slug
     second = await orchestrator.run("reviewer", "Build the UI", task_slug=slug)
 
     assert (first.status, second.status) == ("completed", "completed")
@@ -72,7 +78,7 @@ async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Harne
     assert "rate limit unknown" in prompt
     assert "Which auth?" in prompt
     assert prompt.index("API ready") < prompt.index("Build the UI")
-    assert len(orchestrator.store.get(slug).dispatches) == 2
+    assert len((await orchestrator.task(slug)).dispatches) == 2
 
 
 async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: HarnessFactory) -> None:
@@ -95,14 +101,14 @@ async def test_the_role_prompt_is_appended_to_claude_codes_own(
 
     system = model.main_requests[0].system_text
     assert "Claude Code" in system
-    assert orchestrator.roles["developer"].prompt.strip()[:60] in system
+    assert orchestrator.role("developer").prompt.strip()[:60] in system
 
 
 async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
-    handle = orchestrator.draft("developer", "a long job")
+    handle = await orchestrator.draft("developer", "a long job")
     await model.wait_for_request(timeout=20)
     children = claude_children()
     assert children
@@ -113,7 +119,7 @@ async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
     assert record.status == "killed"
     assert record.error == "stopped by a test"
     assert not claude_children() & children
-    assert orchestrator.store.get(handle.task_slug).dispatches[0].status == "killed"
+    assert (await orchestrator.task(handle.task_slug)).dispatches[0].status == "killed"
 
 
 async def test_a_model_that_never_returns_a_structured_result_fails_with_the_reason(
@@ -143,14 +149,15 @@ async def test_three_dispatches_finishing_together_keep_three_records(
         return Turn.finish(f"done: {request.first_user_text[-7:]}")
 
     orchestrator, _ = await harness_with(script)
-    task = orchestrator.create_task("three at once")
+    task = await orchestrator.create_task("three at once")
     handles = [
-        orchestrator.draft("developer", f"part {n} of 3", task_slug=task.slug) for n in (1, 2, 3)
+        await orchestrator.draft("developer", f"part {n} of 3", task_slug=task.slug)
+        for n in (1, 2, 3)
     ]
     records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
 
     assert [r.status for r in records] == ["completed"] * 3
-    stored = orchestrator.store.get(task.slug).dispatches
+    stored = (await orchestrator.task(task.slug)).dispatches
     assert sorted(d.agent_id for d in stored) == sorted(h.agent_id for h in handles)
     assert all(d.status == "completed" and d.result for d in stored)
 
@@ -159,25 +166,25 @@ async def test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, model = await harness_with(lambda request: Turn(stall_seconds=60))
-    handle = orchestrator.draft("developer", "a long job")
+    handle = await orchestrator.draft("developer", "a long job")
     await model.wait_for_request(timeout=20)
 
     await asyncio.wait_for(orchestrator.shutdown("interrupted by SIGTERM"), 5)
 
-    record = orchestrator.store.get(handle.task_slug).dispatches[0]
+    record = (await orchestrator.task(handle.task_slug)).dispatches[0]
     assert record.status == "interrupted"
     assert record.error == "interrupted by SIGTERM"
     assert not claude_children()
 
 
-def test_dispatches_left_running_by_a_crash_are_marked_interrupted(project: Project) -> None:
+async def test_dispatches_left_running_by_a_crash_are_marked_interrupted(project: Project) -> None:
     from harness.results import DispatchRecord
     from harness.tasks import FileTaskStore
 
     store = FileTaskStore(project.config.tasks_dir)
-    task = store.create("crashed work")
+    task = await store.create("crashed work")
     dead_pid = 2**22 + 1  # above pid_max's default: no such process
-    store.save_dispatch(
+    await store.save_dispatch(
         task.slug,
         DispatchRecord(
             agent_id="a000001",
@@ -191,8 +198,35 @@ def test_dispatches_left_running_by_a_crash_are_marked_interrupted(project: Proj
         ),
     )
     orchestrator = build_orchestrator(project)
-    assert orchestrator.recover_interrupted() == 1
-    [record] = store.get(task.slug).dispatches
+    assert await orchestrator.recover_interrupted() == 1
+    [record] = (await store.get(task.slug)).dispatches
     assert record.status == "interrupted"
     assert record.error is not None
     assert str(dead_pid) in record.error
+
+
+async def test_every_builtin_tool_name_a_role_may_list_is_offered_by_the_bundled_cli(
+    harness_with: HarnessFactory,
+) -> None:
+    # Role files are checked against BUILTIN_TOOLS; when the bundled CLI changes, this says so.
+    orchestrator, model = await harness_with(lambda request: Turn.finish("done"))
+    role = dataclasses.replace(orchestrator.role("developer"), tools=BUILTIN_TOOLS)
+    spec = AgentSpec(agent_id="a0000000001", role=role, prompt="list them", cwd=str(Path.cwd()))
+    outcome = await ClaudeRuntime(base_env=model.env()).run(
+        spec,
+        AgentControl(),
+        tools=HarnessTools(orchestrator),
+        on_message=ignore_message,
+        on_tool_use=ignore_tool_use,
+    )
+    assert outcome.status == "completed", outcome.error
+    offered = set(model.main_requests[-1].tool_names)
+    assert set(BUILTIN_TOOLS) <= offered, sorted(set(BUILTIN_TOOLS) - offered)
+
+
+def ignore_message(_message: dict[str, Any]) -> None:
+    return None
+
+
+async def ignore_tool_use(_use: ToolUse) -> None:
+    return None

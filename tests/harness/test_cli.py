@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
-from tests.processes import claude_children
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
+
+
+def task_folders(project_dir: Path) -> list[Path]:
+    """The tasks' folders (the store's own files start with a dot)."""
+    tasks = project_dir / ".agents" / "tasks"
+    return [p for p in tasks.iterdir() if not p.name.startswith(".")] if tasks.exists() else []
 
 
 def script(request: ModelRequest) -> Turn:
@@ -121,9 +127,7 @@ def test_unknown_role_exits_2_and_lists_the_roles(project_dir: Path, model: Scri
     assert result.returncode == 2
     assert "unknown role 'wizard'" in result.stderr
     assert "developer, product-analyst, reviewer" in result.stderr
-    assert not (project_dir / ".agents" / "tasks").exists() or not any(
-        (project_dir / ".agents" / "tasks").iterdir()
-    )
+    assert task_folders(project_dir) == []
 
 
 def test_unknown_task_exits_2_and_suggests_harness_tasks(
@@ -225,6 +229,6 @@ def test_sigterm_interrupts_the_run_and_leaves_no_claude_process(
     assert proc.returncode == 130, err
     assert "developer interrupted" in out
     assert all(not Path(f"/proc/{pid}").exists() for pid in children)
-    [task_dir] = (project_dir / ".agents" / "tasks").iterdir()
+    [task_dir] = task_folders(project_dir)
     stored = json.loads((task_dir / "task.json").read_text("utf-8"))
     assert stored["dispatches"][0]["status"] == "interrupted"

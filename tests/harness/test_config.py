@@ -6,6 +6,8 @@ import pytest
 
 from harness.config import load_config, parse_config
 from harness.errors import ConfigError
+from harness.project import check_categories
+from harness.roles import Role
 
 FULL_CONFIG = """\
 roles: my-roles
@@ -247,3 +249,164 @@ def test_error_text_contains_file_field_problem_and_fix(tmp_path: Path) -> None:
     text = str(error)
     assert text.startswith(f"{tmp_path / 'config.yaml'}: askHuman.timeoutSeconds: expected")
     assert "fix:" in text
+
+
+def test_a_quoted_number_is_not_an_integer(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"maxDepth": "3"}}, tmp_path)
+
+    assert error.field == "mcp.maxDepth"
+    assert error.problem == "expected an integer, found a string ('3')"
+    assert "`maxDepth: 3`" in error.fix
+
+
+def test_true_is_not_a_number_of_seconds(tmp_path: Path) -> None:
+    error = parse_error({"askHuman": {"timeoutSeconds": True}}, tmp_path)
+
+    assert error.field == "askHuman.timeoutSeconds"
+    assert error.problem == "expected a number, found a boolean (true)"
+
+
+def test_a_whole_number_is_accepted_where_a_number_is_expected(tmp_path: Path) -> None:
+    config = parse_config({"mcp": {"taskBudgetUsd": 2}}, file=tmp_path / "config.yaml")
+
+    assert config.mcp.task_budget_usd == 2.0
+
+
+def test_every_problem_in_the_file_is_reported_at_once(tmp_path: Path) -> None:
+    error = parse_error({"mcp": {"maxDepth": "x", "maxDepht": 1}, "slack": {"admin": []}}, tmp_path)
+
+    assert error.field == "mcp.maxDepth"
+    assert len(error.also) == 2
+    assert error.also[0].startswith("mcp.maxDepht: unknown key 'maxDepht'")
+    assert "did you mean 'admins'?" in error.also[1]
+    assert "\n  also: slack.admin: unknown key 'admin'" in str(error)
+
+
+def test_both_spellings_of_include_in_list_are_rejected_together(tmp_path: Path) -> None:
+    error = parse_error(
+        {"metadata": {"b": {"command": "x", "include_in_list": True, "includeInList": True}}},
+        tmp_path,
+    )
+
+    assert error.field == "metadata.b.includeInList"
+    assert "include_in_list" in error.fix
+
+
+def test_camel_case_include_in_list_is_accepted(tmp_path: Path) -> None:
+    config = parse_config(
+        {"metadata": {"b": {"command": "x", "includeInList": True}}}, file=tmp_path / "c.yaml"
+    )
+
+    assert config.metadata[0].include_in_list is True
+
+
+def test_a_blank_role_in_a_routing_rule_is_rejected_with_an_example(tmp_path: Path) -> None:
+    error = parse_error({"routing": [{"pattern": "^x", "role": "  "}]}, tmp_path)
+
+    assert error.field == "routing[0].role"
+    assert error.problem == "expected a non-empty string, found a string ('  ')"
+    assert "`role: reviewer`" in error.fix
+
+
+def test_a_section_that_is_not_a_mapping_lists_its_keys(tmp_path: Path) -> None:
+    error = parse_error({"mcp": 3}, tmp_path)
+
+    assert error.field == "mcp"
+    assert error.problem == "expected a mapping, found an integer (3)"
+    assert "maxConcurrentAgents" in error.fix
+
+
+def test_tasks_pointing_at_an_existing_file_is_rejected_at_load(tmp_path: Path) -> None:
+    (tmp_path / "tasks.json").write_text("{}", encoding="utf-8")
+    file = tmp_path / "config.yaml"
+    file.write_text("tasks: tasks.json\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(file)
+
+    assert caught.value.file == str(file)
+    assert caught.value.field == "tasks"
+    assert caught.value.problem == f"{tmp_path / 'tasks.json'} is a file, not a folder"
+    assert "tasks: .agents/tasks" in caught.value.fix
+
+
+def test_parse_does_not_look_at_the_file_system_for_tasks(tmp_path: Path) -> None:
+    (tmp_path / "tasks.json").write_text("{}", encoding="utf-8")
+
+    config = parse_config({"tasks": "tasks.json"}, file=tmp_path / "config.yaml")
+
+    assert config.tasks_dir == tmp_path / "tasks.json"
+
+
+def test_tasks_folder_that_does_not_exist_yet_is_fine(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("tasks: not/yet\n", encoding="utf-8")
+
+    assert load_config(file).tasks_dir == tmp_path / "not" / "yet"
+
+
+# --- categories config.yaml names must be some role's (harness.project.check_categories) ---
+
+
+def role(name: str, category: str) -> Role:
+    return Role(name=name, display_name=name, category=category, prompt="p", source=f"{name}.md")
+
+
+def check(mcp: dict[str, object], *roles: Role, tmp_path: Path) -> None:
+    config = parse_config({"mcp": mcp}, file=tmp_path / "config.yaml")
+    check_categories(config, {r.name: r for r in roles})
+
+
+def test_full_access_category_no_role_has_names_its_index_and_suggests_a_role_category(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check(
+            {"fullAccessCategories": ["lead", "laed"]},
+            role("pm", "lead"),
+            role("dev", "worker"),
+            tmp_path=tmp_path,
+        )
+
+    assert caught.value.file == str(tmp_path / "config.yaml")
+    assert caught.value.field == "mcp.fullAccessCategories[1]"
+    assert (
+        caught.value.problem == "no role has category 'laed'; the roles' categories: lead, worker"
+    )
+    assert caught.value.fix.startswith("did you mean 'lead' (pm.md has `category: lead`)? ")
+
+
+def test_full_access_category_without_a_close_role_category_says_how_to_fix(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check({"fullAccessCategories": ["lead"]}, role("dev", "worker"), tmp_path=tmp_path)
+
+    assert caught.value.field == "mcp.fullAccessCategories[0]"
+    assert "did you mean" not in caught.value.fix
+    assert "`category: lead`" in caught.value.fix
+
+
+def test_allow_rules_for_a_category_no_role_has_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check(
+            {"allow": {"wrker": ["mcp__harness__show_agent"]}},
+            role("a", "worker"),
+            tmp_path=tmp_path,
+        )
+
+    assert caught.value.field == "mcp.allow.wrker"
+    assert "did you mean 'worker'" in caught.value.fix
+
+
+def test_the_default_conversational_category_needs_no_role(tmp_path: Path) -> None:
+    check({}, role("dev", "worker"), tmp_path=tmp_path)
+
+
+def test_categories_every_role_uses_pass(tmp_path: Path) -> None:
+    check(
+        {"fullAccessCategories": ["conversational", "lead"], "deny": {"lead": ["x"]}},
+        role("pm", "lead"),
+        role("analyst", "conversational"),
+        tmp_path=tmp_path,
+    )

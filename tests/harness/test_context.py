@@ -42,7 +42,7 @@ FULL_RESULT = AgentResult(
 )
 
 
-# ------------------------------------------------------------------ seed 003 step 2 cases
+# ------------------------------------------------------------------ what the context keeps
 
 
 def test_empty_task_gives_the_original_request_only() -> None:

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from harness.config import McpSettings
-from harness.mcp import AUDIT_LOG
-from harness.scripted_model import (
+from harness.testing.scripted_model import (
     ModelRequest,
     ToolResultView,
     Turn,
     demo_script,
 )
 from tests.harness.conftest import HarnessFactory
+from tests.support import latest_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
     record = await orchestrator.run("product-analyst", "plan: a settings page")
 
     assert record.status == "completed", record.error
-    task = orchestrator.store.get(orchestrator.store.list()[0].slug)
+    task = await latest_task(orchestrator)
     analyst, developer = sorted(task.dispatches, key=lambda d: d.parent_id is not None)
     assert developer.role == "developer"
     assert developer.parent_id == analyst.agent_id
@@ -77,7 +77,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
     assert dev_request.first_user_text.index("plan: a settings page") < (
         dev_request.first_user_text.index("## Your Assignment")
     )
-    audit = orchestrator.store.read_jsonl(task.slug, AUDIT_LOG)
+    audit = await orchestrator.audit_log(task.slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("draft_agent", "ok"),
         ("await_agent", "ok"),
@@ -112,7 +112,7 @@ async def test_two_parallel_drafts_are_both_awaited(harness_with: HarnessFactory
 
     assert record.result is not None
     assert record.result.summary == "API built + OK"
-    task = orchestrator.store.list()[0]
+    task = await latest_task(orchestrator)
     assert sorted(d.role for d in task.dispatches) == ["developer", "product-analyst", "reviewer"]
 
 
@@ -133,7 +133,7 @@ async def test_kill_agent_stops_a_slow_developer(harness_with: HarnessFactory) -
 
     assert record.result is not None
     assert "stopped (killed)" in record.result.summary
-    [developer] = [d for d in orchestrator.store.list()[0].dispatches if d.role == "developer"]
+    [developer] = [d for d in (await latest_task(orchestrator)).dispatches if d.role == "developer"]
     assert developer.status == "killed"
     assert developer.error is not None
     assert f"agent {record.agent_id} (product-analyst)" in developer.error
@@ -150,9 +150,9 @@ async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
     assert error["code"] == "DEPTH_LIMIT_EXCEEDED"
     assert "mcp.maxDepth" in error["suggestion"]
     assert record.status == "completed"
-    task = orchestrator.store.list()[0]
+    task = await latest_task(orchestrator)
     assert [d.role for d in task.dispatches] == ["product-analyst"]
-    [entry] = orchestrator.store.read_jsonl(task.slug, AUDIT_LOG)
+    [entry] = await orchestrator.audit_log(task.slug)
     assert (entry["tool"], entry["outcome"]) == ("draft_agent", "DEPTH_LIMIT_EXCEEDED")
 
 
@@ -160,7 +160,7 @@ async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactor
     orchestrator, model = await harness_with(demo_script, task_budget_usd=1e-9)
     first = await orchestrator.run("developer", "build it")
     assert first.cost_usd
-    slug = orchestrator.store.list()[0].slug
+    slug = (await latest_task(orchestrator)).slug
     await orchestrator.run("product-analyst", "plan: more", task_slug=slug)
 
     refusal = next(r for r in model.main_requests[-1].all_tool_results if r.is_error)
@@ -197,13 +197,13 @@ async def test_agents_beyond_the_cap_queue_and_run_in_order(harness_with: Harnes
         return Turn.finish(request.first_user_text)
 
     orchestrator, model = await harness_with(script, max_concurrent_agents=1)
-    first = orchestrator.draft("developer", "the first job")
-    second = orchestrator.draft("developer", "the second job")
+    first = await orchestrator.draft("developer", "the first job")
+    second = await orchestrator.draft("developer", "the second job")
     await model.wait_for_request(timeout=20)
 
     statuses = {a.agent_id: a.status for a in orchestrator.agents()}
     assert statuses == {first.agent_id: "running", second.agent_id: "queued"}
-    assert orchestrator.record(second.agent_id).status == "queued"
+    assert (await orchestrator.record(second.agent_id)).status == "queued"
     release.set()
     done = [await orchestrator.wait(h.agent_id, 30) for h in (first, second)]
     assert [d.status for d in done] == ["completed", "completed"]
@@ -216,7 +216,7 @@ async def test_a_coordinator_awaiting_lends_its_slot_so_a_cap_of_one_cannot_dead
     orchestrator, _ = await harness_with(demo_script, max_concurrent_agents=1)
     record = await asyncio.wait_for(orchestrator.run("product-analyst", "plan: tiny"), 30)
     assert record.status == "completed"
-    assert len(orchestrator.store.list()[0].dispatches) == 2
+    assert len((await latest_task(orchestrator)).dispatches) == 2
 
 
 def _call(name: str, **tool_input: Any) -> Any:

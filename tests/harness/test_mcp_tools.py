@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.config import MetadataField
-from harness.mcp import AUDIT_LOG, HarnessTools
+from harness.mcp import HarnessTools
 from harness.mcp_tools import Caller
-from harness.metadata import MetadataCollector
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.questions import Answer
-from tests.fakes import HeldRuntime
+from harness.testing.held_runtime import HeldRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -31,22 +30,23 @@ class Rig:
     async def call(
         self, tool: str, args: dict[str, Any], caller: Caller | None = None
     ) -> tuple[dict[str, Any], bool]:
-        return await self.tools.call(tool, args, caller or self.analyst)
+        """The call as an agent's MCP server makes it: in the calling agent's name."""
+        reply = await self.tools.call((caller or self.analyst).agent_id, tool, args)
+        return reply.payload, reply.is_error
 
 
 @pytest.fixture
 async def rig(project: Project, tmp_path: Path) -> AsyncIterator[Rig]:
     runtime = HeldRuntime()
-    orchestrator = build_orchestrator(project, runtime)
-    metadata = MetadataCollector(
-        [
-            MetadataField("where", "pwd", "the folder", include_in_list=True),
-            MetadataField("broken", "echo nope >&2; exit 1", "always fails"),
-            MetadataField("slow", "sleep 30", "never answers in time", timeout_seconds=0.3),
-        ]
+    metadata = (
+        MetadataField("where", "pwd", "the folder", include_in_list=True),
+        MetadataField("broken", "echo nope >&2; exit 1", "always fails"),
+        MetadataField("slow", "sleep 30", "never answers in time", timeout_seconds=0.3),
     )
-    tools = HarnessTools(orchestrator, metadata=metadata)
-    handle = orchestrator.draft("product-analyst", "plan: the rig")
+    config = dataclasses.replace(project.config, metadata=metadata)
+    orchestrator = build_orchestrator(Project(config, project.roles), runtime)
+    tools = HarnessTools(orchestrator)
+    handle = await orchestrator.draft("product-analyst", "plan: the rig")
     await runtime.wait_started(1)
     caller = tools.caller(handle.agent_id)
     assert caller is not None
@@ -62,22 +62,26 @@ def error_of(payload: dict[str, Any], is_error: bool) -> dict[str, str]:
 
 
 BAD_INPUTS = [
-    ("draft_agent", {}, "missing required field 'role'"),
-    ("draft_agent", {"role": "developer"}, "missing required field 'prompt'"),
-    ("draft_agent", {"role": 7, "prompt": "x"}, "must be a string"),
+    ("draft_agent", {}, "draft_agent: role: missing"),
+    ("draft_agent", {"role": "developer"}, "draft_agent: prompt: missing"),
+    (
+        "draft_agent",
+        {"role": 7, "prompt": "x"},
+        "role: expected a non-empty string, found an integer",
+    ),
     ("draft_agent", {"role": "wizard", "prompt": "x"}, "unknown role 'wizard'"),
-    ("draft_agent", {"role": "developer", "prompt": "   "}, "is empty"),
-    ("draft_agent", {"role": "developer", "prompt": "x" * 20_001}, "more than the 20000"),
-    ("draft_agent", {"role": "developer", "prompt": "x", "taskSlug": "../etc"}, "format"),
-    ("draft_agent", {"role": "developer", "prompt": "x", "priority": 1}, "unknown field"),
-    ("await_agent", {}, "missing required field 'agentId'"),
-    ("await_agent", {"agentId": "bob"}, "invalid format"),
-    ("await_agent", {"agentId": "a123456", "timeoutSeconds": 0}, "outside"),
-    ("kill_agent", {"agentId": 12}, "must be a string"),
-    ("show_agent", {"agentId": ""}, "is empty"),
-    ("list_agents", {"verbose": True}, "unknown field"),
-    ("list_tasks", {"filter": "x"}, "unknown field"),
-    ("get_task_context", {"taskSlug": "Not A Slug"}, "invalid format"),
+    ("draft_agent", {"role": "developer", "prompt": "   "}, "found a string ('   ')"),
+    ("draft_agent", {"role": "developer", "prompt": "x" * 20_001}, "at most 20000 characters"),
+    ("draft_agent", {"role": "developer", "prompt": "x", "taskSlug": "../etc"}, "pattern"),
+    ("draft_agent", {"role": "developer", "prompt": "x", "priority": 1}, "unknown key 'priority'"),
+    ("await_agent", {}, "agentId: missing"),
+    ("await_agent", {"agentId": "bob"}, "('bob') does not match the required pattern"),
+    ("await_agent", {"agentId": "a123456", "timeoutSeconds": 0}, "must be >= 1, found 0"),
+    ("kill_agent", {"agentId": 12}, "found an integer (12)"),
+    ("show_agent", {"agentId": ""}, "agentId: must be at least 1 character"),
+    ("list_agents", {"verbose": True}, "unknown key 'verbose'"),
+    ("list_tasks", {"filter": "x"}, "unknown key 'filter'"),
+    ("get_task_context", {"taskSlug": "Not A Slug"}, "does not match the required pattern"),
 ]
 
 
@@ -107,7 +111,7 @@ async def test_an_unknown_task_is_resource_not_found(rig: Rig) -> None:
 
 
 async def test_a_worker_reaching_a_full_tool_is_permission_denied_and_audited(rig: Rig) -> None:
-    handle = rig.orchestrator.draft("developer", "work", task_slug=rig.analyst.task_slug)
+    handle = await rig.orchestrator.draft("developer", "work", task_slug=rig.analyst.task_slug)
     await rig.runtime.wait_started(2)
     worker = rig.tools.caller(handle.agent_id)
     assert worker is not None
@@ -115,7 +119,7 @@ async def test_a_worker_reaching_a_full_tool_is_permission_denied_and_audited(ri
     error = error_of(*await rig.call("draft_agent", {"role": "developer", "prompt": "x"}, worker))
     assert error["code"] == "PERMISSION_DENIED"
     assert "list_agents" in error["suggestion"]
-    audit = rig.orchestrator.store.read_jsonl(rig.analyst.task_slug, AUDIT_LOG)
+    audit = await rig.orchestrator.audit_log(rig.analyst.task_slug)
     assert audit[-1]["outcome"] == "PERMISSION_DENIED"
     assert audit[-1]["callerRole"] == "developer"
 
@@ -138,7 +142,7 @@ async def test_draft_returns_at_once_and_await_gives_the_result(rig: Rig) -> Non
     )
     assert timed_out["timedOut"] is True
 
-    rig.runtime.release()
+    rig.runtime.release(payload["agentId"])
     done, _ = await rig.call("await_agent", {"agentId": payload["agentId"]})
     again, _ = await rig.call("await_agent", {"agentId": payload["agentId"]})
     assert done["status"] == again["status"] == "completed"
@@ -149,7 +153,7 @@ async def test_draft_returns_at_once_and_await_gives_the_result(rig: Rig) -> Non
 
 async def test_killing_a_finished_agent_is_an_invalid_state(rig: Rig) -> None:
     payload, _ = await rig.call("draft_agent", {"role": "developer", "prompt": "build"})
-    rig.runtime.release()
+    rig.runtime.release(payload["agentId"])
     await rig.call("await_agent", {"agentId": payload["agentId"]})
     error = error_of(*await rig.call("kill_agent", {"agentId": payload["agentId"]}))
     assert error["code"] == "INVALID_AGENT_STATE"
@@ -197,7 +201,7 @@ async def test_list_tasks_and_get_task_context(rig: Rig) -> None:
 async def test_every_call_is_audited_with_caller_outcome_and_duration(rig: Rig) -> None:
     await rig.call("list_tasks", {})
     await rig.call("await_agent", {"agentId": "bad"})
-    audit = rig.orchestrator.store.read_jsonl(rig.analyst.task_slug, AUDIT_LOG)
+    audit = await rig.orchestrator.audit_log(rig.analyst.task_slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("list_tasks", "ok"),
         ("await_agent", "INVALID_INPUT"),
@@ -218,8 +222,8 @@ async def test_an_unknown_tool_is_tool_not_found(rig: Rig) -> None:
 class AnsweringChannel:
     """Answers every question at once with its last option (or a fixed text)."""
 
-    def __init__(self, rig_board: Any) -> None:
-        self.board = rig_board
+    def __init__(self, answer: Callable[[str, Answer], bool]) -> None:
+        self.answer = answer
         self.asked: list[Any] = []
 
     def reaches(self, task: Any) -> bool:
@@ -228,15 +232,15 @@ class AnsweringChannel:
     async def deliver(self, question: Any, task: Any) -> None:
         self.asked.append(question)
         text = question.options[-1] if question.options else "go ahead"
-        self.board.answer(question.question_id, Answer(text, "U42"))
+        self.answer(question.question_id, Answer(text, "U42"))
 
     async def settle(self, question: Any, answer: Any) -> None:
         return None
 
 
 async def test_ask_human_returns_the_answer_and_who_gave_it(rig: Rig) -> None:
-    channel = AnsweringChannel(rig.orchestrator.questions)
-    rig.orchestrator.questions.add_channel(channel)
+    channel = AnsweringChannel(rig.orchestrator.answer_question)
+    rig.orchestrator.add_human_channel(channel)
     payload, is_error = await rig.call(
         "ask_human", {"question": "Ship it?", "options": ["no", "yes"]}
     )
@@ -257,7 +261,7 @@ async def test_ask_human_without_a_reachable_human_fails_at_once(rig: Rig) -> No
 
 async def test_ask_human_refuses_too_many_or_too_long_options(rig: Rig) -> None:
     error = error_of(*await rig.call("ask_human", {"question": "?", "options": ["x"] * 11}))
-    assert "more than 10" in error["message"]
+    assert "at most 10 item(s), found 11" in error["message"]
     error = error_of(*await rig.call("ask_human", {"question": "?", "options": ["x" * 76]}))
     assert "options[0]" in error["message"]
 
@@ -267,7 +271,7 @@ async def test_update_progress_is_kept_in_the_record_and_announced(rig: Rig) -> 
     rig.orchestrator.subscribe(seen.append)
     payload, is_error = await rig.call("update_progress", {"message": "half way", "percent": 50})
     assert not is_error and payload["recorded"]
-    record = rig.orchestrator.record(rig.analyst.agent_id)
+    record = await rig.orchestrator.record(rig.analyst.agent_id)
     assert record.progress is not None
     assert (record.progress.message, record.progress.percent) == ("half way", 50)
     assert [e.kind for e in seen] == ["progress"]
@@ -283,9 +287,17 @@ async def test_log_decision_is_stored_and_in_the_task_context(rig: Rig) -> None:
         "log_decision", {"title": "Use REST", "body": "simpler than GraphQL for this team"}
     )
     assert not is_error and payload == {"logged": True, "decisionCount": 1}
-    [decision] = rig.orchestrator.store.get(rig.analyst.task_slug).decisions
+    [decision] = (await rig.orchestrator.task(rig.analyst.task_slug)).decisions
     assert (decision.title, decision.role) == ("Use REST", "product-analyst")
     context, _ = await rig.call("get_task_context", {"taskSlug": rig.analyst.task_slug})
     assert "### Decisions" in context["context"]
     assert "**Use REST**" in context["context"]
     assert "simpler than GraphQL" in context["context"]
+
+
+async def test_a_call_in_the_name_of_an_agent_that_ended_is_agent_not_found(rig: Rig) -> None:
+    rig.runtime.release(rig.analyst.agent_id)
+    await rig.orchestrator.wait(rig.analyst.agent_id, 5)
+    error = error_of(*await rig.call("list_tasks", {}))
+    assert error["code"] == "AGENT_NOT_FOUND"
+    assert rig.analyst.agent_id in error["message"]

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.config import parse_config
 from harness.errors import RoleError
-from harness.roles import load_roles, parse_role
+from harness.project import check_categories
+from harness.roles import BUILTIN_TOOLS, load_roles, parse_role
 
 MINIMAL = """\
 ---
@@ -217,3 +219,145 @@ def test_load_roles_rejects_a_cwd_that_does_not_exist(tmp_path: Path) -> None:
         load_roles(tmp_path, base_dir=tmp_path)
 
     assert caught.value.field == "cwd"
+
+
+def test_misspelled_builtin_tool_is_rejected_with_the_closest_name(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [Read, Bsh]"), tmp_path)
+
+    assert error.field == "tools[1]"
+    assert error.problem == "'Bsh' is not a built-in tool that Claude Code 2.1.330 offers agents"
+    assert error.fix.startswith("did you mean 'Bash'? ")
+    assert "WebFetch" in error.fix
+
+
+def test_lowercase_tool_name_suggests_the_capitalised_one(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [Read, grep]"), tmp_path)
+
+    assert error.fix.startswith("did you mean 'Grep'? ")
+
+
+def test_a_tool_the_cli_knows_but_does_not_offer_agents_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [TodoWrite]"), tmp_path)
+
+    assert error.field == "tools[0]"
+    assert "'TodoWrite' is not a built-in tool" in error.problem
+
+
+def test_structured_output_in_tools_says_the_harness_adds_it(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [StructuredOutput]"), tmp_path)
+
+    assert "added by the harness" in error.problem
+    assert error.fix == "remove it"
+
+
+def test_a_tool_listed_twice_names_the_second_one(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\ntools: [Read, Grep, Read]"), tmp_path)
+
+    assert error.field == "tools[2]"
+    assert error.problem == "'Read' is listed twice"
+
+
+def test_every_builtin_tool_name_is_accepted(tmp_path: Path) -> None:
+    text = MINIMAL.replace("worker", f"worker\ntools: [{', '.join(BUILTIN_TOOLS)}]")
+
+    assert parse_role(text, source="x", base_dir=tmp_path).tools == BUILTIN_TOOLS
+
+
+def test_a_quoted_number_of_turns_is_rejected(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\nmaxTurns: '20'"), tmp_path)
+
+    assert error.field == "maxTurns"
+    assert error.problem == "expected an integer, found a string ('20')"
+    assert "`maxTurns: 20`" in error.fix
+
+
+def test_a_misspelled_permission_mode_suggests_the_right_one(tmp_path: Path) -> None:
+    error = role_error(MINIMAL.replace("worker", "worker\npermissionMode: acceptedits"), tmp_path)
+
+    assert error.problem.startswith("'acceptedits' is not one of: default, acceptEdits")
+    assert error.fix.startswith("did you mean 'acceptEdits'? ")
+
+
+def test_an_invalid_name_shows_the_rule_and_an_example(tmp_path: Path) -> None:
+    error = role_error("---\nname: Dev Ops\ncategory: worker\n---\nbody\n", tmp_path)
+
+    assert error.field == "name"
+    assert "'Dev Ops'" in error.problem
+    assert "`name: developer`" in error.fix
+    assert "lowercase letters" in error.fix
+
+
+def test_a_category_that_is_not_a_string_names_the_field(tmp_path: Path) -> None:
+    error = role_error("---\nname: x\ncategory: 7\n---\nbody\n", tmp_path)
+
+    assert error.field == "category"
+    assert error.problem == "expected a non-empty string, found an integer (7)"
+
+
+def test_load_roles_rejects_a_roles_path_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "roles").write_text("", encoding="utf-8")
+
+    with pytest.raises(RoleError) as caught:
+        load_roles(tmp_path / "roles", base_dir=tmp_path)
+
+    assert "is a file, not a folder" in caught.value.problem
+
+
+# --- a role's category must be known to config.yaml (harness.project.check_categories) ---
+
+
+def categories_error(mcp: dict[str, object], category: str, tmp_path: Path) -> RoleError:
+    config = parse_config({"mcp": mcp}, file=tmp_path / "config.yaml")
+    role = parse_role(
+        MINIMAL.replace("worker", category), source="roles/developer.md", base_dir=tmp_path
+    )
+    with pytest.raises(RoleError) as caught:
+        check_categories(config, {role.name: role})
+    return caught.value
+
+
+def test_a_misspelled_category_names_the_role_file_and_suggests_the_known_one(
+    tmp_path: Path,
+) -> None:
+    error = categories_error({}, "conversatonal", tmp_path)
+
+    assert error.file == "roles/developer.md"
+    assert error.field == "category"
+    assert error.problem == (
+        "unknown category 'conversatonal'; known categories: conversational, worker"
+    )
+    assert error.fix.startswith("did you mean 'conversational'? ")
+    assert "mcp.fullAccessCategories" in error.fix
+
+
+def test_a_category_spelled_differently_in_config_names_both_places(tmp_path: Path) -> None:
+    error = categories_error({"fullAccessCategories": ["coordinater"]}, "coordinator", tmp_path)
+
+    assert error.field == "category"
+    assert "did you mean 'coordinater'?" in error.fix
+    assert "mcp.fullAccessCategories[0]" in error.fix
+    assert "whichever of the two is misspelled" in error.fix
+
+
+def test_a_category_far_from_every_known_one_says_where_to_declare_it(tmp_path: Path) -> None:
+    error = categories_error({}, "zzz", tmp_path)
+
+    assert "did you mean" not in error.fix
+    assert f"{tmp_path / 'config.yaml'} under mcp.fullAccessCategories" in error.fix
+
+
+@pytest.mark.parametrize(
+    "mcp",
+    [
+        {"fullAccessCategories": ["lead"]},
+        {"allow": {"lead": ["mcp__harness__show_agent"]}},
+        {"deny": {"lead": ["mcp__harness__kill_agent"]}},
+    ],
+)
+def test_a_category_named_in_the_mcp_settings_is_known(
+    mcp: dict[str, object], tmp_path: Path
+) -> None:
+    config = parse_config({"mcp": mcp}, file=tmp_path / "config.yaml")
+    role = parse_role(MINIMAL.replace("worker", "lead"), source="x.md", base_dir=tmp_path)
+
+    check_categories(config, {role.name: role})

@@ -1,61 +1,101 @@
-"""Every AgentRuntime behaves the same for the orchestrator: results, kills, records."""
+"""Every AgentRuntime behaves the same for the orchestrator: the real one (the Claude Code CLI
+against the scripted model) and the held one the fast tests use."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.runtime import ClaudeRuntime
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn
-from tests.fakes import HeldRuntime
+from harness.testing.held_runtime import HeldRuntime
+from harness.testing.processes import claude_children
 
-pytestmark = pytest.mark.anyio
+# The suite lives outside tests/: have pytest explain its failed asserts too.
+from harness.testing.runtime_conformance import RuntimeConformance
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 
 
-class Subject:
-    """An orchestrator over one runtime, plus a way to let its agents finish."""
+class ClaudeSubject:
+    """The CLI's agents stall at the scripted model until released."""
 
-    def __init__(self, orchestrator: Orchestrator, release: Any) -> None:
+    spawns_processes = True
+    orchestrator: Orchestrator
+    model: ScriptedModel
+
+    def __init__(self) -> None:
+        self.released = False
+
+    def script(self, request: ModelRequest) -> Turn:
+        if not self.released:
+            return Turn(stall_seconds=60)
+        return Turn.finish(f"did: {request.first_user_text.strip().splitlines()[-1]}")
+
+    def release(self) -> None:
+        self.released = True
+
+    async def reached(self, agent_id: str, timeout: float) -> bool:
+        """The CLI runs the agent once the model has the agent's first request."""
+        prompt = (await self.orchestrator.record(agent_id)).prompt or ""
+        try:
+            await self.model.wait_for_request(
+                lambda r: not r.is_side_request and prompt in r.first_user_text, timeout
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    def processes(self) -> set[int]:
+        return claude_children()
+
+
+class HeldSubject:
+    spawns_processes = False
+
+    def __init__(self, orchestrator: Orchestrator, held: HeldRuntime) -> None:
         self.orchestrator = orchestrator
-        self.release = release
+        self.held = held
+
+    def release(self) -> None:
+        self.held.release()
+
+    async def reached(self, agent_id: str, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                while agent_id not in {spec.agent_id for spec in self.held.started}:
+                    await self.held.wait_started(len(self.held.started) + 1, timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def processes(self) -> set[int]:
+        return set()
 
 
-@pytest.fixture(params=["claude", "held"])
-async def subject(request: pytest.FixtureRequest, project: Project) -> AsyncIterator[Subject]:
-    if request.param == "held":
+@pytest.mark.slow
+class TestClaudeRuntime(RuntimeConformance):
+    @pytest.fixture
+    async def subject(self, project: Project) -> AsyncIterator[ClaudeSubject]:
+        subject = ClaudeSubject()
+        async with ScriptedModel(subject.script) as subject.model:
+            subject.orchestrator = build_orchestrator(
+                project, ClaudeRuntime(base_env=subject.model.env())
+            )
+            try:
+                yield subject
+            finally:
+                await subject.orchestrator.shutdown()
+
+
+class TestHeldRuntime(RuntimeConformance):
+    @pytest.fixture
+    async def subject(self, project: Project) -> AsyncIterator[HeldSubject]:
         held = HeldRuntime()
-        yield Subject(build_orchestrator(project, held), held.release)
-        return
-    gate: list[bool] = []
-
-    def script(req: ModelRequest) -> Turn:
-        if not gate:
-            return Turn(stall_seconds=30)
-        return Turn.finish(f"did: {req.first_user_text.splitlines()[-1]}")
-
-    async with ScriptedModel(script) as model:
-        orchestrator = build_orchestrator(project, ClaudeRuntime(base_env=model.env()))
-        yield Subject(orchestrator, lambda: gate.append(True))
-        await orchestrator.shutdown()
-
-
-@pytest.mark.slow
-async def test_a_released_agent_completes_with_its_result(subject: Subject) -> None:
-    subject.release()
-    record = await subject.orchestrator.run("developer", "write the code")
-    assert record.status == "completed"
-    assert record.result is not None
-    assert record.result.summary == "did: write the code"
-
-
-@pytest.mark.slow
-async def test_a_killed_agent_ends_killed_with_the_reason(subject: Subject) -> None:
-    handle = subject.orchestrator.draft("developer", "hold on")
-    assert await subject.orchestrator.kill(handle.agent_id, "changed my mind")
-    record = await subject.orchestrator.wait(handle.agent_id, 10)
-    assert (record.status, record.error) == ("killed", "changed my mind")
-    assert subject.orchestrator.agents() == []
+        orchestrator = build_orchestrator(project, held)
+        try:
+            yield HeldSubject(orchestrator, held)
+        finally:
+            await orchestrator.shutdown()

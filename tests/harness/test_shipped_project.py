@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
+
 from harness.config import load_config
-from harness.roles import load_roles
+from harness.errors import RoleError
+from harness.project import load_project
+from harness.roles import BUILTIN_TOOLS, load_roles
 from harness.routing import Router, validate_routing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,3 +70,31 @@ def test_shipped_analyst_prompt_explains_the_harness_tools() -> None:
 
     for tool in ("draft_agent", "await_agent", "kill_agent", "list_agents", "get_task_context"):
         assert f"mcp__harness__{tool}" in prompt
+
+
+def test_shipped_project_passes_the_cross_checks_between_config_and_roles() -> None:
+    project = load_project(REPO / "config.yaml")
+
+    categories = {role.category for role in project.roles.values()}
+    assert set(project.config.mcp.full_access_categories) <= categories
+    for role in project.roles.values():
+        assert set(role.tools or ()) <= set(BUILTIN_TOOLS), role.name
+
+
+def test_a_misspelled_category_in_a_copy_of_the_shipped_project_fails_at_load(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(REPO / "roles", tmp_path / "roles")
+    analyst = tmp_path / "roles" / "product-analyst.md"
+    text = analyst.read_text(encoding="utf-8")
+    analyst.write_text(
+        text.replace("category: conversational", "category: conversatonal"), encoding="utf-8"
+    )
+
+    with pytest.raises(RoleError) as caught:
+        load_project(tmp_path / "config.yaml")
+
+    assert caught.value.file == str(analyst)
+    assert caught.value.field == "category"
+    assert "did you mean 'conversational'?" in caught.value.fix

@@ -1,22 +1,18 @@
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import json
 import logging
 import os
+import stat
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from harness.errors import HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.results import AgentResult, Decision, DispatchRecord, Progress, ThreadRef
+from harness.errors import HarnessError, InvalidSlugError
+from harness.results import AgentResult, Decision, Progress, ThreadRef
 from harness.tasks import (
     FileTaskStore,
     MemoryTaskStore,
@@ -26,31 +22,35 @@ from harness.tasks import (
     validate_slug,
 )
 
+# The suite lives outside tests/: have pytest explain its failed asserts too.
+from harness.testing.store_conformance import TaskStoreConformance, make_record
+
+pytestmark = pytest.mark.anyio
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def record(agent_id: str, **changes: Any) -> DispatchRecord:
-    base = DispatchRecord(
-        agent_id=agent_id,
-        role="developer",
-        cwd="/work",
-        model=None,
-        started_at="2026-01-01T10:00:00Z",
-        status="running",
-        journal_file=f"journals/{agent_id}.jsonl",
-    )
-    return dataclasses.replace(base, **changes)
+class TestFileTaskStore(TaskStoreConformance):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[TaskStore]:
+        store = FileTaskStore(tmp_path / "tasks")
+        yield store
+        await store.close()
 
 
-STORES: dict[str, Callable[[Path], TaskStore]] = {
-    "file": lambda tmp: FileTaskStore(tmp / "tasks"),
-    "memory": lambda tmp: MemoryTaskStore(tmp / "journals"),
-}
+class TestMemoryTaskStore(TaskStoreConformance):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[TaskStore]:
+        store = MemoryTaskStore(tmp_path / "journals")
+        yield store
+        await store.close()
 
 
-@pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
-    return STORES[request.param](tmp_path)
+@pytest.fixture
+async def files(tmp_path: Path) -> AsyncIterator[FileTaskStore]:
+    store = FileTaskStore(tmp_path)
+    yield store
+    await store.close()
 
 
 # ------------------------------------------------------------------ slugs
@@ -107,158 +107,46 @@ def test_journal_file_name_is_relative_to_the_task_folder() -> None:
     assert journal_file_name("dev-1") == "journals/dev-1.jsonl"
 
 
-# ------------------------------------------------------------------ conformance (both stores)
-
-
-def test_create_then_get_returns_the_same_task(store: TaskStore) -> None:
-    thread = ThreadRef("C1", "1700000000.000100")
-    task = store.create("Add a settings page", thread)
-
-    assert task.slug == "add-a-settings-page"
-    assert task.description == "Add a settings page"
-    assert task.thread == thread
-    assert task.dispatches == ()
-    assert datetime.fromisoformat(task.created).utcoffset() is not None
-    assert store.get(task.slug) == task
-
-
-def test_create_makes_slugs_unique(store: TaskStore) -> None:
-    slugs = [store.create("Fix the bug").slug for _ in range(3)]
-
-    assert slugs == ["fix-the-bug", "fix-the-bug-2", "fix-the-bug-3"]
-
-
-def test_get_unknown_slug_raises_task_not_found(store: TaskStore) -> None:
-    with pytest.raises(TaskNotFoundError):
-        store.get("no-such-task")
-
-
-@pytest.mark.parametrize("slug", ["../x", "../../etc", "a/../b", "/tmp"])
-def test_path_traversal_slugs_are_rejected_everywhere(store: TaskStore, slug: str) -> None:
-    with pytest.raises(InvalidSlugError):
-        store.get(slug)
-    with pytest.raises(InvalidSlugError):
-        store.save_dispatch(slug, record("a1"))
-    with pytest.raises(InvalidSlugError):
-        store.journal_path(slug, "a1")
-    with pytest.raises(InvalidSlugError):
-        store.append_jsonl(slug, "audit.jsonl", {"x": 1})
-    with pytest.raises(InvalidSlugError):
-        store.bind_thread(slug, ThreadRef("C", "1"))
-
-
-def test_save_dispatch_inserts_then_replaces_by_agent_id(store: TaskStore) -> None:
-    slug = store.create("Do it").slug
-    store.save_dispatch(slug, record("a1"))
-    store.save_dispatch(slug, record("a2"))
-    done = record("a1", status="completed", result=AgentResult("done", ("x.py",)))
-
-    task = store.save_dispatch(slug, done)
-
-    assert [d.agent_id for d in task.dispatches] == ["a1", "a2"]
-    assert task.dispatches[0] == done
-    assert store.get(slug) == task
-
-
-def test_save_dispatch_on_a_missing_task_raises_task_not_found(store: TaskStore) -> None:
-    with pytest.raises(TaskNotFoundError):
-        store.save_dispatch("missing", record("a1"))
-
-
-def test_bind_thread_then_find_by_thread(store: TaskStore) -> None:
-    slug = store.create("Do it").slug
-    store.create("Other")
-    thread = ThreadRef("C1", "111.222")
-
-    bound = store.bind_thread(slug, thread)
-
-    assert bound.thread == thread
-    assert store.find_by_thread(thread) == bound
-    assert store.find_by_thread(ThreadRef("C1", "999.000")) is None
-
-
-def test_list_returns_newest_first(store: TaskStore) -> None:
-    for name in ("first", "second", "third"):
-        store.create(name)
-
-    assert [task.slug for task in store.list()] == ["third", "second", "first"]
-
-
-def test_journal_path_is_under_the_task_folder_and_its_folder_exists(store: TaskStore) -> None:
-    slug = store.create("Do it").slug
-
-    path = store.journal_path(slug, "dev-1")
-
-    assert path.name == "dev-1.jsonl"
-    assert path.parent.is_dir()
-    assert path.relative_to(path.parent.parent).as_posix() == "journals/dev-1.jsonl"
-
-
-def test_journal_path_rejects_an_agent_id_that_escapes(store: TaskStore) -> None:
-    slug = store.create("Do it").slug
-
+def test_journal_file_name_rejects_an_agent_id_that_escapes() -> None:
     with pytest.raises(HarnessError):
-        store.journal_path(slug, "../evil")
+        journal_file_name("../evil")
 
 
-def test_append_jsonl_appends_utf8_lines(store: TaskStore) -> None:
-    slug = store.create("Do it").slug
-    journal = store.journal_path(slug, "dev-1")
-
-    store.append_jsonl(slug, "journals/dev-1.jsonl", {"text": "héllo ✓"})
-    store.append_jsonl(slug, "journals/dev-1.jsonl", {"n": 2})
-
-    lines = journal.read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line) for line in lines] == [{"text": "héllo ✓"}, {"n": 2}]
+# ------------------------------------------------------------------ where the files go
 
 
-@pytest.mark.parametrize(
-    "name", ["../x.jsonl", "/tmp/x.jsonl", "a/b/c.jsonl", "journals/../../x", ".lock", "task.json"]
-)
-def test_append_jsonl_rejects_names_outside_the_task_folder(store: TaskStore, name: str) -> None:
-    slug = store.create("Do it").slug
-
-    with pytest.raises(HarnessError):
-        store.append_jsonl(slug, name, {"x": 1})
-
-
-def test_three_threads_saving_dispatches_at_once_keep_all_three(store: TaskStore) -> None:
-    slug = store.create("Busy task").slug
-    barrier = threading.Barrier(3)
-
-    def save(agent_id: str) -> None:
-        barrier.wait(timeout=10)
-        store.save_dispatch(slug, record(agent_id))
-
-    threads = [threading.Thread(target=save, args=(f"a{i}",)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-
-    assert sorted(d.agent_id for d in store.get(slug).dispatches) == ["a0", "a1", "a2"]
-
-
-@pytest.mark.anyio
-async def test_asyncio_tasks_saving_through_worker_threads_keep_every_record(
-    store: TaskStore,
+async def test_journal_lines_land_in_the_task_folder_as_utf8(
+    files: FileTaskStore, tmp_path: Path
 ) -> None:
-    slug = store.create("Async task").slug
+    slug = (await files.create("Do it")).slug
 
-    await asyncio.gather(
-        *(asyncio.to_thread(store.save_dispatch, slug, record(f"a{i}")) for i in range(10))
+    files.append_jsonl(slug, journal_file_name("dev-1"), {"text": "héllo ✓"})
+    await files.flush()
+
+    text = (tmp_path / slug / "journals" / "dev-1.jsonl").read_text(encoding="utf-8")
+    assert text == '{"text": "héllo ✓"}\n'
+
+
+async def test_memory_store_journals_go_under_the_journal_dir(tmp_path: Path) -> None:
+    store = MemoryTaskStore(tmp_path / "journals")
+    slug = (await store.create("Do it")).slug
+
+    store.append_jsonl(slug, "audit.jsonl", {"n": 1})
+    await store.close()
+
+    assert (tmp_path / "journals" / slug / "audit.jsonl").read_text(encoding="utf-8") == (
+        '{"n": 1}\n'
     )
 
-    assert len(store.get(slug).dispatches) == 10
+
+# ------------------------------------------------------------------ task.json on disk
 
 
-# ------------------------------------------------------------------ file store specifics
-
-
-def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it", ThreadRef("C1", "1.2")).slug
-    full = record(
+async def test_task_json_has_exactly_the_documented_camel_case_keys(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it", ThreadRef("C1", "1.2"))).slug
+    full = make_record(
         "a1",
         model="sonnet",
         prompt="do it",
@@ -274,8 +162,10 @@ def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) ->
         host_pid=42,
         progress=Progress("half way", "2026-01-01T10:02:00Z", 50.0),
     )
-    store.save_dispatch(slug, full)
-    store.add_decision(slug, Decision("Use REST", "simpler", "2026-01-01T10:03:00Z", "a1", "pm"))
+    await files.save_dispatch(slug, full)
+    await files.add_decision(
+        slug, Decision("Use REST", "simpler", "2026-01-01T10:03:00Z", "a1", "pm")
+    )
 
     data = json.loads((tmp_path / slug / "task.json").read_text(encoding="utf-8"))
 
@@ -304,6 +194,9 @@ def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) ->
             "progress": {"message": "half way", "percent": 50.0, "at": "2026-01-01T10:02:00Z"},
         }
     ]
+    assert list(data["dispatches"][0]) == list(
+        json.loads((tmp_path / slug / "task.json").read_text())["dispatches"][0]
+    )
     assert data["decisions"] == [
         {
             "title": "Use REST",
@@ -313,43 +206,49 @@ def test_task_json_has_exactly_the_documented_camel_case_keys(tmp_path: Path) ->
             "role": "pm",
         }
     ]
-    assert store.get(slug).dispatches == (full,)
-    assert store.get(slug).decisions[0].title == "Use REST"
+    task = await files.get(slug)
+    assert task.dispatches == (full,)
+    assert task.decisions[0].title == "Use REST"
 
 
-def test_task_without_thread_stores_null(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
+async def test_task_without_thread_stores_null(files: FileTaskStore, tmp_path: Path) -> None:
+    slug = (await files.create("Do it")).slug
 
     assert json.loads((tmp_path / slug / "task.json").read_text())["thread"] is None
 
 
-def test_absolute_journal_path_is_stored_relative_to_the_task_folder(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
-    journal = store.journal_path(slug, "a1")
+async def test_task_json_is_readable_by_teammates(files: FileTaskStore, tmp_path: Path) -> None:
+    slug = (await files.create("Do it")).slug
 
-    task = store.save_dispatch(slug, record("a1", journal_file=str(journal)))
+    mode = stat.S_IMODE((tmp_path / slug / "task.json").stat().st_mode)
+    assert mode == 0o644
+
+
+async def test_absolute_journal_path_is_stored_relative_to_the_task_folder(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it")).slug
+    journal = tmp_path / slug / journal_file_name("a1")
+
+    task = await files.save_dispatch(slug, make_record("a1", journal_file=str(journal)))
 
     assert task.dispatches[0].journal_file == "journals/a1.jsonl"
 
 
-def test_writes_leave_no_temp_files(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
+async def test_writes_leave_no_temp_files(files: FileTaskStore, tmp_path: Path) -> None:
+    slug = (await files.create("Do it")).slug
     for index in range(5):
-        store.save_dispatch(slug, record(f"a{index}"))
-    store.bind_thread(slug, ThreadRef("C", "1"))
+        await files.save_dispatch(slug, make_record(f"a{index}"))
+    await files.bind_thread(slug, ThreadRef("C", "1"))
 
     assert sorted(p.name for p in (tmp_path / slug).iterdir()) == [".lock", "task.json"]
 
 
-def test_failed_write_keeps_the_old_file_and_removes_the_temp_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_failed_write_keeps_the_old_file_and_removes_the_temp_file(
+    files: FileTaskStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
-    store.save_dispatch(slug, record("a1"))
+    slug = (await files.create("Do it")).slug
+    await files.save_dispatch(slug, make_record("a1"))
     before = (tmp_path / slug / "task.json").read_bytes()
 
     def failing_replace(src: object, dst: object) -> None:
@@ -357,98 +256,108 @@ def test_failed_write_keeps_the_old_file_and_removes_the_temp_file(
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
-        store.save_dispatch(slug, record("a2"))
+        await files.save_dispatch(slug, make_record("a2"))
     monkeypatch.undo()
 
     assert (tmp_path / slug / "task.json").read_bytes() == before
     assert sorted(p.name for p in (tmp_path / slug).iterdir()) == [".lock", "task.json"]
+    assert (await files.summaries())[0].dispatch_count == 1
 
 
-def test_corrupt_task_json_names_the_file_and_the_fix(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
+# ------------------------------------------------------------------ corrupt files
+
+
+async def test_corrupt_task_json_names_the_file_and_the_fix(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it")).slug
     (tmp_path / slug / "task.json").write_text("{not json", encoding="utf-8")
 
     with pytest.raises(HarnessError) as caught:
-        store.get(slug)
+        await files.get(slug)
 
     assert str(tmp_path / slug / "task.json") in caught.value.message
     assert "corrupt" in caught.value.message
-    assert caught.value.fix
+    assert "task.json" in caught.value.fix
 
 
-def test_task_json_with_a_wrong_field_type_is_reported_as_corrupt(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Do it").slug
-    store.save_dispatch(slug, record("a1"))
+async def test_task_json_with_a_wrong_field_type_names_the_field_and_what_was_found(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it")).slug
+    await files.save_dispatch(slug, make_record("a1"))
     file = tmp_path / slug / "task.json"
     data = json.loads(file.read_text())
     data["dispatches"][0]["turns"] = "four"
     file.write_text(json.dumps(data))
 
-    with pytest.raises(HarnessError, match=r"dispatches\[0\]\.turns"):
-        store.get(slug)
+    with pytest.raises(HarnessError, match=r"dispatches\[0\]\.turns") as caught:
+        await files.get(slug)
+
+    assert "found a string ('four')" in caught.value.message
+    assert "dispatches[0].turns" in caught.value.fix
 
 
-def test_list_skips_corrupt_tasks_with_a_warning_and_folders_without_task_json(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_listings_skip_corrupt_tasks_with_a_warning_naming_the_file(
+    files: FileTaskStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = FileTaskStore(tmp_path)
-    good = store.create("Good").slug
-    bad = store.create("Bad").slug
+    good = (await files.create("Good")).slug
+    bad = (await files.create("Bad")).slug
     (tmp_path / bad / "task.json").write_text("[]", encoding="utf-8")
     (tmp_path / "half-created").mkdir()
 
-    with caplog.at_level(logging.WARNING, logger="harness.tasks"):
-        tasks = store.list()
+    with caplog.at_level(logging.WARNING):
+        tasks = await files.list()
+        summaries = await files.summaries()
 
     assert [task.slug for task in tasks] == [good]
-    assert bad in caplog.text
+    assert [summary.slug for summary in summaries] == [good]
+    assert str(tmp_path / bad / "task.json") in caplog.text
 
 
-def test_list_of_a_missing_tasks_folder_is_empty(tmp_path: Path) -> None:
-    assert FileTaskStore(tmp_path / "nothing-yet").list() == []
+async def test_listing_a_missing_tasks_folder_is_empty_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    store = FileTaskStore(tmp_path / "nothing-yet")
+
+    assert await store.list() == []
+    assert await store.summaries() == []
+    assert await store.find_by_thread(ThreadRef("C", "1")) is None
+    await store.close()
+    assert not (tmp_path / "nothing-yet").exists()
 
 
-def test_concurrent_creates_with_one_description_get_distinct_slugs(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    barrier = threading.Barrier(4)
-    slugs: list[str] = []
-
-    def create() -> None:
-        barrier.wait(timeout=10)
-        slugs.append(store.create("Same request").slug)
-
-    threads = [threading.Thread(target=create) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-
-    assert sorted(slugs) == ["same-request", "same-request-2", "same-request-3", "same-request-4"]
-
+# ------------------------------------------------------------------ across processes
 
 WRITER = """
+import asyncio
 import sys
 from pathlib import Path
 from harness.results import DispatchRecord
 from harness.tasks import FileTaskStore
 
 tasks_dir, slug, prefix = sys.argv[1:4]
-store = FileTaskStore(Path(tasks_dir))
-print("ready", flush=True)
-sys.stdin.readline()  # start together with the other writer
-for index in range(20):
-    store.save_dispatch(slug, DispatchRecord(
-        agent_id=f"{prefix}-{index}", role="developer", cwd=".", model=None,
-        started_at="2026-01-01T00:00:00Z", status="completed", journal_file="j",
-    ))
+
+async def main() -> None:
+    store = FileTaskStore(Path(tasks_dir))
+    print("ready", flush=True)
+    sys.stdin.readline()  # start together with the other writer
+    for index in range(20):
+        await store.save_dispatch(slug, DispatchRecord(
+            agent_id=f"{prefix}-{index}", role="developer", cwd=".", model=None,
+            started_at="2026-01-01T00:00:00Z", status="completed", journal_file="j",
+        ))
+        store.append_jsonl(slug, "audit.jsonl", {"writer": prefix, "n": index})
+    await store.close()
+
+asyncio.run(main())
 """
 
 
-def test_two_processes_saving_20_records_each_keep_all_40(tmp_path: Path) -> None:
-    store = FileTaskStore(tmp_path)
-    slug = store.create("Shared task").slug
+async def test_two_processes_saving_20_records_each_keep_all_40(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Shared task")).slug
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(tmp_path), slug, prefix],
@@ -471,6 +380,10 @@ def test_two_processes_saving_20_records_each_keep_all_40(tmp_path: Path) -> Non
         assert writer.stdout is not None
         writer.stdout.close()
 
-    ids = {d.agent_id for d in store.get(slug).dispatches}
-    assert len(ids) == 40
+    ids = {d.agent_id for d in (await files.get(slug)).dispatches}
     assert ids == {f"{p}-{i}" for p in ("p1", "p2") for i in range(20)}
+    assert (await files.summaries())[0].dispatch_count == 40
+    assert (await files.record("p2-19")).agent_id == "p2-19"
+    audit = await files.read_jsonl(slug, "audit.jsonl")
+    for prefix in ("p1", "p2"):
+        assert [e["n"] for e in audit if e["writer"] == prefix] == list(range(20))

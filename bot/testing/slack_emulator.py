@@ -22,8 +22,8 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from bot.slack_emulator_api import user_record
-from bot.slack_emulator_model import (
+from bot.testing.slack_api import user_record
+from bot.testing.slack_model import (
     JSON,
     ApiCall,
     DeliveredEvent,
@@ -31,7 +31,7 @@ from bot.slack_emulator_model import (
     sign,
     transcript_line,
 )
-from bot.slack_emulator_payloads import (
+from bot.testing.slack_payloads import (
     block_actions,
     changed_event,
     deleted_event,
@@ -42,7 +42,7 @@ from bot.slack_emulator_payloads import (
     new_id,
     slash_fields,
 )
-from bot.slack_emulator_server import EmulatorServer
+from bot.testing.slack_server import EmulatorServer
 
 __all__ = ["ApiCall", "DeliveredEvent", "SlackEmulator", "transcript_line"]
 

@@ -17,8 +17,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_emulator import ApiCall, SlackEmulator, transcript_line
-from bot.slack_emulator_model import sign
+from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
+from bot.testing.slack_model import sign
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"

@@ -26,7 +26,7 @@ from claude_agent_sdk import (
 )
 
 from harness.results import RESULT_SCHEMA
-from harness.scripted_model import (
+from harness.testing.scripted_model import (
     AWAIT_TOOL,
     DRAFT_TOOL,
     STRUCTURED_OUTPUT_TOOL,

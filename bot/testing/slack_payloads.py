@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from bot.slack_emulator_model import JSON, Identity
+from bot.testing.slack_model import JSON, Identity
 
 
 def new_id(prefix: str, length: int = 10) -> str:

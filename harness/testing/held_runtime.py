@@ -8,20 +8,32 @@ from __future__ import annotations
 
 import asyncio
 
+from harness.agent_spec import (
+    AgentControl,
+    AgentSpec,
+    MessageSink,
+    RunOutcome,
+    ToolGateway,
+    ToolUseSink,
+)
 from harness.results import AgentResult
-from harness.runtime import AgentControl, AgentSpec, MessageSink, RunOutcome, ToolUseSink
 
 
 class HeldRuntime:
-    """Agents run until ``release()`` (or a kill), then finish with a result echoing the prompt."""
+    """Agents run until ``release()`` (or a kill), then finish with a result echoing the prompt.
+    ``release(agent_id)`` lets one agent finish, whether it has started yet or not."""
 
     def __init__(self) -> None:
         self.started: list[AgentSpec] = []
         self._release = asyncio.Event()
+        self._released: dict[str, asyncio.Event] = {}
         self._started = asyncio.Condition()
 
-    def release(self) -> None:
-        self._release.set()
+    def release(self, agent_id: str | None = None) -> None:
+        if agent_id is None:
+            self._release.set()
+        else:
+            self._released.setdefault(agent_id, asyncio.Event()).set()
 
     async def wait_started(self, count: int, timeout: float = 5.0) -> None:
         async with self._started:
@@ -34,6 +46,7 @@ class HeldRuntime:
         spec: AgentSpec,
         control: AgentControl,
         *,
+        tools: ToolGateway,
         on_message: MessageSink,
         on_tool_use: ToolUseSink,
     ) -> RunOutcome:
@@ -47,7 +60,8 @@ class HeldRuntime:
             self.started.append(spec)
             self._started.notify_all()
         on_message({"type": "Started", "prompt": spec.prompt})
-        waits = [asyncio.ensure_future(e.wait()) for e in (killed, self._release)]
+        own = self._released.setdefault(spec.agent_id, asyncio.Event())
+        waits = [asyncio.ensure_future(e.wait()) for e in (killed, self._release, own)]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from bot.slack_emulator_model import JSON, ApiError, Identity, MessageStore, channel_type_of
+from bot.testing.slack_model import JSON, ApiError, Identity, MessageStore, channel_type_of
 
 Handler = Callable[[JSON], JSON]
 

@@ -1,6 +1,6 @@
 """Records, message store and transcript rendering of the loopback Slack emulator.
 
-Pure data and logic, no I/O: the server in `bot.slack_emulator` drives it.
+Pure data and logic, no I/O: the server in `bot.testing.slack_emulator` drives it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The server half of the loopback Slack emulator: state, HTTP routes, Socket Mode socket.
 
-`bot.slack_emulator.SlackEmulator` adds the simulated users and the observation helpers.
+`bot.testing.slack_emulator.SlackEmulator` adds the simulated users and the observation helpers.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Literal, Self
 import aiohttp
 from aiohttp import web
 
-from bot.slack_emulator_api import WebApi, user_record
-from bot.slack_emulator_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
+from bot.testing.slack_api import WebApi, user_record
+from bot.testing.slack_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
 
 logger = logging.getLogger(__name__)
 _DECODED = ("blocks", "attachments", "metadata")

@@ -1,0 +1,228 @@
+"""The task store at 10,000 tasks: listings, lookups, the `harness tasks` command, journals.
+
+A tasks folder of 10,000 tasks with 1-3 dispatch records each is built first (not measured).
+
+  summaries:  ``await store.summaries()`` in-process: the first call, which builds the index
+              from nothing; cold (a fresh store object, the index already built); warm (the
+              same store again)
+  record:     ``await store.record(agent_id)`` for a random agent, warm; and
+              ``find_by_thread`` of a thread no task has (what every new Slack thread costs)
+  command:    ``python -m harness tasks --config <tmp config>`` as a subprocess (wall time,
+              interpreter start included)
+  journal:    10,000 lines through ``append_jsonl`` + ``flush`` into 100 journals
+
+Usage: .venv/bin/python bench/tasks.py [--tasks 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import copy_project, summary
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.results import AgentResult, DispatchRecord, Task, ThreadRef  # noqa: E402
+from harness.task_json import dump_task  # noqa: E402
+from harness.tasks import FileTaskStore, journal_file_name  # noqa: E402
+
+STATUSES = ("completed", "completed", "failed", "killed", "running")
+WORDS = [
+    "add",
+    "fix",
+    "review",
+    "plan",
+    "settings",
+    "page",
+    "login",
+    "cache",
+    "index",
+    "slack",
+    "thread",
+    "agent",
+    "bug",
+]
+
+
+def build_tasks(folder: Path, count: int, rng: random.Random) -> list[str]:
+    """``count`` task folders written directly (no fsync, no index); the agent ids."""
+    agents: list[str] = []
+    for n in range(count):
+        slug = f"task-{n:05d}"
+        records = []
+        for d in range(rng.randint(1, 3)):
+            agent_id = f"{slug}-dev-{d}"
+            agents.append(agent_id)
+            status = rng.choice(STATUSES)
+            records.append(
+                DispatchRecord(
+                    agent_id=agent_id,
+                    role=rng.choice(("developer", "reviewer", "product-analyst")),
+                    cwd="/work/repo",
+                    model="sonnet",
+                    prompt=" ".join(rng.choices(WORDS, k=12)),
+                    started_at=f"2026-01-01T10:00:{d:02d}Z",
+                    completed_at=None if status == "running" else f"2026-01-01T10:05:{d:02d}Z",
+                    status=status,  # type: ignore[arg-type]
+                    journal_file=journal_file_name(agent_id),
+                    cost_usd=round(rng.random(), 4),
+                    turns=rng.randint(1, 20),
+                    result=AgentResult("did " + " ".join(rng.choices(WORDS, k=8)), ("x.py",)),
+                )
+            )
+        task = Task(
+            slug=slug,
+            created=_created(n),
+            description=" ".join(rng.choices(WORDS, k=8)),
+            thread=ThreadRef("C0123", f"1700000000.{n:06d}") if n % 2 else None,
+            dispatches=tuple(records),
+        )
+        (folder / slug).mkdir()
+        (folder / slug / "task.json").write_bytes(dump_task(task))
+    return agents
+
+
+def _created(n: int) -> str:
+    """Distinct, increasing times (one second apart) so "newest first" is a real sort."""
+    seconds = 1_750_000_000 + n
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(seconds))
+
+
+def summary_ms(name: str, samples: list[float]) -> str:
+    return (
+        f"{name:<30} median {statistics.median(samples) * 1000:.2f} ms  "
+        f"min {min(samples) * 1000:.2f}  max {max(samples) * 1000:.2f}  (n={len(samples)})"
+    )
+
+
+def remove_index(folder: Path) -> None:
+    for file in folder.glob(".index.sqlite3*"):
+        file.unlink()
+
+
+async def timed_summaries(store: FileTaskStore, expected: int) -> float:
+    started = time.perf_counter()
+    lines = await store.summaries()
+    elapsed = time.perf_counter() - started
+    assert len(lines) == expected, len(lines)
+    return elapsed
+
+
+async def bench_summaries(folder: Path, count: int) -> None:
+    build = []
+    for _ in range(3):
+        remove_index(folder)
+        store = FileTaskStore(folder)
+        build.append(await timed_summaries(store, count))
+        await store.close()
+    cold = []
+    for _ in range(5):
+        store = FileTaskStore(folder)
+        cold.append(await timed_summaries(store, count))
+        await store.close()
+    store = FileTaskStore(folder)
+    await store.summaries()
+    warm = [await timed_summaries(store, count) for _ in range(10)]
+    await store.close()
+    print(summary("summaries, index from nothing", build))
+    print(summary("summaries, cold (fresh store)", cold))
+    print(summary("summaries, warm", warm))
+
+
+async def bench_record(folder: Path, agents: list[str], rng: random.Random) -> None:
+    store = FileTaskStore(folder)
+    await store.summaries()  # the index exists and is fresh
+    samples = []
+    for agent_id in rng.sample(agents, 200):
+        started = time.perf_counter()
+        record = await store.record(agent_id)
+        samples.append(time.perf_counter() - started)
+        assert record.agent_id == agent_id
+    misses = []
+    for n in range(10):  # what the bot asks for every new Slack thread
+        started = time.perf_counter()
+        assert await store.find_by_thread(ThreadRef("C0123", f"1800000000.{n:06d}")) is None
+        misses.append(time.perf_counter() - started)
+    await store.close()
+    print(summary_ms("record(random agent), warm", samples))
+    print(summary_ms("find_by_thread, a new thread", misses))
+
+
+def bench_command(root: Path, folder: Path, count: int) -> None:
+    config = copy_project(root)
+    text = config.read_text(encoding="utf-8")
+    config.write_text(re.sub(r"(?m)^tasks: .*$", f"tasks: {folder}", text), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    samples = []
+    for _ in range(3):
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "tasks", "--config", str(config)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        samples.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            print(f"harness tasks failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+            return
+    listed = sum(1 for line in done.stdout.splitlines() if line.startswith("task-"))
+    print(summary("python -m harness tasks", samples) + f"  ({listed} of {count} tasks listed)")
+
+
+async def bench_journal(folder: Path) -> None:
+    store = FileTaskStore(folder)
+    slug = "task-00001"
+    samples = []
+    for _ in range(3):
+        started = time.perf_counter()
+        for n in range(10_000):
+            store.append_jsonl(
+                slug,
+                journal_file_name(f"bench-{n % 100}"),
+                {"type": "assistant", "n": n, "text": "some streamed text " * 5},
+            )
+        await store.flush()
+        samples.append(time.perf_counter() - started)
+    lines = await store.read_jsonl(slug, journal_file_name("bench-7"))
+    assert len(lines) == 300, len(lines)
+    await store.close()
+    print(summary("10,000 journal lines + flush", samples))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        folder = root / "tasks"
+        folder.mkdir()
+        started = time.perf_counter()
+        agents = build_tasks(folder, args.tasks, rng)
+        print(
+            f"built {args.tasks} tasks, {len(agents)} dispatch records "
+            f"in {time.perf_counter() - started:.1f} s (not measured below)"
+        )
+        await bench_summaries(folder, args.tasks)
+        await bench_record(folder, agents, rng)
+        bench_command(root, folder, args.tasks)
+        await bench_journal(folder)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

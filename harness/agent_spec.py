@@ -1,0 +1,154 @@
+"""What a runtime needs to run an agent, and what it gives back: plain data and protocols.
+
+An ``AgentSpec`` is serialisable (``to_json`` / ``from_json``), so a runtime in another process
+can run it; the agent's harness tools are served by a ``ToolGateway`` the caller passes in.
+Nothing here imports the Claude SDK, so front ends that never run an agent stay light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from harness.access import qualified
+from harness.results import AgentResult
+from harness.roles import Role
+
+OutcomeStatus = Literal["completed", "failed", "killed"]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call the agent is about to make (seen by a PreToolUse hook)."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolDeclaration:
+    """A harness tool as the model sees it: plain data, so it can travel with a spec."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A tool call's JSON payload; ``is_error`` makes it a tool error for the model."""
+
+    payload: dict[str, Any]
+    is_error: bool = False
+
+
+class ToolGateway(Protocol):
+    """Serves the harness tool calls of agents; the runtime names the calling agent."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply: ...
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything a runtime needs to run one agent, as plain serialisable data: a runtime
+    in another process can rebuild it from ``to_json()``."""
+
+    agent_id: str
+    role: Role
+    prompt: str
+    cwd: str
+    # The harness tools offered to this agent (its access profile), served by the gateway.
+    harness_tools: tuple[ToolDeclaration, ...] = ()
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        role = dataclasses.asdict(self.role)
+        role["cwd"] = str(self.role.cwd) if self.role.cwd is not None else None
+        role["tools"] = list(self.role.tools) if self.role.tools is not None else None
+        return {
+            "agentId": self.agent_id,
+            "role": role,
+            "prompt": self.prompt,
+            "cwd": self.cwd,
+            "harnessTools": [
+                {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                for t in self.harness_tools
+            ],
+            "env": dict(self.env),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AgentSpec:
+        role = dict(data["role"])
+        role["cwd"] = Path(role["cwd"]) if role.get("cwd") else None
+        role["tools"] = tuple(role["tools"]) if role.get("tools") is not None else None
+        return cls(
+            agent_id=data["agentId"],
+            role=Role(**role),
+            prompt=data["prompt"],
+            cwd=data["cwd"],
+            harness_tools=tuple(
+                ToolDeclaration(t["name"], t["description"], t["inputSchema"])
+                for t in data.get("harnessTools", ())
+            ),
+            env=dict(data.get("env", {})),
+        )
+
+    @property
+    def harness_tool_names(self) -> tuple[str, ...]:
+        """The names the model sees: ``mcp__harness__draft_agent``."""
+        return tuple(qualified(t.name) for t in self.harness_tools)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: OutcomeStatus
+    result: AgentResult | None = None
+    error: str | None = None
+    last_text: str | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    duration_ms: int = 0
+
+
+class AgentControl:
+    """Shared between the pool and a running agent: kill requests and live activity."""
+
+    def __init__(self) -> None:
+        self.kill_reason: str | None = None
+        self.activity: str = "starting"
+        self._interrupt: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def kill_requested(self) -> bool:
+        return self.kill_reason is not None
+
+    def attach(self, interrupt: Callable[[], Awaitable[None]] | None) -> None:
+        self._interrupt = interrupt
+
+    async def kill(self, reason: str) -> None:
+        """Ask the agent to stop; the runtime's run() then returns a ``killed`` outcome."""
+        first = self.kill_reason is None
+        self.kill_reason = reason if first else self.kill_reason
+        if first and self._interrupt is not None:
+            await self._interrupt()
+
+
+MessageSink = Callable[[dict[str, Any]], None]
+ToolUseSink = Callable[[ToolUse], Awaitable[None]]
+
+
+class AgentRuntime(Protocol):
+    async def run(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        tools: ToolGateway,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+    ) -> RunOutcome: ...

@@ -1,0 +1,335 @@
+"""What every TaskStore must do, as one pytest suite both stores run.
+
+Subclass ``TaskStoreConformance`` in a test module (its name starting with ``Test``) and give it
+a ``store`` fixture yielding a fresh, empty store (and closing it afterwards); pytest runs
+every test below against it. Behaviour only one store has (files on disk, the index) is
+tested next to that store, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
+from harness.results import AgentResult, Decision, DispatchRecord, ThreadRef
+from harness.tasks import TaskStore
+
+TRAVERSAL_SLUGS = ["../x", "../../etc", "a/../b", "/tmp"]
+ESCAPING_LOG_NAMES = [
+    "../x.jsonl",
+    "/tmp/x.jsonl",
+    "a/b/c.jsonl",
+    "journals/../../x",
+    ".lock",
+    "task.json",
+    "journals/task.json",
+]
+
+
+def make_record(agent_id: str, **changes: Any) -> DispatchRecord:
+    """A running developer dispatch; ``changes`` override any field."""
+    base = DispatchRecord(
+        agent_id=agent_id,
+        role="developer",
+        cwd="/work",
+        model=None,
+        started_at="2026-01-01T10:00:00Z",
+        status="running",
+        journal_file=f"journals/{agent_id}.jsonl",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.mark.anyio
+class TaskStoreConformance:
+    """The TaskStore contract. Subclasses provide the ``store`` fixture."""
+
+    # ---------------------------------------------------------------- tasks
+
+    async def test_create_then_get_returns_the_same_task(self, store: TaskStore) -> None:
+        thread = ThreadRef("C1", "1700000000.000100")
+        task = await store.create("Add a settings page", thread)
+
+        assert task.slug == "add-a-settings-page"
+        assert task.description == "Add a settings page"
+        assert task.thread == thread
+        assert task.dispatches == ()
+        assert datetime.fromisoformat(task.created).utcoffset() is not None
+        assert await store.get(task.slug) == task
+
+    async def test_create_makes_slugs_unique(self, store: TaskStore) -> None:
+        slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]
+
+        assert slugs == ["fix-the-bug", "fix-the-bug-2", "fix-the-bug-3"]
+
+    async def test_concurrent_creates_with_one_description_get_distinct_slugs(
+        self, store: TaskStore
+    ) -> None:
+        tasks = await asyncio.gather(*(store.create("Same request") for _ in range(4)))
+
+        assert sorted(task.slug for task in tasks) == [
+            "same-request",
+            "same-request-2",
+            "same-request-3",
+            "same-request-4",
+        ]
+
+    async def test_get_unknown_slug_raises_task_not_found(self, store: TaskStore) -> None:
+        with pytest.raises(TaskNotFoundError):
+            await store.get("no-such-task")
+
+    @pytest.mark.parametrize("slug", TRAVERSAL_SLUGS)
+    async def test_path_traversal_slugs_are_rejected_everywhere(
+        self, store: TaskStore, slug: str
+    ) -> None:
+        with pytest.raises(InvalidSlugError):
+            await store.get(slug)
+        with pytest.raises(InvalidSlugError):
+            await store.save_dispatch(slug, make_record("a1"))
+        with pytest.raises(InvalidSlugError):
+            await store.add_decision(slug, Decision("t", "b", "2026-01-01T00:00:00Z"))
+        with pytest.raises(InvalidSlugError):
+            await store.bind_thread(slug, ThreadRef("C", "1"))
+        with pytest.raises(InvalidSlugError):
+            store.append_jsonl(slug, "audit.jsonl", {"x": 1})
+        with pytest.raises(InvalidSlugError):
+            await store.read_jsonl(slug, "audit.jsonl")
+
+    async def test_list_and_summaries_are_newest_first(self, store: TaskStore) -> None:
+        for name in ("first", "second", "third"):
+            await store.create(name)
+
+        assert [task.slug for task in await store.list()] == ["third", "second", "first"]
+        assert [line.slug for line in await store.summaries()] == ["third", "second", "first"]
+
+    async def test_an_empty_store_lists_nothing(self, store: TaskStore) -> None:
+        assert await store.list() == []
+        assert await store.summaries() == []
+        assert await store.unfinished() == []
+
+    async def test_summaries_count_dispatches_and_show_the_last_one(self, store: TaskStore) -> None:
+        thread = ThreadRef("C1", "1.2")
+        slug = (await store.create("Busy", thread)).slug
+        await store.create("Idle")
+        await store.save_dispatch(slug, make_record("a1", status="completed"))
+        await store.save_dispatch(slug, make_record("a2", role="reviewer", status="failed"))
+
+        idle, busy = await store.summaries()
+
+        assert (busy.slug, busy.description, busy.dispatch_count) == (slug, "Busy", 2)
+        assert (busy.thread, busy.last_role, busy.last_status) == (thread, "reviewer", "failed")
+        assert busy.created == (await store.get(slug)).created
+        assert (idle.dispatch_count, idle.thread, idle.last_role, idle.last_status) == (
+            0,
+            None,
+            None,
+            None,
+        )
+
+    # ---------------------------------------------------------------- dispatches
+
+    async def test_save_dispatch_inserts_then_replaces_by_agent_id(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+        await store.save_dispatch(slug, make_record("a1"))
+        await store.save_dispatch(slug, make_record("a2"))
+        done = make_record("a1", status="completed", result=AgentResult("done", ("x.py",)))
+
+        task = await store.save_dispatch(slug, done)
+
+        assert [d.agent_id for d in task.dispatches] == ["a1", "a2"]
+        assert task.dispatches[0] == done
+        assert await store.get(slug) == task
+
+    async def test_save_dispatch_on_a_missing_task_raises_task_not_found(
+        self, store: TaskStore
+    ) -> None:
+        with pytest.raises(TaskNotFoundError):
+            await store.save_dispatch("missing", make_record("a1"))
+
+    async def test_twenty_concurrent_saves_on_one_task_keep_all_twenty(
+        self, store: TaskStore
+    ) -> None:
+        slug = (await store.create("Busy task")).slug
+
+        await asyncio.gather(*(store.save_dispatch(slug, make_record(f"a{i}")) for i in range(20)))
+
+        task = await store.get(slug)
+        assert sorted(d.agent_id for d in task.dispatches) == sorted(f"a{i}" for i in range(20))
+        assert (await store.summaries())[0].dispatch_count == 20
+
+    async def test_record_finds_the_latest_record_of_an_agent_in_any_task(
+        self, store: TaskStore
+    ) -> None:
+        first = (await store.create("First")).slug
+        second = (await store.create("Second")).slug
+        await store.save_dispatch(first, make_record("a1"))
+        await store.save_dispatch(second, make_record("b1"))
+        await store.save_dispatch(first, make_record("a1", status="completed"))
+
+        assert (await store.record("a1")).status == "completed"
+        assert (await store.record("b1")).agent_id == "b1"
+
+    async def test_record_of_an_unknown_agent_raises_agent_not_found(
+        self, store: TaskStore
+    ) -> None:
+        await store.save_dispatch((await store.create("Do it")).slug, make_record("a1"))
+
+        with pytest.raises(AgentNotFoundError):
+            await store.record("nobody")
+
+    async def test_unfinished_lists_queued_and_running_dispatches_with_their_task(
+        self, store: TaskStore
+    ) -> None:
+        old = (await store.create("Old")).slug
+        new = (await store.create("New")).slug
+        await store.save_dispatch(old, make_record("o1", status="running"))
+        await store.save_dispatch(old, make_record("o2", status="completed"))
+        await store.save_dispatch(new, make_record("n1", status="queued"))
+        await store.save_dispatch(new, make_record("n2", status="killed"))
+        await store.save_dispatch(new, make_record("n3", status="running"))
+        await store.save_dispatch(old, make_record("o1", status="failed"))
+
+        unfinished = await store.unfinished()
+
+        assert [(slug, record.agent_id) for slug, record in unfinished] == [
+            (new, "n1"),
+            (new, "n3"),
+        ]
+        assert unfinished[0][1] == make_record("n1", status="queued")
+
+    async def test_add_decision_appends_in_order(self, store: TaskStore) -> None:
+        slug = (await store.create("Decide")).slug
+        first = Decision("Use REST", "simpler", "2026-01-01T10:00:00Z", "pm-1", "pm")
+        second = Decision("Use SQLite", "embedded", "2026-01-01T10:01:00Z")
+
+        await store.add_decision(slug, first)
+        task = await store.add_decision(slug, second)
+
+        assert task.decisions == (first, second)
+        assert (await store.get(slug)).decisions == (first, second)
+
+    # ---------------------------------------------------------------- threads
+
+    async def test_bind_thread_then_find_by_thread(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+        await store.create("Other")
+        thread = ThreadRef("C1", "111.222")
+
+        bound = await store.bind_thread(slug, thread)
+
+        assert bound.thread == thread
+        assert await store.find_by_thread(thread) == bound
+        assert await store.find_by_thread(ThreadRef("C1", "999.000")) is None
+
+    async def test_rebinding_a_task_moves_it_to_the_new_thread(self, store: TaskStore) -> None:
+        old, new = ThreadRef("C1", "1.1"), ThreadRef("C1", "2.2")
+        slug = (await store.create("Do it", old)).slug
+
+        await store.bind_thread(slug, new)
+
+        assert await store.find_by_thread(old) is None
+        found = await store.find_by_thread(new)
+        assert found is not None and found.slug == slug
+
+    # ---------------------------------------------------------------- logs
+
+    async def test_logged_lines_read_back_in_order_with_unicode(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+
+        store.append_jsonl(slug, "journals/dev-1.jsonl", {"text": "héllo ✓"})
+        store.append_jsonl(slug, "journals/dev-1.jsonl", {"n": 2})
+        await store.flush()
+
+        assert await store.read_jsonl(slug, "journals/dev-1.jsonl") == [
+            {"text": "héllo ✓"},
+            {"n": 2},
+        ]
+
+    async def test_read_jsonl_sees_lines_still_queued(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+
+        for n in range(50):
+            store.append_jsonl(slug, "audit.jsonl", {"n": n})
+
+        assert await store.read_jsonl(slug, "audit.jsonl") == [{"n": n} for n in range(50)]
+
+    async def test_each_log_keeps_its_order_when_lines_of_many_files_interleave(
+        self, store: TaskStore
+    ) -> None:
+        slugs = [(await store.create(f"Task {n}")).slug for n in range(3)]
+        names = ["audit.jsonl", "journals/a.jsonl", "journals/b.jsonl"]
+
+        for n in range(300):
+            store.append_jsonl(slugs[n % 3], names[n % 2], {"n": n})
+            if n % 50 == 0:
+                await asyncio.sleep(0)  # let the writer take a batch mid-way
+
+        for index, slug in enumerate(slugs):
+            for parity, name in enumerate(names[:2]):
+                expected = [{"n": n} for n in range(300) if n % 3 == index and n % 2 == parity]
+                assert await store.read_jsonl(slug, name) == expected
+
+    async def test_a_log_never_written_reads_as_empty(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+
+        assert await store.read_jsonl(slug, "journals/nobody.jsonl") == []
+
+    async def test_entries_are_captured_when_queued(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+        entry: dict[str, Any] = {"step": 1}
+
+        store.append_jsonl(slug, "audit.jsonl", entry)
+        entry["step"] = 2  # the caller reuses its dict before the writer runs
+
+        assert await store.read_jsonl(slug, "audit.jsonl") == [{"step": 1}]
+
+    @pytest.mark.parametrize("name", ESCAPING_LOG_NAMES)
+    async def test_append_jsonl_rejects_names_outside_the_task_folder_at_once(
+        self, store: TaskStore, name: str
+    ) -> None:
+        slug = (await store.create("Do it")).slug
+
+        with pytest.raises(HarnessError):
+            store.append_jsonl(slug, name, {"x": 1})
+        with pytest.raises(HarnessError):
+            await store.read_jsonl(slug, name)
+
+    async def test_lines_for_a_missing_task_are_dropped_with_an_error(
+        self, store: TaskStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        with caplog.at_level(logging.ERROR):
+            store.append_jsonl("ghost", "audit.jsonl", {"x": 1})
+            await store.flush()
+
+        assert "ghost" in caplog.text
+        assert await store.list() == []
+        with pytest.raises(TaskNotFoundError):
+            await store.read_jsonl("ghost", "audit.jsonl")
+
+    async def test_close_writes_queued_lines_and_can_be_called_twice(
+        self, store: TaskStore
+    ) -> None:
+        slug = (await store.create("Do it")).slug
+        store.append_jsonl(slug, "audit.jsonl", {"last": True})
+
+        await store.close()
+        await store.close()
+
+        assert await store.read_jsonl(slug, "audit.jsonl") == [{"last": True}]
+
+    async def test_lines_queued_from_another_thread_are_written(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+        store.append_jsonl(slug, "audit.jsonl", {"from": "loop"})
+
+        await asyncio.to_thread(store.append_jsonl, slug, "audit.jsonl", {"from": "thread"})
+
+        assert await store.read_jsonl(slug, "audit.jsonl") == [
+            {"from": "loop"},
+            {"from": "thread"},
+        ]

@@ -1,0 +1,98 @@
+"""The orchestrator over a held runtime: identities, specs, restarts, refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from harness.agent_spec import AgentSpec
+from harness.errors import HarnessError
+from harness.orchestrator import Orchestrator
+from harness.project import Project, build_orchestrator
+from harness.testing.held_runtime import HeldRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def held(project: Project) -> AsyncIterator[tuple[Orchestrator, HeldRuntime]]:
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(project, runtime)
+    yield orchestrator, runtime
+    await orchestrator.shutdown()
+
+
+async def test_agent_ids_are_ten_hex_digits_and_never_reuse_a_stored_id(
+    held: tuple[Orchestrator, HeldRuntime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orchestrator, runtime = held
+    runtime.release()
+    first = await orchestrator.run("developer", "one")
+    assert len(first.agent_id) == 11 and first.agent_id.startswith("a")
+
+    # The random source repeats the first id once: the store knows it, so it is skipped.
+    draws: Iterator[str] = iter([first.agent_id[1:], "0123456789"])
+    monkeypatch.setattr("harness.orchestrator.secrets.token_hex", lambda _n: next(draws))
+    second = await orchestrator.run("developer", "two")
+    assert second.agent_id == "a0123456789"
+
+
+async def test_a_finished_agent_is_answered_from_the_store_after_a_restart(
+    project: Project,
+) -> None:
+    runtime = HeldRuntime()
+    runtime.release()
+    first = build_orchestrator(project, runtime)
+    record = await first.run("developer", "remember me")
+    await first.shutdown()
+
+    again = build_orchestrator(project, HeldRuntime())
+    assert await again.wait(record.agent_id) == record
+    assert (await again.record(record.agent_id)).result == record.result
+    assert again.agents() == []
+
+
+async def test_the_spec_a_runtime_gets_is_plain_data_that_survives_json(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.draft("product-analyst", "plan: a settings page")
+    await runtime.wait_started(1)
+    [spec] = runtime.started
+    text = json.dumps(spec.to_json())
+    assert AgentSpec.from_json(json.loads(text)) == spec
+    assert "mcp__harness__draft_agent" in spec.harness_tool_names
+    schema = next(t.input_schema for t in spec.harness_tools if t.name == "draft_agent")
+    assert schema["required"] == ["role", "prompt"]
+
+
+async def test_a_worker_is_offered_only_the_tools_of_its_category(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.draft("developer", "build it")
+    await runtime.wait_started(1)
+    names = {t.name for t in runtime.started[0].harness_tools}
+    assert "list_tasks" in names and "ask_human" in names
+    assert not names & {"draft_agent", "await_agent", "kill_agent"}
+
+
+async def test_an_empty_prompt_is_refused_before_any_task_is_created(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, _ = held
+    with pytest.raises(HarnessError, match="prompt is empty"):
+        await orchestrator.draft("developer", "  \n ")
+    assert await orchestrator.task_summaries() == []
+
+
+async def test_no_agent_starts_once_shutdown_began(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.shutdown()
+    with pytest.raises(HarnessError, match="shutting down"):
+        await orchestrator.draft("developer", "too late")
+    assert runtime.started == []
