@@ -7,8 +7,10 @@ A tasks folder of 10,000 tasks with 1-3 dispatch records each is built first (no
               same store again)
   record:     ``await store.record(agent_id)`` for a random agent, warm; and
               ``find_by_thread`` of a thread no task has (what every new Slack thread costs)
+  tool:       the ``list_tasks`` harness tool (through the tool gateway, as an agent calls it)
   command:    ``python -m harness tasks --config <tmp config>`` as a subprocess (wall time,
-              interpreter start included)
+              interpreter start included), next to ``python -m harness --help`` (the fixed cost
+              of starting Python and importing the harness, whatever the number of tasks)
   journal:    10,000 lines through ``append_jsonl`` + ``flush`` into 100 journals
 
 Usage: .venv/bin/python bench/tasks.py [--tasks 10000]
@@ -33,9 +35,12 @@ from common import copy_project, summary
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.mcp import HarnessTools  # noqa: E402
+from harness.project import build_orchestrator, load_project  # noqa: E402
 from harness.results import AgentResult, DispatchRecord, Task, ThreadRef  # noqa: E402
 from harness.task_json import dump_task  # noqa: E402
 from harness.tasks import FileTaskStore, journal_file_name  # noqa: E402
+from harness.testing.held_runtime import HeldRuntime  # noqa: E402
 
 STATUSES = ("completed", "completed", "failed", "killed", "running")
 WORDS = [
@@ -159,11 +164,38 @@ async def bench_record(folder: Path, agents: list[str], rng: random.Random) -> N
     print(summary_ms("find_by_thread, a new thread", misses))
 
 
-def bench_command(root: Path, folder: Path, count: int) -> None:
+def project_config(root: Path, folder: Path) -> Path:
     config = copy_project(root)
     text = config.read_text(encoding="utf-8")
     config.write_text(re.sub(r"(?m)^tasks: .*$", f"tasks: {folder}", text), encoding="utf-8")
+    return config
+
+
+async def bench_tool(config: Path, count: int) -> None:
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(load_project(config), runtime)
+    tools = HarnessTools(orchestrator)
+    # Called in a live analyst's name, as its MCP server calls it (and audited in its task).
+    analyst = await orchestrator.draft("product-analyst", "plan: list the tasks")
+    await runtime.wait_started(1)
+    samples = []
+    for _ in range(3):
+        started = time.perf_counter()
+        reply = await tools.call(analyst.agent_id, "list_tasks", {})
+        samples.append(time.perf_counter() - started)
+        assert len(reply.payload["tasks"]) == count + 1, reply.payload
+    await orchestrator.shutdown()
+    print(summary("list_tasks tool", samples))
+
+
+def bench_command(config: Path, count: int) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    starts = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, check=True)
+        starts.append(time.perf_counter() - started)
+    print(summary("python -m harness --help", starts))
     samples = []
     for _ in range(3):
         started = time.perf_counter()
@@ -220,7 +252,9 @@ async def main() -> None:
         )
         await bench_summaries(folder, args.tasks)
         await bench_record(folder, agents, rng)
-        bench_command(root, folder, args.tasks)
+        config = project_config(root, folder)
+        await bench_tool(config, args.tasks)
+        bench_command(config, args.tasks)
         await bench_journal(folder)
 
 

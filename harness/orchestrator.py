@@ -25,7 +25,6 @@ from harness.agent_spec import (
     RunOutcome,
     ToolDeclaration,
     ToolGateway,
-    ToolReply,
     ToolUse,
 )
 from harness.config import Config, MetadataField
@@ -85,7 +84,7 @@ class Orchestrator:
         store: TaskStore,
         runtime: AgentRuntime,
         *,
-        tools: ToolProviderFactory | None = None,
+        tools: ToolProviderFactory,
         child_env: Mapping[str, str] | None = None,
     ) -> None:
         self._config = config
@@ -97,7 +96,7 @@ class Orchestrator:
         self._questions = QuestionBoard()
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
-        self._tools = tools(self) if tools is not None else None
+        self._tools = tools(self)
         self._child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
             "ENABLE_TOOL_SEARCH": "false",
@@ -186,6 +185,7 @@ class Orchestrator:
         role = self.role(role_name)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
+        self._refuse_when_closing()
         task = await (self._store.get(task_slug) if task_slug else self._store.create(prompt))
         parent = self._pool.get(parent_id) if parent_id else None
         agent_id = await self._new_agent_id()
@@ -211,12 +211,9 @@ class Orchestrator:
             depth=parent.depth + 1 if parent else 1,
             queued_at=record.started_at,
         )
-        if self._closing:
-            raise HarnessError(
-                "the harness is shutting down, so no agent starts", fix="ask again once it is back"
-            )
-        # Checked and registered with no await in between: shutdown stops every registered
-        # agent, and no agent registers after it began. A kill or a wait finds it from now.
+        # Checked again and registered with no await in between: shutdown stops every
+        # registered agent, and none registers after it began. A kill or a wait finds it now.
+        self._refuse_when_closing()
         self._pool.register(entry)
         self._finished[agent_id] = asyncio.get_running_loop().create_future()
         try:
@@ -354,6 +351,12 @@ class Orchestrator:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _refuse_when_closing(self) -> None:
+        if self._closing:
+            raise HarnessError(
+                "the harness is shutting down, so no agent starts", fix="ask again once it is back"
+            )
+
     def _live(self, agent_id: str) -> PoolEntry:
         entry = self._pool.get(agent_id)
         if entry is None:
@@ -374,7 +377,7 @@ class Orchestrator:
                 outcome = await self._runtime.run(
                     self._spec(entry, role, prompt),
                     entry.control,
-                    tools=self._tools or _NO_TOOLS,
+                    tools=self._tools,
                     on_message=lambda m: self._store.append_jsonl(slug, record.journal_file, m),
                     on_tool_use=lambda use: self._note_tool_use(entry.agent_id, use),
                 )
@@ -385,13 +388,20 @@ class Orchestrator:
             outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
         finally:
             self._pool.release(entry)
-            final = self._final_record(record, entry, outcome)
-            try:
-                task = await self._store.save_dispatch(slug, final)
-            finally:
-                self._finished.pop(entry.agent_id).set_result(final)
+            await self._finish(slug, self._final_record(record, entry, outcome))
+
+    async def _finish(self, slug: str, final: DispatchRecord) -> None:
+        """Store the final record, then hand it to whoever waits, even if storing failed."""
+        stored: Task | None = None
+        try:
+            stored = await self._store.save_dispatch(slug, final)
+        except (HarnessError, OSError):
+            logger.exception("could not store the final record of agent %s", final.agent_id)
+        finally:
+            self._finished.pop(final.agent_id).set_result(final)
             _log_finish(final, slug)
-            self._events.emit(AgentEvent("finished", task, final))
+        if stored is not None:
+            self._events.emit(AgentEvent("finished", stored, final))
 
     @staticmethod
     def _final_record(
@@ -421,7 +431,7 @@ class Orchestrator:
             role=role,
             prompt=prompt,
             cwd=str(entry.cwd),
-            harness_tools=self._tools.declarations(role) if self._tools else (),
+            harness_tools=self._tools.declarations(role),
             env=self._child_env,
         )
 
@@ -437,17 +447,6 @@ class Orchestrator:
                 await self._store.record(agent_id)
             except AgentNotFoundError:
                 return agent_id
-
-
-class _NoTools:
-    """The gateway of an orchestrator built without tools: agents are offered none."""
-
-    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
-        message = f"this harness serves no tools, so {tool} is not available"
-        return ToolReply({"error": {"code": "TOOL_NOT_FOUND", "message": message}}, True)
-
-
-_NO_TOOLS = _NoTools()
 
 
 def _log_finish(record: DispatchRecord, slug: str) -> None:
