@@ -1,24 +1,31 @@
-"""The Slack bot: ack latency under a burst, and Slack message -> result against bare query().
+"""The Slack bot: Slack message -> result against bare query(), and ack latency while agents run.
 
-The bot runs as people run it, ``harness bot --mode http`` with the shipped config and roles,
-against our Slack emulator on loopback; its agents are the real Claude Code CLI talking to
-the scripted model. Emulator and model serve from their own threads; the measuring client
-is this process's main loop.
+The bot runs as people run it, ``harness bot --mode http`` with the shipped config and roles
+(its log in a file, as ``--log-file`` writes it), against our Slack emulator on loopback; its
+agents are the real Claude Code CLI talking to the scripted model. Emulator and model serve
+from threads of this process; the events of an ack measurement are sent by a client process
+of its own.
 
-  ack:     a burst of 50 signed event POSTs (50 DMs, each starting a task) sent at once, on
-           an idle bot; latency of each = POST sent -> HTTP 200 (p50 / p99 / max)
   result:  a DM -> its result posted in the thread, against a bare
            ``claude_agent_sdk.query()`` on the same scripted model; alternating runs
+  ack:     a fresh bot with 4 agents running (each CLI waits on a model turn that stalls),
+           then 200 signed event POSTs; latency of each = request written -> HTTP 200
+           (p50 / p99 / max). Three ways, each on its own bot:
+             burst    200 DMs at once, each starting a task (queued behind the 4 agents)
+             chatter  200 channel messages at once, none addressed to the bot (ignored)
+             stream   200 DMs at --rate per second, each starting a task
 
-Usage: .venv/bin/python bench/slack.py [--burst 50] [--runs 10]
+Usage: .venv/bin/python bench/slack.py [--runs 10] [--busy 4] [--events 200] [--rate 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -26,7 +33,8 @@ import sys
 import tempfile
 import time
 from asyncio.subprocess import PIPE
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,35 +43,65 @@ from common import bare_query, copy_project, summary
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.slack_emulator import DeliveredEvent, SlackEmulator  # noqa: E402
-from harness.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator  # noqa: E402
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 
 FINAL = {"white_check_mark", "x"}
-BURST_CLIENT = """
+BUSY = "busy job"
+# A client light enough not to be what is measured: plain HTTP/1.1 over asyncio streams, every
+# request built and signed and every connection opened before the first is sent; latency =
+# request written -> status line read. With a rate, request n goes out n / rate s after the
+# first; without, all at once.
+EVENT_CLIENT = """
 import asyncio, json, sys, time
-import aiohttp
-from bot.slack_emulator_model import sign
+from urllib.parse import urlsplit
+from bot.testing.slack_model import sign
+
+def request(url, secret, body):
+    stamp = str(int(time.time()))
+    head = (f"POST {url.path} HTTP/1.1\\r\\nHost: {url.netloc}\\r\\n"
+            f"Content-Type: application/json\\r\\nContent-Length: {len(body)}\\r\\n"
+            f"X-Slack-Request-Timestamp: {stamp}\\r\\n"
+            f"X-Slack-Signature: {sign(secret, stamp, body)}\\r\\n\\r\\n")
+    return head.encode() + body
+
+async def post(n, rate, conn, data):
+    reader, writer = conn
+    if rate:
+        await asyncio.sleep(n / rate)
+    started = time.perf_counter()
+    writer.write(data)
+    status = await reader.readline()
+    elapsed = time.perf_counter() - started
+    assert status.split()[1] == b"200", status
+    writer.close()
+    return elapsed
 
 async def main(job):
-    async with aiohttp.ClientSession() as session:
-        async def post(body):
-            stamp = str(int(time.time()))
-            headers = {"Content-Type": "application/json", "X-Slack-Request-Timestamp": stamp,
-                       "X-Slack-Signature": sign(job["secret"], stamp, body.encode())}
-            started = time.perf_counter()
-            async with session.post(job["url"], data=body, headers=headers) as response:
-                await response.read()
-                assert response.status == 200, response.status
-            return time.perf_counter() - started
-        await (await session.get(job["url"].replace("/slack/events", "/healthz"))).read()
-        print(json.dumps(await asyncio.gather(*(post(b) for b in job["bodies"]))))
+    url = urlsplit(job["url"])
+    datas = [request(url, job["secret"], body.encode()) for body in job["bodies"]]
+    conns = await asyncio.gather(
+        *(asyncio.open_connection(url.hostname, url.port) for _ in datas))
+    posts = (post(n, job["rate"], c, d) for n, (c, d) in enumerate(zip(conns, datas)))
+    print(json.dumps(await asyncio.gather(*posts)))
 
 asyncio.run(main(json.load(sys.stdin)))
 """
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Scenario:
+    tag: str  # names its users, channels and event ids apart from the other scenarios'
+    title: str
+    dms: bool  # a DM per event (each starts a task), else messages in one channel
+    rate: float  # events per second; 0 sends them all at once
+    logged: str  # the decision the bot's log must show for each event
+
+
 def script(request: ModelRequest) -> Turn:
+    if BUSY in request.first_user_text:
+        return Turn(stall_seconds=600)  # ended by the bot's shutdown
     return Turn.finish("done", ["a change"])
 
 
@@ -85,6 +123,43 @@ async def on(slack: SlackEmulator, coro: Coroutine[Any, Any, T]) -> T:
     return await asyncio.to_thread(slack.call, coro, 300.0)
 
 
+def ended(slack: SlackEmulator, channel: str, ts: str) -> Callable[[], set[str]]:
+    return lambda: slack.reactions(channel, ts) & FINAL
+
+
+def seen(slack: SlackEmulator, channel: str, ts: str) -> Callable[[], bool]:
+    return lambda: "eyes" in slack.reactions(channel, ts)
+
+
+@contextlib.contextmanager
+def running_bot(folder: Path, slack: SlackEmulator, model: ScriptedModel) -> Iterator[Path]:
+    """``harness bot --mode http`` on a fresh copy of the project; yields its log file."""
+    folder.mkdir()
+    config = copy_project(folder)
+    port, log = free_port(), folder / "bot.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
+        **model.env(),
+        "SLACK_BOT_TOKEN": slack.identity.bot_token,
+        "SLACK_SIGNING_SECRET": slack.identity.signing_secret,
+        "SLACK_API_URL": slack.api_url,
+    }
+    # The log goes to a file: a pipe nobody reads while events pour in would fill and stall
+    # the bot.
+    command = [sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port),
+               "--config", str(config), "--log-file", str(log)]  # fmt: skip
+    bot = subprocess.Popen(command, env=env, cwd=REPO, stderr=subprocess.PIPE)
+    assert bot.stderr is not None
+    try:
+        while b"listening on" not in (banner := bot.stderr.readline()):
+            assert banner, "the bot exited before it listened"
+        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+        yield log
+    finally:
+        bot.terminate()
+        bot.communicate(timeout=60)
+
+
 async def slack_result(slack: SlackEmulator, n: int) -> float:
     """A DM -> the bot's result in its thread (the status message edited into it)."""
     channel = f"DRUN{n}"
@@ -103,36 +178,11 @@ async def slack_result(slack: SlackEmulator, n: int) -> float:
     return elapsed
 
 
-async def burst(slack: SlackEmulator, size: int) -> list[float]:
-    """Stores ``size`` DMs in the emulator, then POSTs their signed events all at once."""
-    slack.delivery = "none"
-    stored: list[DeliveredEvent] = [
-        await on(slack, slack.user_message(f"UB{n}", f"DB{n}", f"burst request {n}"))
-        for n in range(size)
-    ]
-    slack.delivery = "http"
-    bodies = [json.dumps({**d.payload, "event_id": f"EvBURST{n}"}) for n, d in enumerate(stored)]
-    job = {"url": slack.bot_url, "secret": slack.identity.signing_secret, "bodies": bodies}
-    # The client is a process of its own, so its timing shares no GIL with the emulator.
-    client = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", BURST_CLIENT, cwd=REPO, stdin=PIPE, stdout=PIPE
-    )
-    out, _ = await client.communicate(json.dumps(job).encode())
-    latencies: list[float] = json.loads(out)
-    for n, delivered in enumerate(stored):  # every run of the burst ends before we go on
-        await on(slack, slack.wait_for(ended(slack, f"DB{n}", delivered.event["ts"]), 300))
-    return latencies
-
-
-def ended(slack: SlackEmulator, channel: str, ts: str) -> Callable[[], set[str]]:
-    return lambda: slack.reactions(channel, ts) & FINAL
-
-
-async def measure(slack: SlackEmulator, model: ScriptedModel, args: argparse.Namespace) -> None:
+async def measure_results(slack: SlackEmulator, model: ScriptedModel, runs: int) -> None:
     await bare_query(model.env(), "warm-up")
     await slack_result(slack, -1)  # warm-up: auth.test, the first CLI start
     harness_times, bare_times = [], []
-    for n in range(args.runs):
+    for n in range(runs):
         harness_times.append(await slack_result(slack, n))
         bare_times.append(await bare_query(model.env(), f"bench run {n}"))
     print(summary("Slack DM -> result posted", harness_times))
@@ -140,43 +190,76 @@ async def measure(slack: SlackEmulator, model: ScriptedModel, args: argparse.Nam
     ratio = statistics.median(harness_times) / statistics.median(bare_times)
     print(f"ratio Slack / bare (medians): {ratio:.3f}  (aim <= 1.05)")
 
-    ms = [a * 1000 for a in await burst(slack, args.burst)]
-    print(
-        f"ack latency, burst of {args.burst} signed event POSTs: p50 {percentile(ms, 50):.1f} ms"
-        f"  p99 {percentile(ms, 99):.1f} ms  max {max(ms):.1f} ms  (aim p99 <= 50 ms)"
+
+async def keep_busy(slack: SlackEmulator, model: ScriptedModel, tag: str, count: int) -> None:
+    """``count`` DMs whose agents stay running: returns once each CLI waits on the model."""
+    for n in range(count):
+        await on(slack, slack.user_message(f"U{tag}BUSY{n}", f"D{tag}BUSY{n}", f"{BUSY} {tag}{n}"))
+    for n in range(count):
+        await model.wait_for_request(lambda r, n=n: f"{BUSY} {tag}{n}" in r.first_user_text, 60)
+
+
+async def measure_acks(
+    slack: SlackEmulator, model: ScriptedModel, scenario: Scenario, size: int, busy: int
+) -> list[float]:
+    """Seconds from each event's request written to its HTTP 200, with ``busy`` agents running."""
+    await keep_busy(slack, model, scenario.tag, busy)
+    tag = scenario.tag
+    slack.delivery = "none"  # stored only: the client delivers them
+    stored: list[DeliveredEvent] = []
+    for n in range(size):
+        channel = f"D{tag}{n}" if scenario.dms else f"C{tag}"
+        stored.append(await on(slack, slack.user_message(f"U{tag}{n}", channel, f"request {n}")))
+    slack.delivery = "http"
+    bodies = [json.dumps({**d.payload, "event_id": f"Ev{tag}{n}"}) for n, d in enumerate(stored)]
+    secret = slack.identity.signing_secret
+    job = {"url": slack.bot_url, "secret": secret, "bodies": bodies, "rate": scenario.rate}
+    client = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", EVENT_CLIENT, cwd=REPO, stdin=PIPE, stdout=PIPE
     )
+    out, _ = await client.communicate(json.dumps(job).encode())
+    if scenario.dms:  # each request was taken in: 👀 on every DM
+        for n, delivered in enumerate(stored):
+            await on(slack, slack.wait_for(seen(slack, f"D{tag}{n}", delivered.event["ts"]), 60))
+    latencies: list[float] = json.loads(out)
+    return latencies
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--burst", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=10, help="DM -> result runs")
+    parser.add_argument("--busy", type=int, default=4, help="agents running during the acks")
+    parser.add_argument("--events", type=int, default=200, help="events per ack measurement")
+    parser.add_argument("--rate", type=float, default=100.0, help="events per second (stream)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        project = Path(tmp)
-        copy_project(project)
-        slack = SlackEmulator()
-        with ScriptedModel.in_thread(script) as model, slack.in_thread():
-            port = free_port()
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
-                **model.env(),
-                "SLACK_BOT_TOKEN": slack.identity.bot_token,
-                "SLACK_SIGNING_SECRET": slack.identity.signing_secret,
-                "SLACK_API_URL": slack.api_url,
-            }
-            command = [sys.executable, "-m", "harness", "bot", "--mode", "http", "--port",
-                       str(port), "--config", str(project / "config.yaml")]  # fmt: skip
-            bot = subprocess.Popen(command, env=env, cwd=REPO, stderr=subprocess.PIPE)
-            assert bot.stderr is not None
-            try:
-                while b"listening on" not in (banner := bot.stderr.readline()):
-                    assert banner, "the bot exited before it listened"
-                slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
-                asyncio.run(measure(slack, model, args))
-            finally:
-                bot.terminate()
-                bot.communicate(timeout=60)
+    n, rate = args.events, args.rate
+    new, chatter = "new task", "ignored: top-level channel message without a mention"
+    scenarios = (
+        Scenario("BURST", f"burst of {n} DMs at once, each a new task", True, 0, new),
+        Scenario("CHAT", f"burst of {n} channel messages at once, all ignored", False, 0, chatter),
+        Scenario("STREAM", f"{n} DMs at {rate:g}/s, each a new task", True, rate, new),
+    )
+    slack = SlackEmulator()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ScriptedModel.in_thread(script) as model,
+        slack.in_thread(),
+    ):
+        if args.runs:
+            with running_bot(Path(tmp, "results"), slack, model):
+                asyncio.run(measure_results(slack, model, args.runs))
+        for scenario in scenarios:
+            with running_bot(Path(tmp, scenario.tag), slack, model) as log:
+                seconds = asyncio.run(measure_acks(slack, model, scenario, n, args.busy))
+            ms = [s * 1000 for s in seconds]
+            # Every event was handled, and as intended: the bot's request log says so.
+            pattern = rf" from U{scenario.tag}\d+ in \w+: {re.escape(scenario.logged)} \("
+            logged = len(re.findall(pattern, log.read_text("utf-8")))
+            print(
+                f"ack latency, {scenario.title}, {args.busy} agents running: "
+                f"p50 {percentile(ms, 50):.1f} ms  p99 {percentile(ms, 99):.1f} ms  "
+                f"max {max(ms):.1f} ms  (aim p99 < 50 ms); logged {logged}/{n}"
+            )
 
 
 if __name__ == "__main__":

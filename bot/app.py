@@ -43,17 +43,25 @@ from harness.questions import Answer
 logger = logging.getLogger(__name__)
 
 
-class _NoTokenNotice(logging.Filter):
-    """Bolt reads SLACK_BOT_TOKEN itself and then says it is unused next to our client."""
+class _BoltNotices(logging.Filter):
+    """Bolt's notices as the bot's log should have them. Bolt reads SLACK_BOT_TOKEN itself and
+    then says it is unused next to our client: dropped. A request with a bad signature is
+    logged at INFO with its whole body and signature: kept, without them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "`token` will be unused" not in record.getMessage()
+        message = record.getMessage()
+        if "`token` will be unused" in message:
+            return False
+        if message.startswith("Invalid request signature detected"):
+            record.msg, record.args = "Invalid request signature detected: answered 401", ()
+        return True
 
 
 # Bolt's own logger stays in the slack_bolt namespace (the name Bolt itself would give it), so
 # its debug dumps of request and response bodies follow the Slack SDK's log level, not ours.
+# Bolt hands its filters on to the loggers of its middleware.
 bolt_logger = logging.getLogger("slack_bolt.AsyncApp")
-bolt_logger.addFilter(_NoTokenNotice())
+bolt_logger.addFilter(_BoltNotices())
 
 
 def _safe(value: object, limit: int = 40) -> str:

@@ -31,7 +31,8 @@ def ephemeral_with(slack: SlackEmulator, user: str, needle: str) -> list[dict[st
 
 
 async def started_prompts(r: Rig, count: int) -> list[str]:
-    """The assignments of the first ``count`` agents the runtime ran (their prompt's last line)."""
+    """Once the runtime ran ``count`` agents: the assignment (prompt's last line) of each agent
+    it ran, in the order they started."""
     await r.held.wait_started(count, WAIT)
     return [spec.prompt.strip().splitlines()[-1] for spec in r.held.started]
 

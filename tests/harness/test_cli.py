@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -203,6 +204,24 @@ def test_help_is_there_for_every_command(project_dir: Path, model: ScriptedModel
         result = harness(project_dir, model, command, "--help")
         assert result.returncode == 0
         assert "--config" in result.stdout
+
+
+def test_log_file_takes_the_log_and_v_adds_the_harness_debug_lines(
+    project_dir: Path, model: ScriptedModel, tmp_path: Path
+) -> None:
+    quiet, verbose = tmp_path / "quiet.log", tmp_path / "verbose.log"
+    plain = harness(project_dir, model, "tasks", "--log-file", str(quiet))
+    assert plain.returncode == 0, plain.stderr
+    assert quiet.read_text("utf-8") == ""  # a one-shot command logs warnings only
+
+    # Given before or after the command, the options count.
+    detailed = harness(project_dir, model, "--log-file", str(verbose), "tasks", "-v")
+    assert detailed.returncode == 0, detailed.stderr
+    lines = verbose.read_text("utf-8").splitlines()
+    assert any(" DEBUG harness." in line for line in lines)
+    # Debug lines of the harness's own loggers only: no library's.
+    assert [x for x in lines if re.search(r" DEBUG (?!(harness|bot)\.)", x)] == []
+    assert detailed.stderr == ""  # the log went to the file, not to standard error
 
 
 @pytest.mark.slow
