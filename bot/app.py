@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -120,6 +120,8 @@ class HarnessBot:
     options: BotOptions
     # The bot made its client, so it gives it one keep-alive HTTP session and closes it.
     owns_client: bool = False
+    # HTTP mode checks signatures itself before it acks an event (Bolt checks them again).
+    signing_secret: str = field(default="", repr=False)
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters) before the first event."""
@@ -270,4 +272,5 @@ def create_app(
         background=background,
         options=options,
         owns_client=owns_client,
+        signing_secret=env.signing_secret or "",
     )

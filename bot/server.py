@@ -19,6 +19,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
+from bot.http_intake import HttpIntake
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
@@ -51,6 +52,7 @@ class BotServer:
         self.port = port
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
+        self._intake: HttpIntake | None = None
         self._stopped = False
 
     @property
@@ -63,7 +65,9 @@ class BotServer:
         await self.bot.start()
         await self._check_tokens()
         if self.mode == "http":
-            web_app = self.bot.app.web_app(path=EVENTS_PATH, port=self.port)
+            self._intake = HttpIntake(self.bot.app, self.bot.signing_secret)
+            web_app = web.Application()
+            web_app.router.add_post(EVENTS_PATH, self._intake.handle)
             web_app.router.add_get(HEALTH_PATH, _healthz)
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
@@ -113,6 +117,8 @@ class BotServer:
                 await self._socket.close_async()  # type: ignore[no-untyped-call]
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._intake is not None:
+            await self._intake.drain()  # events already acked are owed an answer
         self.bot.begin_shutdown()
         await self.bot.orchestrator.shutdown(reason)
         await self.bot.close()

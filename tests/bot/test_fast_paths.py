@@ -7,6 +7,7 @@ A request that proves the bot is alive comes last, so the ones before it were ha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -262,3 +263,16 @@ async def test_slack_retries_and_the_mention_pair_run_once_per_message(rig: RigF
         assert r.bot_text("C1", ts).count("*developer* finished") == 3
         task = await r.orchestrator.find_task(ThreadRef("C1", ts))
         assert task is not None and len(task.dispatches) == 3
+
+
+async def test_events_acked_just_before_a_shutdown_still_get_an_answer(rig: RigFactory) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        sent = await asyncio.gather(*(r.say(f"job {n}", channel=f"D{n}") for n in range(20)))
+        assert all(s.status == 200 for s in sent)
+        # Acked, perhaps not handled yet: stopping now must not drop any of them.
+        await r.server.stop("the bot was stopped for a test")
+        for n, s in enumerate(sent):
+            ts = s.event["ts"]
+            assert await r.final_reaction(f"D{n}", ts, WAIT) == "x"
+            shown = r.bot_text(f"D{n}", ts)
+            assert "shutting down" in shown or "interrupted" in shown, shown
