@@ -441,11 +441,7 @@ class Orchestrator:
     async def _new_agent_id(self) -> str:
         while True:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
-            if agent_id in self._finished:
-                continue
-            try:
-                await self._store.record(agent_id)
-            except AgentNotFoundError:
+            if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
                 return agent_id
 
 

@@ -90,6 +90,14 @@ class FileTaskStore:
     async def record(self, agent_id: str) -> DispatchRecord:
         return await asyncio.to_thread(self._record, agent_id)
 
+    async def knows_agent(self, agent_id: str) -> bool:
+        def fallback(tasks: builtins.list[Task]) -> bool:
+            return any(r.agent_id == agent_id for t in tasks for r in t.dispatches)
+
+        return await asyncio.to_thread(
+            self._with_index, lambda: bool(self._index.slugs_of_agent(agent_id)), fallback
+        )
+
     async def unfinished(self) -> builtins.list[tuple[str, DispatchRecord]]:
         """(slug, record) of every queued or running dispatch, for recovery at start-up."""
         return await asyncio.to_thread(self._unfinished)

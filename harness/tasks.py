@@ -77,6 +77,11 @@ class TaskStore(Protocol):
         what a restart must recover. Does not read every task."""
         ...
 
+    async def knows_agent(self, agent_id: str) -> bool:
+        """Whether a stored dispatch has this agent id, as cheaply as the store can say (no
+        re-reading of changed files): enough to keep a fresh random id from being reused."""
+        ...
+
     async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
         """Insert the record, or replace the one with the same agent_id. Atomic; never loses
         a concurrent writer's record."""
@@ -146,6 +151,9 @@ class MemoryTaskStore:
 
     async def record(self, agent_id: str) -> DispatchRecord:
         return record_in(await self.list(), agent_id)
+
+    async def knows_agent(self, agent_id: str) -> bool:
+        return any(r.agent_id == agent_id for t in await self.list() for r in t.dispatches)
 
     async def unfinished(self) -> builtins.list[tuple[str, DispatchRecord]]:
         return [

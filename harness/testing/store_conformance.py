@@ -183,6 +183,12 @@ class TaskStoreConformance:
         with pytest.raises(AgentNotFoundError):
             await store.record("nobody")
 
+    async def test_knows_agent_says_which_agent_ids_are_taken(self, store: TaskStore) -> None:
+        await store.save_dispatch((await store.create("Do it")).slug, make_record("a1"))
+
+        assert await store.knows_agent("a1")
+        assert not await store.knows_agent("a2")
+
     async def test_unfinished_lists_queued_and_running_dispatches_with_their_task(
         self, store: TaskStore
     ) -> None:

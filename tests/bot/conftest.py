@@ -5,10 +5,15 @@ tier, for what does not need the CLI)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -182,3 +187,37 @@ def calls_with(slack: SlackEmulator, method: str, needle: str) -> Callable[[], l
         return [c for c in slack.calls(method) if needle in str(c.params)]
 
     return find
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def bot_process(
+    config: Path, slack: SlackEmulator, env: Mapping[str, str], *args: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``harness bot --mode http`` as people run it, serving ``slack`` once it listens;
+    killed at the end if the test did not stop it."""
+    port = free_port()
+    bot = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port)),
+        *("--config", str(config), *args),
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert bot.stderr is not None
+    try:
+        banner = b""
+        while b"listening on" not in banner:
+            banner = await asyncio.wait_for(bot.stderr.readline(), WAIT)
+            assert banner, "the bot exited before it listened"
+        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+        yield bot
+    finally:
+        if bot.returncode is None:
+            bot.kill()
+            await bot.wait()

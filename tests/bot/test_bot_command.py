@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from bot.testing.slack_emulator import SlackEmulator
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, message_text
+from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +27,6 @@ def script(request: ModelRequest) -> Turn:
     if "fix it slowly" in request.first_user_text:
         return Turn(text="working on it", stall_seconds=120)
     return demo_script(request)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -63,29 +56,13 @@ async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly
         ScriptedModel(script) as model,
         SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
     ):
-        port = free_port()
         env = clean_env(
             **model.env(),
             SLACK_BOT_TOKEN=BOT_TOKEN,
             SLACK_SIGNING_SECRET=SECRET,
             SLACK_API_URL=slack.api_url,
         )
-        config = project_dir / "config.yaml"
-        bot = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port)),
-            *("--config", str(config)),
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        assert bot.stderr is not None
-        try:
-            banner = b""
-            while b"listening on" not in banner:
-                banner = await asyncio.wait_for(bot.stderr.readline(), WAIT)
-                assert banner, "the bot exited before it listened"
-            slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
-
+        async with bot_process(project_dir / "config.yaml", slack, env) as bot:
             sent = await slack.user_message("U1", "D1", "plan: a settings page")
             ts = sent.event["ts"]
             assert sent.status == 200
@@ -124,10 +101,6 @@ async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly
             stopped = [message_text(m) for m in slack.thread("D1", slow.event["ts"])]
             assert any("*developer* was interrupted" in text for text in stopped)
             assert final_reaction(slack, "D1", slow.event["ts"]) == "x"
-        finally:
-            if bot.returncode is None:
-                bot.kill()
-                await bot.wait()
 
 
 def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:

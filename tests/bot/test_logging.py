@@ -10,16 +10,13 @@ import logging
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.testing.held_runtime import HeldRuntime
-from tests.bot.conftest import APP_TOKEN, BOT_TOKEN, SECRET, Rig, RigFactory
+from tests.bot.conftest import APP_TOKEN, BOT_TOKEN, SECRET, Rig, RigFactory, bot_process
 
 pytestmark = pytest.mark.anyio
 
@@ -131,41 +128,19 @@ async def test_a_request_with_a_bad_signature_is_logged_without_its_body_or_sign
     assert request_lines(caplog) == []  # rejected before any listener: not a handled request
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_harness_bot_with_v_and_log_file_logs_there_without_slack_sdk_dumps(
     project_dir: Path, slack: SlackEmulator, tmp_path: Path
 ) -> None:
-    port, log = free_port(), tmp_path / "bot.log"
+    log = tmp_path / "bot.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SECRET, SLACK_API_URL=slack.api_url)
-    bot = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port)),
-        *("--config", str(project_dir / "config.yaml"), "-v", "--log-file", str(log)),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert bot.stderr is not None
-    try:
-        banner = b""
-        while b"listening on" not in banner:
-            banner = await asyncio.wait_for(bot.stderr.readline(), WAIT)
-            assert banner, "the bot exited before it listened"
-        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+    config = project_dir / "config.yaml"
+    async with bot_process(config, slack, env, "-v", "--log-file", str(log)) as bot:
         chatter = await slack.user_message("U1", "C1", f"lunch anyone? {PRIVATE}")
         helped = await slack.slash_command("/harness", "help", "U1", "C1")
         assert (chatter.status, helped.status) == (200, 200)
         bot.send_signal(signal.SIGTERM)
         _, errors = await asyncio.wait_for(bot.communicate(), WAIT)
-    finally:
-        if bot.returncode is None:
-            bot.kill()
-            await bot.wait()
     assert bot.returncode == 0, errors.decode()
     assert " INFO " not in errors.decode() and " DEBUG " not in errors.decode()
 
