@@ -20,17 +20,15 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import check_access, is_dm_channel, may_kill
+from bot.access import check_access
 from bot.background import Background
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.parsing import (
-    BadCommand,
     Decision,
     FollowUp,
     Ignore,
     MentionInUnboundThread,
-    parse_command,
 )
 from bot.poster import Poster
 from bot.progress import AgentWatcher
@@ -200,32 +198,11 @@ def create_app(
         channel = event.get("channel")
         log_request(event_kind(event), user, channel, describe_decision(decision), started)
 
-    def command_outcome(user: str, channel: str, text: str) -> str:
-        """What ``Commands.handle`` does with the command, by the same checks in the same
-        order, for the request log."""
-        if check_access(config.slack, user, channel, is_dm=is_dm_channel(channel)):
-            return "refused: not allowed"
-        parsed = parse_command(text)
-        if isinstance(parsed, BadCommand):
-            return "bad input, answered with the help"
-        if parsed.name != "kill" or parsed.agent_id is None:
-            return parsed.name
-        entry = orchestrator.agent(parsed.agent_id)
-        if entry is None:
-            return f"kill {parsed.agent_id}: no such live agent"
-        if not may_kill(config.slack, user, requesters.get(entry.task_slug)):
-            return f"kill {parsed.agent_id}: refused, not the requester or an admin"
-        return f"kill {parsed.agent_id}: stopping"
-
     async def on_command(ack: AsyncAck, respond: AsyncRespond, command: dict[str, Any]) -> None:
         started = time.perf_counter()
-        user, channel = str(command.get("user_id") or ""), str(command.get("channel_id") or "")
-        outcome = command_outcome(user, channel, str(command.get("text") or ""))
-        try:
-            await commands.handle(ack, respond, command)
-        finally:
-            kind = f"command {_safe(command.get('command'))}"
-            log_request(kind, user, channel, outcome, started)
+        outcome = await commands.handle(ack, respond, command)
+        kind = f"command {_safe(command.get('command'))}"
+        log_request(kind, command.get("user_id"), command.get("channel_id"), outcome, started)
 
     humans = SlackHumanChannel(poster)
     orchestrator.add_human_channel(humans)

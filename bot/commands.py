@@ -121,22 +121,24 @@ class Commands:
         self.settings = settings
         self.options = options
 
-    async def handle(
-        self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]
-    ) -> None:
+    async def handle(self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]) -> str:
+        """Answers the command; returns what was done, in a few words, for the request log."""
         user = str(command.get("user_id") or "")
         channel = str(command.get("channel_id") or "")
         refusal = check_access(self.settings, user, channel, is_dm=is_dm_channel(channel))
         if refusal is not None:
             await ack(text=refusal.text)
-            return
+            return "refused: not allowed"
         parsed = parse_command(str(command.get("text") or ""))
         if isinstance(parsed, BadCommand):
             await ack(text=f"{parsed.message}\n\n{HELP}")
-        elif parsed.name == "help":
+            return "bad input, answered with the help"
+        if parsed.name == "help":
             await ack(text=HELP)
         elif parsed.name == "kill" and parsed.agent_id is not None:
-            await ack(text=self._kill(parsed.agent_id, user))
+            answer, outcome = self._kill(parsed.agent_id, user)
+            await ack(text=answer)
+            return f"kill {parsed.agent_id}: {outcome}"
         else:
             await ack()
             try:
@@ -148,21 +150,25 @@ class Commands:
                 await respond(text=text, response_type="ephemeral")
             except CALL_ERRORS as exc:
                 logger.warning("could not answer /harness %s: %s", parsed.name, exc)
+        return parsed.name
 
-    def _kill(self, agent_id: str, user: str) -> str:
-        """Decides at once (so the answer is the ack) and stops the agent in the background."""
+    def _kill(self, agent_id: str, user: str) -> tuple[str, str]:
+        """Decides at once (so the answer is the ack) and stops the agent in the background;
+        the answer, and the outcome in a few words."""
         entry = self.orchestrator.agent(agent_id)
         if entry is None:
             return (
                 f"No running or queued agent `{agent_id}`: it may have finished already. "
-                "`/harness list` shows the live agents."
+                "`/harness list` shows the live agents.",
+                "no such live agent",
             )
         requester = self.requesters.get(entry.task_slug)
         if not may_kill(self.settings, user, requester):
             who = f"the person who asked for it ({mention(requester)})" if requester else "nobody"
             return (
                 f"You can't stop `{agent_id}`: only {who} and the bot's admins can stop the "
-                f"agents of task `{escape(entry.task_slug)}`."
+                f"agents of task `{escape(entry.task_slug)}`.",
+                "refused, not the requester or an admin",
             )
         self.watcher.stopped_by[agent_id] = user
         self.background.spawn(
@@ -170,7 +176,8 @@ class Commands:
             name=f"kill {agent_id}",
         )
         return (
-            f"Stopping {escape(entry.role)} `{agent_id}`; its thread will say when it has stopped."
+            f"Stopping {escape(entry.role)} `{agent_id}`; its thread will say when it has stopped.",
+            "stopping",
         )
 
     async def _list(self) -> str:

@@ -44,284 +44,45 @@ import contextlib
 import inspect
 import json
 import logging
-import re
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Self
 
 from aiohttp import web
 
+from harness.testing.demo_script import AWAIT_TOOL, DRAFT_TOOL, demo_script
+from harness.testing.model_turns import (
+    DEFAULT_MODEL,
+    STRUCTURED_OUTPUT_TOOL,
+    ModelRequest,
+    Predicate,
+    Script,
+    ToolCall,
+    ToolResultView,
+    Turn,
+    chunks,
+    is_side_request,
+    side_turn,
+    sse,
+)
+
+__all__ = [
+    "AWAIT_TOOL",
+    "DRAFT_TOOL",
+    "STRUCTURED_OUTPUT_TOOL",
+    "ModelRequest",
+    "Script",
+    "ScriptedModel",
+    "ToolCall",
+    "ToolResultView",
+    "Turn",
+    "demo_script",
+]
+
 logger = logging.getLogger(__name__)
-
-STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
-DEFAULT_MODEL = "claude-sonnet-4-5"
-_REMINDER = "<system-reminder>"
-_CHUNK = 200  # characters per streamed delta
-
-
-# --------------------------------------------------------------------------- turns
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One ``tool_use`` block of an assistant turn."""
-
-    name: str
-    input: dict[str, Any]
-    id: str | None = None  # None: a fresh unique ``toolu_...`` id
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One assistant response: optional text, then tool calls (several = parallel tool use)."""
-
-    text: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    # After message_start, wait this long (or until the client goes away) before the rest.
-    stall_seconds: float = 0.0
-
-    @classmethod
-    def say(cls, text: str) -> Turn:
-        return cls(text=text)
-
-    @classmethod
-    def call(cls, name: str, /, **tool_input: Any) -> Turn:
-        return cls(tool_calls=(ToolCall(name, dict(tool_input)),))
-
-    @classmethod
-    def finish(
-        cls,
-        summary: str,
-        changes: Sequence[str] = (),
-        issues: Sequence[str] = (),
-        questions: Sequence[str] = (),
-        *,
-        text: str = "",
-    ) -> Turn:
-        """The final ``StructuredOutput`` call with the harness result shape."""
-        result = {
-            "summary": summary,
-            "changes": list(changes),
-            "issues": list(issues),
-            "questions": list(questions),
-        }
-        return cls(text=text, tool_calls=(ToolCall(STRUCTURED_OUTPUT_TOOL, result),))
-
-    @property
-    def stop_reason(self) -> str:
-        return "tool_use" if self.tool_calls else "end_turn"
-
-
-# --------------------------------------------------------------------------- requests
-
-
-@dataclass(frozen=True)
-class ToolResultView:
-    """A ``tool_result`` block, with the name and input of the ``tool_use`` it answers."""
-
-    tool_use_id: str
-    tool_name: str | None
-    text: str
-    is_error: bool
-    tool_input: dict[str, Any] = field(default_factory=dict)
-
-    def json(self) -> Any:
-        """The text parsed as JSON, or None when it is not JSON."""
-        try:
-            return json.loads(self.text)
-        except ValueError:
-            return None
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [block for block in content if isinstance(block, dict)]
-    return []
-
-
-def _text_of(content: Any, *, skip_reminders: bool = False) -> str:
-    parts = []
-    for block in _blocks(content):
-        text = block.get("text")
-        if block.get("type") != "text" or not isinstance(text, str):
-            continue
-        if skip_reminders and text.lstrip().startswith(_REMINDER):
-            continue
-        parts.append(text)
-    return "\n".join(parts)
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """One recorded ``POST /v1/messages``."""
-
-    body: dict[str, Any]
-    headers: dict[str, str]
-    received_at: float
-    # Not the agent's conversation (e.g. the CLI's session-title query): answered canned.
-    is_side_request: bool = False
-    index: int = 0  # position in ScriptedModel.requests
-
-    @property
-    def model(self) -> str:
-        return str(self.body.get("model", ""))
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        messages = self.body.get("messages")
-        return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
-
-    @property
-    def system_text(self) -> str:
-        """All system text: the ``system`` blocks, then any ``role: "system"`` messages."""
-        parts = [_text_of(self.body.get("system"))]
-        parts += [_text_of(m.get("content")) for m in self.messages if m.get("role") == "system"]
-        return "\n".join(part for part in parts if part)
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        tools = self.body.get("tools")
-        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [str(t.get("name")) for t in self.tools]
-
-    @property
-    def is_structured(self) -> bool:
-        return STRUCTURED_OUTPUT_TOOL in self.tool_names
-
-    def _user_texts(self) -> list[str]:
-        texts = [
-            _text_of(m.get("content"), skip_reminders=True)
-            for m in self.messages
-            if m.get("role") == "user"
-        ]
-        return [text for text in texts if text]
-
-    @property
-    def first_user_text(self) -> str:
-        """The first user prompt (without the CLI's ``<system-reminder>`` blocks)."""
-        texts = self._user_texts()
-        return texts[0] if texts else ""
-
-    @property
-    def last_user_text(self) -> str:
-        """The latest user text (tool results are not user text)."""
-        texts = self._user_texts()
-        return texts[-1] if texts else ""
-
-    def _tool_uses(self) -> dict[str, dict[str, Any]]:
-        uses: dict[str, dict[str, Any]] = {}
-        for message in self.messages:
-            if message.get("role") != "assistant":
-                continue
-            for block in _blocks(message.get("content")):
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    uses[block["id"]] = block
-        return uses
-
-    def _results_in(self, messages: Sequence[dict[str, Any]]) -> list[ToolResultView]:
-        uses = self._tool_uses()
-        views = []
-        for message in messages:
-            if message.get("role") != "user":
-                continue
-            for block in _blocks(message.get("content")):
-                if block.get("type") != "tool_result":
-                    continue
-                use_id = str(block.get("tool_use_id", ""))
-                use = uses.get(use_id, {})
-                tool_input = use.get("input")
-                views.append(
-                    ToolResultView(
-                        tool_use_id=use_id,
-                        tool_name=use.get("name") if isinstance(use.get("name"), str) else None,
-                        text=_text_of(block.get("content")),
-                        is_error=bool(block.get("is_error")),
-                        tool_input=tool_input if isinstance(tool_input, dict) else {},
-                    )
-                )
-        return views
-
-    @property
-    def tool_results(self) -> list[ToolResultView]:
-        """The results answering the previous turn (those in the last user message)."""
-        users = [m for m in self.messages if m.get("role") == "user"]
-        return self._results_in(users[-1:])
-
-    @property
-    def all_tool_results(self) -> list[ToolResultView]:
-        return self._results_in(self.messages)
-
-    def summary(self) -> str:
-        """One line for logs and timeout messages."""
-        kind = "side" if self.is_side_request else "main"
-        last = self.tool_results
-        tail = (
-            f"results={[r.tool_name for r in last]}"
-            if last
-            else f"user={self.last_user_text!r:.60}"
-        )
-        return f"#{self.index} {kind} tools={self.tool_names} {tail}"
-
-
-Script = Callable[[ModelRequest], Turn | Awaitable[Turn]]
-Predicate = Callable[[ModelRequest], bool]
-
-
-def is_side_request(body: Mapping[str, Any]) -> bool:
-    """The CLI's own queries (session title, ...) ask for a JSON format through
-    ``output_config.format`` and carry no ``metadata``; the agent's turns always do."""
-    output_config = body.get("output_config")
-    if isinstance(output_config, dict) and "format" in output_config:
-        return True
-    return "metadata" not in body
-
-
-def _instance(schema: Any) -> Any:
-    """A small value matching a JSON schema (enough for the CLI's side queries)."""
-    if not isinstance(schema, dict):
-        return "Scripted"
-    if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = kind[0] if kind else "string"
-    if kind == "object":
-        properties = schema.get("properties") or {}
-        required = schema.get("required") or list(properties)
-        return {name: _instance(properties.get(name)) for name in required}
-    if kind == "array":
-        return []
-    if kind in ("number", "integer"):
-        return 0
-    if kind == "boolean":
-        return False
-    if kind == "null":
-        return None
-    return "Scripted session"
-
-
-def _side_turn(body: Mapping[str, Any]) -> Turn:
-    output_config = body.get("output_config")
-    fmt = output_config.get("format") if isinstance(output_config, dict) else None
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        return Turn.say(json.dumps(_instance(fmt.get("schema"))))
-    return Turn.say("OK")
-
-
-def _sse(event: str, data: Mapping[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
-def _chunks(text: str) -> list[str]:
-    return [text[i : i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
 
 
 # --------------------------------------------------------------------------- server
@@ -623,7 +384,7 @@ class ScriptedModel:
 
     async def _turn_for(self, request: ModelRequest) -> Turn:
         if request.is_side_request:
-            return _side_turn(request.body)
+            return side_turn(request.body)
         outcome = self._script(request)
         turn = await outcome if inspect.isawaitable(outcome) else outcome
         if not isinstance(turn, Turn):
@@ -690,7 +451,7 @@ class ScriptedModel:
             await response.prepare(http)
             start = {**message, "content": [], "stop_reason": None}
             start["usage"] = {"input_tokens": input_tokens, "output_tokens": 1}
-            await response.write(_sse("message_start", {"type": "message_start", "message": start}))
+            await response.write(sse("message_start", {"type": "message_start", "message": start}))
             if turn.stall_seconds > 0 and not await self._stall(turn.stall_seconds):
                 logger.debug("request #%d: server stopping during a stall", request.index)
                 return response
@@ -698,12 +459,12 @@ class ScriptedModel:
                 await self._stream_block(response, index, block)
             delta = {"stop_reason": turn.stop_reason, "stop_sequence": None}
             await response.write(
-                _sse(
+                sse(
                     "message_delta",
                     {"type": "message_delta", "delta": delta, "usage": message["usage"]},
                 )
             )
-            await response.write(_sse("message_stop", {"type": "message_stop"}))
+            await response.write(sse("message_stop", {"type": "message_stop"}))
             await response.write_eof()
         except ConnectionResetError:
             logger.debug("request #%d: client went away mid-stream", request.index)
@@ -718,28 +479,28 @@ class ScriptedModel:
     ) -> None:
         if block["type"] == "text":
             start: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block["text"])]
+            deltas = [{"type": "text_delta", "text": part} for part in chunks(block["text"])]
         else:
             start = {**block, "input": {}}
             deltas = [
                 {"type": "input_json_delta", "partial_json": part}
-                for part in _chunks(json.dumps(block["input"]))
+                for part in chunks(json.dumps(block["input"]))
             ]
         await response.write(
-            _sse(
+            sse(
                 "content_block_start",
                 {"type": "content_block_start", "index": index, "content_block": start},
             )
         )
         for delta in deltas:
             await response.write(
-                _sse(
+                sse(
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
                 )
             )
         await response.write(
-            _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+            sse("content_block_stop", {"type": "content_block_stop", "index": index})
         )
 
 
@@ -750,132 +511,3 @@ def _error(status: int, kind: str, message: str) -> web.Response:
         status=status,
         headers={"x-should-retry": "false"},
     )
-
-
-# --------------------------------------------------------------------------- demo policy
-
-DRAFT_TOOL = "mcp__harness__draft_agent"
-AWAIT_TOOL = "mcp__harness__await_agent"
-_ASSIGNMENT = "## Your Assignment"
-_HISTORY = "## Task History"
-_ROLE_HINTS = (
-    ("code reviewer", "reviewer"),
-    ("software developer", "developer"),
-    ("product analyst", "analyst"),
-)
-
-
-def _excerpt(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def _assignment(prompt: str) -> str:
-    """The request itself: what follows ``## Your Assignment`` when a history precedes it."""
-    head, sep, tail = prompt.partition(_ASSIGNMENT)
-    return tail.strip() if sep else head.strip()
-
-
-def _earlier_work(prompt: str) -> str | None:
-    """The first ``Summary:`` line of the prompt's ``## Task History`` section."""
-    _, sep, history = prompt.partition(_HISTORY)
-    if not sep:
-        return None
-    history = history.partition(_ASSIGNMENT)[0]
-    match = re.search(r"^Summary:\s*(.+)$", history, flags=re.MULTILINE)
-    return _excerpt(match.group(1), 100) if match else None
-
-
-def _role_ish(system_text: str) -> str:
-    lowered = system_text.lower()
-    for hint, role in _ROLE_HINTS:
-        if hint in lowered:
-            return role
-    return "worker"
-
-
-def _finish(
-    request: ModelRequest,
-    summary: str,
-    changes: Sequence[str] = (),
-    issues: Sequence[str] = (),
-    questions: Sequence[str] = (),
-) -> Turn:
-    if request.is_structured:
-        return Turn.finish(summary, changes, issues, questions)
-    lines = [summary, *(f"- {item}" for item in (*changes, *issues, *questions))]
-    return Turn.say("\n".join(lines))
-
-
-def _strings(value: Any) -> list[str]:
-    return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def _coordinator_turn(request: ModelRequest, excerpt: str) -> Turn:
-    plan = f"Plan for {excerpt}"
-    results = request.tool_results
-    errors = [r for r in results if r.is_error]
-    if errors:
-        issues = [f"{r.tool_name or 'tool'} failed: {r.text}" for r in errors]
-        return _finish(request, f"{plan}: stopped on a tool error", issues=issues)
-    for result in results:
-        data = result.json()
-        if result.tool_name == AWAIT_TOOL and isinstance(data, dict):
-            agent_id = str(result.tool_input.get("agentId", "?"))
-            status = str(data.get("status", "unknown"))
-            child_result = data.get("result")
-            child: dict[str, Any] = child_result if isinstance(child_result, dict) else {}
-            reported = str(child.get("summary") or f"no result (status {status})")
-            changes = [f"Drafted developer {agent_id} for step 1", *_strings(child.get("changes"))]
-            issues = _strings(child.get("issues"))
-            if status != "completed":
-                issues.append(f"developer {agent_id} ended with status {status}")
-            return _finish(
-                request,
-                f"{plan}: drafted developer {agent_id}, which reported: {reported}",
-                changes,
-                issues,
-                _strings(child.get("questions")),
-            )
-        if result.tool_name == DRAFT_TOOL:
-            drafted = data.get("agentId") if isinstance(data, dict) else None
-            if isinstance(drafted, str):
-                return Turn(
-                    text=f"Waiting for developer {drafted}.",
-                    tool_calls=(ToolCall(AWAIT_TOOL, {"agentId": drafted}),),
-                )
-            return _finish(
-                request,
-                f"{plan}: drafting failed",
-                issues=[f"draft_agent returned no agentId: {result.text}"],
-            )
-    text = f"{plan}:\n1. Implement it (developer).\n2. Report the outcome.\nDrafting step 1 now."
-    prompt = f"Implement step 1 of the plan for: {excerpt}"
-    return Turn(
-        text=text, tool_calls=(ToolCall(DRAFT_TOOL, {"role": "developer", "prompt": prompt}),)
-    )
-
-
-def _worker_turn(request: ModelRequest, excerpt: str) -> Turn:
-    summary = f"Done: {excerpt}"
-    earlier = _earlier_work(request.first_user_text)
-    if earlier:
-        summary += f" (building on earlier work: {earlier})"
-    role = _role_ish(request.system_text)
-    issues = [r.text for r in request.tool_results if r.is_error]
-    return _finish(
-        request, summary, changes=[f"{role} change for: {_excerpt(excerpt, 40)}"], issues=issues
-    )
-
-
-def demo_script(request: ModelRequest) -> Turn:
-    """A deterministic, stateless policy for ``make demo`` and smoke tests.
-
-    A coordinator (offered ``draft_agent``) drafts a developer for step 1, awaits it and
-    reports; any other agent finishes at once with a result quoting its request."""
-    if request.is_side_request:
-        return Turn.say("Scripted demo session")
-    excerpt = _excerpt(_assignment(request.first_user_text)) or "the request"
-    if DRAFT_TOOL in request.tool_names:
-        return _coordinator_turn(request, excerpt)
-    return _worker_turn(request, excerpt)
