@@ -24,6 +24,7 @@ from bot.settings import BotOptions, Mode, SlackEnv
 from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
+from harness.runtime import ClaudeRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +156,9 @@ async def serve(
     options: BotOptions | None = None,
 ) -> int:
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
-    orchestrator = build_orchestrator(project, runtime)
+    # The Claude SDK is imported now, before the first event: importing it on the first
+    # agent's start would hold every ack back for most of a second.
+    orchestrator = build_orchestrator(project, runtime or ClaudeRuntime())
     recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(
