@@ -48,6 +48,16 @@ from harness.results import RESULT_SCHEMA, AgentResult
 logger = logging.getLogger(__name__)
 
 
+# The SDK hands the whole process environment to the CLI and only lets ``env`` override it:
+# what an agent must not see is overridden with nothing. Agents run commands, and a command
+# that prints its environment must not print the Slack bot's tokens or signing secret.
+_WITHHELD_PREFIXES = ("SLACK_",)
+
+
+def _withheld(environ: Mapping[str, str]) -> dict[str, str]:
+    return {name: "" for name in environ if name.startswith(_WITHHELD_PREFIXES)}
+
+
 def message_to_json(message: Message) -> dict[str, Any]:
     """An SDK message as a JSON-ready dict for the journal."""
     body = dataclasses.asdict(message) if dataclasses.is_dataclass(message) else {}
@@ -81,7 +91,7 @@ class ClaudeRuntime:
             await on_tool_use(use)
             return {}
 
-        env = {**self._base_env, **spec.env}
+        env = {**self._base_env, **spec.env, **_withheld(os.environ)}
         if role.permission_mode == "bypassPermissions" and os.geteuid() == 0:
             # The CLI refuses bypassPermissions as root outside a sandbox.
             env.setdefault("IS_SANDBOX", "1")

@@ -230,3 +230,31 @@ def ignore_message(_message: dict[str, Any]) -> None:
 
 async def ignore_tool_use(_use: ToolUse) -> None:
     return None
+
+
+async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
+    harness_with: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-never-to-an-agent")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-never-to-an-agent")
+
+    def script(request: ModelRequest) -> Turn:
+        if not request.tool_results:
+            return Turn.call("Bash", command="env")
+        return Turn.finish("ran env", issues=[request.tool_results[-1].text])
+
+    orchestrator, model = await harness_with(script)
+    role = dataclasses.replace(orchestrator.role("developer"), permission_mode="bypassPermissions")
+    spec = AgentSpec(agent_id="a0000000002", role=role, prompt="print env", cwd=str(Path.cwd()))
+    outcome = await ClaudeRuntime(base_env=model.env()).run(
+        spec,
+        AgentControl(),
+        tools=HarnessTools(orchestrator),
+        on_message=ignore_message,
+        on_tool_use=ignore_tool_use,
+    )
+    assert outcome.status == "completed", outcome.error
+    assert outcome.result is not None
+    [printed] = outcome.result.issues
+    assert "ANTHROPIC_BASE_URL=" in printed  # the environment really was printed
+    assert "never-to-an-agent" not in printed
