@@ -215,6 +215,12 @@ def render_record(
                 "*Questions* (reply in this thread to answer)", result.questions, numbered=True
             )
         )
+    if record.branch:
+        head = f" at `{escape(record.head_commit[:12])}`" if record.head_commit else ""
+        work = f"*Branch* `{escape(record.branch)}`{head}"
+        if record.diff_stat:
+            work += f"\n```{escape(record.diff_stat.strip())}```"
+        pieces.append(work)
     if status != "completed":
         label = "*What failed:*" if status == "failed" else "*Why:*"
         reason = record.error or "no reason was recorded"

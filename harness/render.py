@@ -53,6 +53,11 @@ def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> st
         lines.append(f"Task: {task_slug}")
     if record.result is not None:
         lines.append(render_result(record.result))
+    if record.branch:
+        head = f" at {record.head_commit[:12]}" if record.head_commit else ""
+        lines.append(f"Branch: {record.branch}{head}")
+        if record.diff_stat:
+            lines += [f"  {line.strip()}" for line in record.diff_stat.splitlines()]
     if record.error:
         lines.append(f"Reason: {record.error}")
     if record.result is None and record.last_text:

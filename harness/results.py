@@ -120,6 +120,11 @@ class DispatchRecord:
     # PID of the harness process that ran it: lets a restart tell a crash from a live peer.
     host_pid: int | None = None
     progress: Progress | None = None
+    # Where the work is, when the agent worked in a git workspace: the task's branch, its head
+    # commit when the agent ended, and a diff stat of all it changed (committed or not).
+    branch: str | None = None
+    head_commit: str | None = None
+    diff_stat: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,8 @@ class Task:
     thread: ThreadRef | None = None
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
+    # The repository (a name from config.yaml's workspaces) the task's agents work in.
+    repository: str | None = None
 
 
 @dataclass(frozen=True)

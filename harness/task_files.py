@@ -65,8 +65,10 @@ class FileTaskStore:
 
     # ------------------------------------------------------------ the TaskStore protocol
 
-    async def create(self, description: str, thread: ThreadRef | None = None) -> Task:
-        return await asyncio.to_thread(self._create, description, thread)
+    async def create(
+        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+    ) -> Task:
+        return await asyncio.to_thread(self._create, description, thread, repository)
 
     async def get(self, slug: str) -> Task:
         validate_slug(slug)
@@ -176,7 +178,7 @@ class FileTaskStore:
         """Write task.json, then its index row. Callers hold the task's lock."""
         self._index.put(task, write_task_file(self._folder(task.slug) / TASK_FILE, task))
 
-    def _create(self, description: str, thread: ThreadRef | None) -> Task:
+    def _create(self, description: str, thread: ThreadRef | None, repository: str | None) -> Task:
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
         taken: set[str] = set()
         while True:
@@ -188,7 +190,7 @@ class FileTaskStore:
                 taken.add(slug)
                 continue
             break
-        task = Task(slug=slug, created=now(), description=description, thread=thread)
+        task = Task(slug, now(), description, thread=thread, repository=repository)
         with self._locked(slug):
             self._commit(task)
         logger.info("created task %s", slug)

@@ -72,6 +72,9 @@ class _DispatchJson(_Json):
     last_text: str | None = None
     host_pid: int | None = None
     progress: _ProgressJson | None = None
+    branch: str | None = None
+    head_commit: str | None = None
+    diff_stat: str | None = None
 
 
 class _DecisionJson(_Json):
@@ -88,6 +91,7 @@ class _TaskJson(_Json):
     created: str
     description: str | None = None
     thread: _ThreadJson | None = None
+    repository: str | None = None
     dispatches: list[_DispatchJson] | None = None
     decisions: list[_DecisionJson] | None = None
 
@@ -135,6 +139,7 @@ def parse_task(data: bytes, *, file: Path, slug: str) -> Task:
         created=parsed.created,
         description=parsed.description or "",
         thread=ThreadRef(parsed.thread.channel, parsed.thread.thread_ts) if parsed.thread else None,
+        repository=parsed.repository,
         dispatches=tuple(_dispatch(item) for item in parsed.dispatches or ()),
         decisions=tuple(
             Decision(
@@ -180,6 +185,9 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         progress=Progress(message=progress.message, at=progress.at, percent=progress.percent)
         if progress
         else None,
+        branch=item.branch,
+        head_commit=item.head_commit,
+        diff_stat=item.diff_stat,
     )
 
 
@@ -243,6 +251,7 @@ def dump_task(task: Task) -> bytes:
         created=task.created,
         description=task.description,
         thread=_ThreadJson(channel=thread.channel, thread_ts=thread.thread_ts) if thread else None,
+        repository=task.repository,
         dispatches=[_dispatch_json(record) for record in task.dispatches],
         decisions=[
             _DecisionJson(
@@ -290,4 +299,7 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         progress=_ProgressJson(message=progress.message, percent=progress.percent, at=progress.at)
         if progress
         else None,
+        branch=record.branch,
+        head_commit=record.head_commit,
+        diff_stat=record.diff_stat,
     )

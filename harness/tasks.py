@@ -48,7 +48,9 @@ class TaskStore(Protocol):
     """Where tasks live. Every method is safe to call from the event loop: file work happens
     off it. Journal and audit lines are queued by ``append_jsonl`` and written in batches."""
 
-    async def create(self, description: str, thread: ThreadRef | None = None) -> Task:
+    async def create(
+        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+    ) -> Task:
         """A new task with a readable slug made unique from the description."""
         ...
 
@@ -130,10 +132,13 @@ class MemoryTaskStore:
         self._tasks[task.slug] = task
         return task
 
-    async def create(self, description: str, thread: ThreadRef | None = None) -> Task:
+    async def create(
+        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+    ) -> Task:
         with self._lock:
             slug = make_slug(description, self._tasks)
-            return self._put(Task(slug=slug, created=now(), description=description, thread=thread))
+            task = Task(slug, now(), description, thread=thread, repository=repository)
+            return self._put(task)
 
     async def get(self, slug: str) -> Task:
         with self._lock:

@@ -63,6 +63,12 @@ class TaskStoreConformance:
         assert datetime.fromisoformat(task.created).utcoffset() is not None
         assert await store.get(task.slug) == task
 
+    async def test_a_task_keeps_the_repository_it_was_created_for(self, store: TaskStore) -> None:
+        task = await store.create("Fix the login", repository="web")
+
+        assert (await store.get(task.slug)).repository == "web"
+        assert (await store.create("Fix the logout")).repository is None
+
     async def test_create_makes_slugs_unique(self, store: TaskStore) -> None:
         slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]
 

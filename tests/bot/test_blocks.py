@@ -70,6 +70,20 @@ def test_a_completed_result_shows_role_status_summary_lists_questions_and_usage(
     assert message["text"].startswith("✅ *developer* finished\nAdded &lt;b&gt; &amp; fixed")
 
 
+def test_work_in_a_git_workspace_shows_its_branch_head_and_diff_stat() -> None:
+    worked = dataclasses.replace(
+        RECORD,
+        branch="harness/add-a-page",
+        head_commit="0123456789abcdef",
+        diff_stat=" page.py | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)",
+    )
+    shown = sections(render_record(worked))
+    assert (
+        "*Branch* `harness/add-a-page` at `0123456789ab`\n"
+        "```page.py | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)```"
+    ) in shown
+
+
 def test_a_failure_says_what_failed_which_agent_and_what_to_do_never_a_traceback() -> None:
     failed = dataclasses.replace(
         RECORD,

@@ -145,7 +145,7 @@ async def test_memory_store_journals_go_under_the_journal_dir(tmp_path: Path) ->
 async def test_task_json_has_exactly_the_documented_camel_case_keys(
     files: FileTaskStore, tmp_path: Path
 ) -> None:
-    slug = (await files.create("Do it", ThreadRef("C1", "1.2"))).slug
+    slug = (await files.create("Do it", ThreadRef("C1", "1.2"), repository="web")).slug
     full = make_record(
         "a1",
         model="sonnet",
@@ -161,6 +161,9 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         last_text="last",
         host_pid=42,
         progress=Progress("half way", "2026-01-01T10:02:00Z", 50.0),
+        branch="harness/do-it",
+        head_commit="0123abc",
+        diff_stat=" a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -169,8 +172,17 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
 
     data = json.loads((tmp_path / slug / "task.json").read_text(encoding="utf-8"))
 
-    assert list(data) == ["slug", "created", "description", "thread", "dispatches", "decisions"]
+    assert list(data) == [
+        "slug",
+        "created",
+        "description",
+        "thread",
+        "repository",
+        "dispatches",
+        "decisions",
+    ]
     assert data["thread"] == {"channel": "C1", "threadTs": "1.2"}
+    assert data["repository"] == "web"
     assert data["created"].endswith("Z")
     assert data["dispatches"] == [
         {
@@ -192,6 +204,9 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "lastText": "last",
             "hostPid": 42,
             "progress": {"message": "half way", "percent": 50.0, "at": "2026-01-01T10:02:00Z"},
+            "branch": "harness/do-it",
+            "headCommit": "0123abc",
+            "diffStat": " a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
         }
     ]
     assert list(data["dispatches"][0]) == list(
@@ -207,6 +222,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         }
     ]
     task = await files.get(slug)
+    assert task.repository == "web"
     assert task.dispatches == (full,)
     assert task.decisions[0].title == "Use REST"
 

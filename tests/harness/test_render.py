@@ -1,0 +1,35 @@
+"""Terminal rendering: pure functions over literal records."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.render import render_record
+from harness.results import AgentResult, DispatchRecord
+
+RECORD = DispatchRecord(
+    agent_id="a1b2c3d4e5",
+    role="developer",
+    cwd="/w",
+    model=None,
+    started_at="2026-01-01T00:00:00Z",
+    status="completed",
+    journal_file="journals/a1b2c3d4e5.jsonl",
+    duration_ms=2_000,
+    result=AgentResult(summary="Changed the page"),
+    branch="harness/add-a-page",
+    head_commit="0123456789abcdef",
+    diff_stat=" page.py | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)",
+)
+
+
+def test_a_record_of_work_in_a_git_workspace_names_the_branch_head_and_diff_stat() -> None:
+    text = render_record(RECORD, task_slug="add-a-page")
+    assert "Branch: harness/add-a-page at 0123456789ab" in text
+    assert "  page.py | 4 ++--" in text
+    assert "  1 file changed, 2 insertions(+), 2 deletions(-)" in text
+
+
+def test_a_record_without_a_workspace_says_nothing_of_branches() -> None:
+    plain = dataclasses.replace(RECORD, branch=None, head_commit=None, diff_stat=None)
+    assert "Branch" not in render_record(plain)
