@@ -210,6 +210,7 @@ class Orchestrator:
             parent_id=parent_id,
             depth=parent.depth + 1 if parent else 1,
             queued_at=record.started_at,
+            writes=_writes(role),
         )
         # Checked again and registered with no await in between: shutdown stops every
         # registered agent, and none registers after it began. A kill or a wait finds it now.
@@ -443,6 +444,15 @@ class Orchestrator:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
             if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
                 return agent_id
+
+
+# Tools that change files or run commands. An agent with any of them shares its task's
+# workspace with the task's other writers one at a time; agents that only read run alongside.
+_WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"})
+
+
+def _writes(role: Role) -> bool:
+    return role.tools is None or bool(_WRITING_TOOLS.intersection(role.tools))
 
 
 def _log_finish(record: DispatchRecord, slug: str) -> None:

@@ -1,4 +1,5 @@
-"""The agent pool: which agents are queued or running, a FIFO concurrency cap, and kill."""
+"""The agent pool: which agents are queued or running, a FIFO concurrency cap, one writer per
+task at a time, and kill."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class PoolEntry:
     # When set, a kill ends the dispatch as ``interrupted`` (shutdown) rather than ``killed``.
     interrupted: bool = False
     progress: Progress | None = None
+    # An agent that can change files: one at a time per task (they share its workspace).
+    writes: bool = False
+    holds_task: bool = False
     _started_monotonic: float = field(default_factory=time.monotonic)
     _killed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -56,14 +60,80 @@ class AgentInfo:
     activity: str
 
 
+class _Gate:
+    """A first-come-first-served turnstile for ``capacity`` holders at a time. A turn given up
+    passes straight to the next in line; ``retake`` goes to the front of the line."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.holders = 0
+        self.line: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def idle(self) -> bool:
+        return self.holders == 0 and not self.line
+
+    async def take(self, killed: asyncio.Event) -> bool:
+        """Wait for a turn; False (and no turn held) when ``killed`` is set first."""
+        if killed.is_set():
+            return False
+        if self.holders < self.capacity and not self.line:
+            self.holders += 1
+            return True
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.line.append(turn)
+        kill = asyncio.ensure_future(killed.wait())
+        either: list[asyncio.Future[Any]] = [turn, kill]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            kill.cancel()
+        if turn.done() and not turn.cancelled():
+            if killed.is_set():
+                self.give()
+                return False
+            return True
+        turn.cancel()
+        self.line.remove(turn)
+        return False
+
+    async def retake(self) -> None:
+        """A turn again, ahead of everyone in line (cancellation leaves no turn held)."""
+        if self.holders < self.capacity and not self.line:
+            self.holders += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.line.appendleft(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.give()
+            elif turn in self.line:
+                self.line.remove(turn)
+            raise
+
+    def give(self) -> None:
+        while self.line:
+            turn = self.line.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.holders -= 1
+
+
 class AgentPool:
+    """Live agents under two rules: at most ``max_concurrent`` run at once, and at most one
+    agent that can write runs in a task at a time (they share the task's workspace); agents
+    that only read run alongside."""
+
     def __init__(self, max_concurrent: int) -> None:
         if max_concurrent < 1:
             raise ValueError("max_concurrent must be at least 1")
         self.max_concurrent = max_concurrent
         self._entries: dict[str, PoolEntry] = {}
-        self._running = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._slots = _Gate(max_concurrent)
+        self._writers: dict[str, _Gate] = {}
 
     def register(self, entry: PoolEntry) -> None:
         self._entries[entry.agent_id] = entry
@@ -80,70 +150,62 @@ class AgentPool:
         entry = self._entries.get(agent_id)
         return _info(entry, time.monotonic()) if entry is not None else None
 
+    def queue_length(self) -> int:
+        """How many agents wait for a slot or for their task's writer turn."""
+        return len(self._slots.line) + sum(len(g.line) for g in self._writers.values())
+
     async def acquire(self, entry: PoolEntry) -> bool:
-        """Wait, first come first served, for a slot. False when killed while queued."""
-        if entry.control.kill_requested:
-            return False
-        if self._running < self.max_concurrent and not self._waiters:
-            self._running += 1
-            return True
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(turn)
-        killed = asyncio.ensure_future(entry._killed.wait())
-        either: list[asyncio.Future[Any]] = [turn, killed]
-        try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            killed.cancel()
-        if turn.done() and not turn.cancelled():
-            if entry.control.kill_requested:
-                self._release_slot()
+        """Wait, first come first served, for the task's writer turn (if the agent writes) and
+        then a slot. False when killed while queued."""
+        if entry.writes:
+            gate = self._writers.setdefault(entry.task_slug, _Gate(1))
+            if not await gate.take(entry._killed):
+                self._forget_idle(entry.task_slug)
                 return False
+            entry.holds_task = True
+        if await self._slots.take(entry._killed):
             return True
-        turn.cancel()
-        self._waiters.remove(turn)
+        self._give_task(entry)
         return False
 
     @contextlib.asynccontextmanager
     async def lend_slot(self, entry: PoolEntry | None) -> AsyncIterator[None]:
-        """While an agent waits on agents it drafted, its slot serves the queue; otherwise a
-        coordinator awaiting a queued agent would hold the slot that agent needs (deadlock).
-        Afterwards it takes the next free slot ahead of the queue. If the wait ends in an
-        error (the agent is being killed), the slot is not taken back."""
+        """While an agent waits on agents it drafted (or on a human), its slot serves the
+        queue, and so does its task's writer turn; otherwise a coordinator awaiting a queued
+        agent would hold what that agent needs (deadlock). Afterwards it takes them back ahead
+        of the queue. If the wait ends in an error (the agent is being killed), they are not
+        taken back."""
         if entry is None or entry.state != "running":
             yield
             return
         entry.state = "waiting"
-        self._release_slot()
+        self._slots.give()
+        lent_task = entry.holds_task
+        self._give_task(entry)
         yield
-        if self._running < self.max_concurrent and not self._waiters:
-            self._running += 1
-        else:
-            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.appendleft(turn)
-            try:
-                await turn
-            except asyncio.CancelledError:
-                if turn.done() and not turn.cancelled():
-                    self._release_slot()
-                elif turn in self._waiters:
-                    self._waiters.remove(turn)
-                raise
+        if lent_task:
+            await self._writers.setdefault(entry.task_slug, _Gate(1)).retake()
+            entry.holds_task = True
+        await self._slots.retake()
         entry.state = "running"
 
     def release(self, entry: PoolEntry) -> None:
-        """The agent is finished: free its slot (if it had one) and forget it."""
+        """The agent is finished: free its slot and writer turn (if held) and forget it."""
         self._entries.pop(entry.agent_id, None)
         if entry.state == "running":
-            self._release_slot()
+            self._slots.give()
+        self._give_task(entry)
 
-    def _release_slot(self) -> None:
-        while self._waiters:
-            turn = self._waiters.popleft()
-            if not turn.done():
-                turn.set_result(None)  # the slot passes straight to the next in line
-                return
-        self._running -= 1
+    def _give_task(self, entry: PoolEntry) -> None:
+        if entry.holds_task:
+            entry.holds_task = False
+            self._writers[entry.task_slug].give()
+            self._forget_idle(entry.task_slug)
+
+    def _forget_idle(self, slug: str) -> None:
+        gate = self._writers.get(slug)
+        if gate is not None and gate.idle:
+            del self._writers[slug]
 
     async def kill(self, agent_id: str, reason: str, *, interrupted: bool = False) -> bool:
         entry = self._entries.get(agent_id)
@@ -171,5 +233,11 @@ def _info(e: PoolEntry, now: float) -> AgentInfo:
         queued_at=e.queued_at,
         started_at=e.started_at,
         elapsed_seconds=round(now - e._started_monotonic, 1),
-        activity=e.control.activity if e.state != "queued" else "waiting for a slot",
+        activity=e.control.activity if e.state != "queued" else _queued_activity(e),
     )
+
+
+def _queued_activity(e: PoolEntry) -> str:
+    if e.writes and not e.holds_task:
+        return "waiting for the task's other writer to finish"
+    return "waiting for a slot"

@@ -150,8 +150,9 @@ async def test_three_dispatches_finishing_together_keep_three_records(
 
     orchestrator, _ = await harness_with(script)
     task = await orchestrator.create_task("three at once")
+    # Reviewers only read, so three run in one task at once (writers would take turns).
     handles = [
-        await orchestrator.draft("developer", f"part {n} of 3", task_slug=task.slug)
+        await orchestrator.draft("reviewer", f"part {n} of 3", task_slug=task.slug)
         for n in (1, 2, 3)
     ]
     records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
