@@ -176,14 +176,21 @@ class Conversations:
 
     async def _start(self, decision: NewTask | MentionInUnboundThread, bot_user_id: str) -> None:
         message, thread = decision.message, decision.message.thread
-        description = prompt = message.text
+        choice = self.orchestrator.choose_repository(message.text, message.channel)
+        problem = choice.explain()
+        if problem is not None:
+            # The thread stays free: the person sends the request again, naming the repository.
+            self.index.release(thread)
+            await self._fail(message, problem, "send it again with the repository named.")
+            return
+        description = prompt = choice.text
         if isinstance(decision, MentionInUnboundThread):
             replies = await self.poster.replies(thread)
             earlier = earlier_messages(replies, message.ts, bot_user_id)
-            description = thread_task_description(message.text, earlier)
-            prompt = message.text or description
+            description = thread_task_description(choice.text, earlier)
+            prompt = choice.text or description
         try:
-            task = await self.orchestrator.create_task(description, thread)
+            task = await self.orchestrator.create_task(description, thread, choice.repository)
         except HarnessError as exc:
             self.index.release(thread)
             await self._fail(

@@ -107,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keep-tasks",
         action="store_true",
-        help="keep the tasks in the config's tasks folder (default: a temporary folder)",
+        help="keep the tasks and their workspaces where config.yaml says (default: a "
+        "temporary folder)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -120,7 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.keep_tasks:
             return asyncio.run(run_demo(project, args.request, args.timeout))
         with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
-            config = dataclasses.replace(project.config, tasks_dir=Path(tmp) / "tasks")
+            config = dataclasses.replace(
+                project.config,
+                tasks_dir=Path(tmp) / "tasks",
+                workspaces=dataclasses.replace(
+                    project.config.workspaces, root=Path(tmp) / "workspaces"
+                ),
+            )
             demo_project = Project(config=config, roles=project.roles)
             return asyncio.run(run_demo(demo_project, args.request, args.timeout))
     except HarnessError as exc:

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -15,7 +16,14 @@ from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator, default_config_path, load_project
-from harness.render import render_audit, render_record, render_task, render_task_list
+from harness.render import (
+    render_audit,
+    render_prune,
+    render_record,
+    render_task,
+    render_task_list,
+    render_workspaces,
+)
 from harness.terminal import TerminalChannel
 
 logger = logging.getLogger(__name__)
@@ -93,6 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
         "time, caller, tool, outcome or error code, duration, input.",
     )
     audit.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    workspaces = sub.add_parser(
+        "workspaces",
+        parents=[common],
+        help="list the tasks' workspaces, or prune the idle ones",
+        description="Each task works in its own folder: a git worktree on branch "
+        "harness/<slug> of a repository named in config.yaml, or a scratch folder. `prune` "
+        "removes those of tasks idle longer than workspaces.pruneAfterDays (or --days); "
+        "uncommitted work is saved to a patch file first, and branches are kept.",
+    )
+    workspaces.add_argument("action", choices=("list", "prune"), help="what to do")
+    workspaces.add_argument(
+        "--days", type=float, help="prune: idle for longer than this many days (default: config)"
+    )
     for extension in entry_points(group=COMMAND_GROUP):
         # Front ends (the Slack bot) add their own commands; harness never imports them.
         extension.load()(sub, common)
@@ -109,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
         project = load_project(config_path)
-        if args.command in ("run", "tasks", "show", "audit"):
+        if args.command in ("run", "tasks", "show", "audit", "workspaces"):
             return asyncio.run(_command(project, args))
         handler: CommandHandler = args.handler
         return handler(project, args)
@@ -150,6 +171,11 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
         elif args.command == "audit":
             await orchestrator.task(args.slug)
             print(render_audit(await orchestrator.audit_log(args.slug)))
+        elif args.action == "list":
+            print(render_workspaces(await orchestrator.workspaces()))
+        else:
+            older = timedelta(days=args.days) if args.days is not None else None
+            print(render_prune(await orchestrator.prune_workspaces(older)))
         return 0
     finally:
         await orchestrator.shutdown()
@@ -157,6 +183,13 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
 
 async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
     await orchestrator.recover_interrupted()
+    repository = None
+    if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
+        choice = orchestrator.choose_repository(prompt)
+        problem = choice.explain()
+        if problem is not None:
+            raise HarnessError(problem, fix="name the repository in the request: repo:NAME")
+        prompt, repository = choice.text, choice.repository
     if role is None:
         task = await orchestrator.task(slug) if slug else None
         role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
@@ -165,7 +198,7 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
     orchestrator.add_human_channel(TerminalChannel(orchestrator.answer_question))
     stop = _install_signal_handlers(orchestrator)
     try:
-        handle = await orchestrator.draft(role, prompt, task_slug=slug)
+        handle = await orchestrator.draft(role, prompt, task_slug=slug, repository=repository)
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()

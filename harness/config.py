@@ -15,13 +15,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Self
 
 import pydantic
 import yaml
 from pydantic import Field
 
 from harness.errors import ConfigError
-from harness.schema import Invalid, NonEmptyStr, describe, keys_of, problems
+from harness.schema import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,33 @@ class SlackSettings:
 
 
 @dataclass(frozen=True)
+class RepositorySettings:
+    """A git repository tasks get worktrees of: a local one at ``path``, or ``url`` cloned
+    into ``cache`` (exactly one of ``path`` and ``url`` is set; ``cache`` goes with ``url``)."""
+
+    name: str
+    path: Path | None = None
+    url: str | None = None
+    cache: Path | None = None
+    base_branch: str = "main"
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    """Where tasks work. No repositories: every task gets a scratch folder under ``root``.
+
+    parse_config makes ``root`` absolute (under the config folder); the relative default here
+    only serves a Config built by hand.
+    """
+
+    root: Path = Path(".agents/workspaces")
+    prune_after_days: float = 14.0
+    default: str | None = None  # the repository when a message names none
+    channels: Mapping[str, str] = field(default_factory=dict)  # Slack channel id -> repository
+    repositories: Mapping[str, RepositorySettings] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Config:
     file: Path
     base_dir: Path
@@ -75,6 +103,7 @@ class Config:
     mcp: McpSettings = field(default_factory=McpSettings)
     metadata: tuple[MetadataField, ...] = ()
     slack: SlackSettings = field(default_factory=SlackSettings)
+    workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
 
 
 # --- the file's schema: pydantic parses, the dataclasses above stay the domain values -------
@@ -177,6 +206,126 @@ class _Slack(_Section):
     admins: list[NonEmptyStr] = Field([], examples=[[_SLACK_ID]])
 
 
+# Repository names become folder names and the `repo:NAME` token people type: plain words.
+_REPOSITORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# What git's check-ref-format refuses in a branch name; a leading "-" would read as an option.
+_BAD_BRANCH = re.compile(r"^[-/.]|[\s~^:?*\[\\]|\.\.|@\{|//|/\.|[/.]$|\.lock$")
+
+
+def _repository_name(value: str) -> str:
+    if not _REPOSITORY_NAME.match(value):
+        plain = re.sub(r"[^a-z0-9_-]+", "-", value.lower()).strip("-_")[:64]
+        hint = f"did you mean {plain!r}? " if _REPOSITORY_NAME.match(plain) else ""
+        raise Invalid(
+            f"invalid repository name {value!r}",
+            fix=f"{hint}use lowercase letters, digits, `-` and `_` (at most 64, starting with a "
+            "letter or digit)",
+            with_example=True,
+        )
+    return value
+
+
+def _branch_name(value: str) -> str:
+    if _BAD_BRANCH.search(value):
+        raise Invalid(
+            f"{value!r} is not a valid git branch name",
+            fix="name an existing branch of the repository",
+            with_example=True,
+        )
+    return value
+
+
+def _not_an_option(value: str) -> str:
+    if value.startswith("-"):  # git would read it as an option
+        raise Invalid(f"{value!r} starts with '-'", fix="write the address", with_example=True)
+    return value
+
+
+RepositoryName = Annotated[str, pydantic.AfterValidator(_repository_name)]
+BranchName = Annotated[NonEmptyStr, pydantic.AfterValidator(_branch_name)]
+GitUrl = Annotated[NonEmptyStr, pydantic.AfterValidator(_not_an_option)]
+
+
+class _Repository(_Section):
+    path: NonEmptyStr | None = Field(
+        None, examples=["../web"], description="a local git repository; tasks get worktrees of it"
+    )
+    url: GitUrl | None = Field(
+        None,
+        examples=["https://git.example.com/api.git"],
+        description="a repository the harness clones into `cache` and fetches for each new task",
+    )
+    cache: NonEmptyStr | None = Field(
+        None,
+        examples=[".agents/repos/api"],
+        description="where the clone of `url` is kept; default <root>/.repos/<name>",
+    )
+    base_branch: BranchName = Field(
+        "main", alias="baseBranch", examples=["main"], description="what task branches start from"
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> Self:
+        either = "`path:` (a local git repository) or `url:` (one the harness clones)"
+        if self.path is not None and self.url is not None:
+            raise Invalid("sets both `path` and `url`", fix=f"keep only one: {either}")
+        if self.path is None and self.url is None:
+            raise Invalid(
+                "needs `path` or `url`",
+                fix=f"add {either}, e.g. `{{path: ../web}}` or "
+                "`{url: 'https://git.example.com/api.git'}`",
+            )
+        if self.path is not None and self.cache is not None:
+            raise Invalid(
+                "`cache` is only for a `url` repository",
+                fix="remove `cache:`: a `path` repository is used where it is",
+                at=("cache",),
+            )
+        return self
+
+
+class _Workspaces(_Section):
+    root: NonEmptyStr = Field(
+        ".agents/workspaces",
+        examples=[".agents/workspaces"],
+        description="where each task's worktree or scratch folder is made",
+    )
+    prune_after_days: float = Field(
+        14,
+        alias="pruneAfterDays",
+        gt=0,
+        examples=[14],
+        description="`prune` removes the workspaces of tasks idle longer than this",
+    )
+    default: NonEmptyStr | None = Field(
+        None, examples=["web"], description="the repository when a message names none"
+    )
+    channels: dict[NonEmptyStr, NonEmptyStr] = Field(
+        {}, examples=[{"C0123ABCD": "api"}], description="a default repository per channel id"
+    )
+    repositories: dict[RepositoryName, _Repository] = Field(
+        {}, examples=[{"web": {"path": "../web"}}]
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _names_are_repositories(self) -> Self:
+        named: list[tuple[tuple[str, ...], str]] = []
+        if self.default is not None:
+            named.append((("default",), self.default))
+        named += [(("channels", channel), name) for channel, name in self.channels.items()]
+        known = sorted(self.repositories)
+        for at, name in named:
+            if name not in self.repositories:
+                raise Invalid(
+                    f"unknown repository {name!r}; known repositories: "
+                    f"{', '.join(known) or '(none configured)'}",
+                    fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories`, or "
+                    f"add it there, e.g. `{name}: {{path: ../{name}}}`",
+                    at=at,
+                )
+        return self
+
+
 class _File(_Section):
     roles: NonEmptyStr = Field("roles", examples=["roles"], description="the roles folder")
     tasks: NonEmptyStr = Field(
@@ -193,11 +342,35 @@ class _File(_Section):
         {}, examples=[{"git_branch": {"command": "git rev-parse --abbrev-ref HEAD"}}]
     )
     slack: _Slack = Field(default_factory=lambda: _Slack.model_validate({}))
+    workspaces: _Workspaces = Field(default_factory=lambda: _Workspaces.model_validate({}))
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
     # normpath, not resolve(): keep parse_config free of file-system access.
     return Path(os.path.normpath(base_dir / Path(value).expanduser()))
+
+
+def _repository(base_dir: Path, root: Path, name: str, raw: _Repository) -> RepositorySettings:
+    if raw.path is not None:
+        return RepositorySettings(
+            name=name, path=_resolve(base_dir, raw.path), base_branch=raw.base_branch
+        )
+    # A dot folder under root: never a valid task slug, so it never passes for a workspace.
+    cache = _resolve(base_dir, raw.cache) if raw.cache else root / ".repos" / name
+    return RepositorySettings(name=name, url=raw.url, cache=cache, base_branch=raw.base_branch)
+
+
+def _workspaces(base_dir: Path, raw: _Workspaces) -> WorkspaceSettings:
+    root = _resolve(base_dir, raw.root)
+    return WorkspaceSettings(
+        root=root,
+        prune_after_days=float(raw.prune_after_days),
+        default=raw.default,
+        channels=dict(raw.channels),
+        repositories={
+            name: _repository(base_dir, root, name, repo) for name, repo in raw.repositories.items()
+        },
+    )
 
 
 def _settings(file: Path, raw: _File) -> Config:
@@ -238,6 +411,7 @@ def _settings(file: Path, raw: _File) -> Config:
             allowed_channels=tuple(raw.slack.allowed_channels),
             admins=tuple(raw.slack.admins),
         ),
+        workspaces=_workspaces(file.parent, raw.workspaces),
     )
 
 
@@ -249,6 +423,15 @@ def parse_config(mapping: Mapping[str, object], *, file: Path) -> Config:
     except pydantic.ValidationError as exc:
         raise ConfigError.from_problems(str(file), problems(exc, _File)) from None
     config = _settings(file, raw)
+    root = config.workspaces.root
+    if config.base_dir.is_relative_to(root):
+        # Agents never work in the harness's own checkout: no workspace may be it or hold it.
+        raise ConfigError(
+            str(file),
+            "workspaces.root",
+            f"{root} holds the harness's own folder ({config.base_dir})",
+            fix="point it at a folder of its own, e.g. `root: .agents/workspaces`",
+        )
     logger.debug("parsed %s: %d routing rule(s)", file, len(config.rules))
     return config
 

@@ -81,6 +81,9 @@ def _decisions(task: Task) -> str:
 
 def _render(task: Task, entries: Sequence[_Entry], shortened: int, cuts: Sequence[int]) -> str:
     parts = ["## Task History", "### Original Request\n" + task.description.strip()]
+    branch = task_branch(task)
+    if branch is not None:
+        parts.append(f"### Workspace\nThe task's work is on git branch `{branch}`.")
     if task.decisions:
         # Decisions are short and binding: they are never shortened.
         parts.append(_decisions(task))
@@ -129,6 +132,11 @@ def build_task_context(task: Task, *, budget_chars: int) -> str:
             budget_chars,
         )
     return text
+
+
+def task_branch(task: Task) -> str | None:
+    """The git branch the task's agents work on, as the latest dispatch that knows it says."""
+    return next((d.branch for d in reversed(task.dispatches) if d.branch), None)
 
 
 def compose_prompt(task: Task, prompt: str, *, budget_chars: int) -> str:

@@ -15,7 +15,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +47,15 @@ from harness.results import (
 from harness.roles import Role
 from harness.routing import Router
 from harness.tasks import LogEntries, TaskStore, journal_file_name
+from harness.workspaces import (
+    Changes,
+    PruneReport,
+    RepositoryChoice,
+    Workspace,
+    WorkspaceInfo,
+    Workspaces,
+    choose_repository,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +105,7 @@ class Orchestrator:
         self._questions = QuestionBoard()
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
+        self._workspaces = Workspaces(config.workspaces)
         self._tools = tools(self)
         self._child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
@@ -141,8 +151,25 @@ class Orchestrator:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    async def create_task(self, description: str, thread: ThreadRef | None = None) -> Task:
-        return await self._store.create(description, thread)
+    def choose_repository(self, text: str, channel: str | None = None) -> RepositoryChoice:
+        """Which configured repository a request is about (``repo:NAME``, the channel's
+        default, the configured default, the only one), and its text without the token."""
+        return choose_repository(self._config.workspaces, text, channel)
+
+    async def workspaces(self) -> list[WorkspaceInfo]:
+        """Every task workspace on disk."""
+        return await self._workspaces.list()
+
+    async def prune_workspaces(self, older_than: timedelta | None = None) -> PruneReport:
+        """Remove the workspaces of tasks idle longer than ``older_than`` (default: config),
+        never those of tasks with live agents; uncommitted work is saved to a patch first."""
+        active = {info.task_slug for info in self._pool.snapshot()}
+        return await self._workspaces.prune(older_than, keep=active)
+
+    async def create_task(
+        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+    ) -> Task:
+        return await self._store.create(description, thread, repository)
 
     async def task(self, slug: str) -> Task:
         return await self._store.get(slug)
@@ -179,17 +206,29 @@ class Orchestrator:
         *,
         task_slug: str | None = None,
         parent_id: str | None = None,
+        repository: str | None = None,
     ) -> AgentHandle:
         """Start an agent and return once it is queued. Without task_slug a new task is
-        created from the prompt. The agent sees the task's history before the prompt."""
+        created from the prompt (about ``repository``, if given). The agent sees the task's
+        history before the prompt, and works in the task's workspace unless its role names
+        a folder of its own."""
         role = self.role(role_name)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
         self._refuse_when_closing()
-        task = await (self._store.get(task_slug) if task_slug else self._store.create(prompt))
+        task = await (
+            self._store.get(task_slug)
+            if task_slug
+            else self._store.create(prompt, repository=repository)
+        )
+        workspace: Workspace | None = None
+        if role.cwd is not None:
+            cwd = role.cwd  # a role with a fixed folder works there
+        else:
+            workspace = await self._workspaces.prepare(task.slug, task.repository)
+            cwd = workspace.path
         parent = self._pool.get(parent_id) if parent_id else None
         agent_id = await self._new_agent_id()
-        cwd = role.cwd or self._config.base_dir
         record = DispatchRecord(
             agent_id=agent_id,
             role=role.name,
@@ -201,6 +240,7 @@ class Orchestrator:
             prompt=prompt,
             parent_id=parent_id,
             host_pid=os.getpid(),
+            branch=workspace.branch if workspace else None,
         )
         entry = PoolEntry(
             agent_id=agent_id,
@@ -224,7 +264,9 @@ class Orchestrator:
             self._finished.pop(agent_id).cancel()
             raise
         full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
-        run = asyncio.create_task(self._run(entry, role, record, full_prompt), name=agent_id)
+        run = asyncio.create_task(
+            self._run(entry, role, record, full_prompt, workspace), name=agent_id
+        )
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
         self._events.emit(AgentEvent("queued", task, record))
@@ -364,7 +406,14 @@ class Orchestrator:
             raise AgentNotFoundError(agent_id)
         return entry
 
-    async def _run(self, entry: PoolEntry, role: Role, record: DispatchRecord, prompt: str) -> None:
+    async def _run(
+        self,
+        entry: PoolEntry,
+        role: Role,
+        record: DispatchRecord,
+        prompt: str,
+        workspace: Workspace | None,
+    ) -> None:
         slug = entry.task_slug
         outcome: RunOutcome | None = None
         try:
@@ -376,7 +425,7 @@ class Orchestrator:
                 logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
                 self._events.emit(AgentEvent("started", task, record))
                 outcome = await self._runtime.run(
-                    self._spec(entry, role, prompt),
+                    self._spec(entry, role, prompt, workspace),
                     entry.control,
                     tools=self._tools,
                     on_message=lambda m: self._store.append_jsonl(slug, record.journal_file, m),
@@ -389,7 +438,23 @@ class Orchestrator:
             outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
         finally:
             self._pool.release(entry)
-            await self._finish(slug, self._final_record(record, entry, outcome))
+            final = self._final_record(record, entry, outcome)
+            if workspace is not None and outcome is not None:
+                final = await self._with_changes(final, workspace)
+            await self._finish(slug, final)
+
+    async def _with_changes(self, record: DispatchRecord, workspace: Workspace) -> DispatchRecord:
+        """The record with where the work is: branch, head commit and what changed."""
+        try:
+            changes = await self._workspaces.changes(workspace)
+        except HarnessError as exc:
+            logger.warning("could not read the changes in %s: %s", workspace.path, exc)
+            return record
+        if changes is None:  # a scratch folder
+            return record
+        return dataclasses.replace(
+            record, branch=changes.branch, head_commit=changes.head, diff_stat=diff_stat(changes)
+        )
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
         """Store the final record, then hand it to whoever waits, even if storing failed."""
@@ -426,14 +491,16 @@ class Orchestrator:
             duration_ms=outcome.duration_ms,
         )
 
-    def _spec(self, entry: PoolEntry, role: Role, prompt: str) -> AgentSpec:
+    def _spec(
+        self, entry: PoolEntry, role: Role, prompt: str, workspace: Workspace | None
+    ) -> AgentSpec:
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,
             prompt=prompt,
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
-            env=self._child_env,
+            env={**self._child_env, **(workspace.env if workspace else {})},
         )
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
@@ -444,6 +511,17 @@ class Orchestrator:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
             if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
                 return agent_id
+
+
+def diff_stat(changes: Changes) -> str:
+    """``git diff --stat`` style: a line per file, then the totals."""
+    width = max((len(change.path) for change in changes.files), default=0)
+    lines = [
+        f" {change.path:<{width}} | "
+        + ("Bin" if change.insertions is None else f"+{change.insertions} -{change.deletions or 0}")
+        for change in changes.files
+    ]
+    return "\n".join([*lines, f" {changes.summary()}"])
 
 
 # Tools that change files or run commands. An agent with any of them shares its task's

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.workspaces import PruneReport, WorkspaceInfo
 
 
 def _bullets(title: str, items: Sequence[str], *, numbered: bool = False) -> list[str]:
@@ -80,6 +81,32 @@ def render_task_list(tasks: Sequence[TaskSummary]) -> str:
     )
 
 
+def render_workspaces(workspaces: Sequence[WorkspaceInfo]) -> str:
+    if not workspaces:
+        return "No workspaces yet: a task gets one when its first agent starts."
+    lines = []
+    for w in workspaces:
+        kind = f"{w.repository or '?'} on {w.branch or 'a detached head'}"
+        if w.kind == "scratch":
+            kind = "scratch folder"
+        state = "uncommitted work" if w.uncommitted else "clean"
+        idle = w.modified.strftime("%Y-%m-%d %H:%M")
+        problem = f" ({w.problem})" if w.problem else ""
+        lines.append(f"{w.slug}  {kind}  {state}  last change {idle} UTC  {w.path}{problem}")
+    return "\n".join(lines)
+
+
+def render_prune(report: PruneReport) -> str:
+    lines = [f"Removed {len(report.removed)} workspace(s), kept {len(report.kept)}."]
+    for removed in report.removed:
+        saved = f"; uncommitted work saved to {removed.patch}" if removed.patch else ""
+        lines.append(f"  removed {removed.slug}{saved}")
+    for kept in report.kept:
+        if kept.reason != "recent":
+            lines.append(f"  kept {kept.slug}: {kept.reason} ({kept.detail})")
+    return "\n".join(lines)
+
+
 def render_audit(entries: Sequence[Mapping[str, Any]]) -> str:
     """The audit log, one tool call a line: time, caller, tool, outcome, duration, input."""
     if not entries:
@@ -111,6 +138,11 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
     ]
     if task.thread is not None:
         lines.append(f"Slack thread: {task.thread.channel} / {task.thread.thread_ts}")
+    if task.dispatches:
+        last = task.dispatches[-1]
+        where = f" on branch {last.branch}" if last.branch else ""
+        repository = f" (repository {task.repository})" if task.repository else ""
+        lines.append(f"Workspace: {last.cwd}{where}{repository}")
     if audit:
         lines.append(f"Harness tool calls: {render_tool_counts(audit)}")
     lines += ["", "Reconstructed context (what the next agent sees):", "", context, ""]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, get_args
@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field
 
 from harness.errors import RoleError
+from harness.permissions import InvalidRuleError, PermissionRule, parse_rule
 from harness.schema import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,26 @@ class Role:
     permission_mode: PermissionMode = "default"
     max_turns: int | None = None
     max_budget_usd: float | None = None
+    # Permission rules (Claude Code syntax): uses a deny rule matches are refused, uses the
+    # allow rules cover run without asking, and every other use is asked of a human.
+    allow: tuple[PermissionRule, ...] = ()
+    deny: tuple[PermissionRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A role rebuilt from JSON (an AgentSpec sent to a worker) carries its rules as lists
+        # of mappings: read them back as parsed rules in tuples, so the role compares equal.
+        for name in ("allow", "deny"):
+            items: Iterable[object] = getattr(self, name)
+            object.__setattr__(self, name, tuple(_as_rule(item) for item in items))
+
+
+def _as_rule(item: object) -> PermissionRule:
+    if isinstance(item, PermissionRule):
+        return item
+    text = item.get("text") if isinstance(item, Mapping) else item
+    if not isinstance(text, str):
+        raise TypeError(f"expected a permission rule, found {describe(item)}")
+    return parse_rule(text)
 
 
 # Role names appear in routing rules, MCP tool input and Slack text: keep them plain.
@@ -84,6 +105,8 @@ BUILTIN_TOOLS: tuple[str, ...] = (
     "Write",
 )
 _TOOLS_EXAMPLE = ["Read", "Glob", "Grep"]
+_ALLOW_EXAMPLE = ["Bash(pytest:*)", "Edit(src/**)"]
+_DENY_EXAMPLE = ["Bash(git push:*)"]
 
 
 def _builtin_tool(name: str) -> str:
@@ -105,6 +128,24 @@ def _builtin_tool(name: str) -> str:
             f"Code: {', '.join(BUILTIN_TOOLS)}"
         )
     raise Invalid(problem, fix=fix)
+
+
+def _permission_rule(text: str) -> str:
+    try:
+        rule = parse_rule(text)
+    except InvalidRuleError as exc:
+        raise Invalid(f"{text!r}: {exc.problem}", fix=exc.fix) from None
+    if not rule.tool.startswith("mcp__") and rule.tool not in BUILTIN_TOOLS:
+        raise Invalid(
+            f"{text!r} names {rule.tool!r}, not a built-in tool that Claude Code 2.1.330 "
+            "offers agents, so the rule would never match",
+            fix=f"{did_you_mean(rule.tool, BUILTIN_TOOLS)}name a built-in tool as Claude Code "
+            "spells it, e.g. `Bash(pytest:*)`",
+        )
+    return text
+
+
+_Rules = list[Annotated[str, pydantic.AfterValidator(_permission_rule)]]
 
 
 class _FrontMatter(pydantic.BaseModel):
@@ -139,14 +180,38 @@ class _FrontMatter(pydantic.BaseModel):
     max_budget_usd: float | None = Field(
         None, alias="maxBudgetUsd", gt=0, examples=[2.5], description="leave it out for no limit"
     )
+    allow: _Rules = Field(
+        default_factory=list,
+        examples=[_ALLOW_EXAMPLE],
+        description="Claude Code permission rules for tool uses the role's agents may make "
+        "without asking a human",
+    )
+    deny: _Rules = Field(
+        default_factory=list,
+        examples=[_DENY_EXAMPLE],
+        description="Claude Code permission rules for tool uses always refused; deny wins "
+        "over allow",
+    )
 
-    @pydantic.field_validator("tools")
+    @pydantic.field_validator("tools", "allow", "deny")
     @classmethod
-    def _no_duplicates(cls, tools: list[str] | None) -> list[str] | None:
-        for index, name in enumerate(tools or []):
-            if name in (tools or [])[:index]:
+    def _no_duplicates(cls, items: list[str] | None) -> list[str] | None:
+        for index, name in enumerate(items or []):
+            if name in (items or [])[:index]:
                 raise Invalid(f"{name!r} is listed twice", fix="remove the duplicate", at=(index,))
-        return tools
+        return items
+
+    @pydantic.model_validator(mode="after")
+    def _allowed_or_denied(self) -> _FrontMatter:
+        for index, text in enumerate(self.allow):
+            if text in self.deny:
+                raise Invalid(
+                    f"{text!r} is in both allow and deny; deny wins, so the allow entry does "
+                    "nothing",
+                    fix="remove it from one of the two lists",
+                    at=("allow", index),
+                )
+        return self
 
 
 KNOWN_FIELDS: tuple[str, ...] = tuple(keys_of(_FrontMatter))
@@ -219,6 +284,8 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
         permission_mode=meta.permission_mode,
         max_turns=meta.max_turns,
         max_budget_usd=meta.max_budget_usd,
+        allow=tuple(parse_rule(text) for text in meta.allow),
+        deny=tuple(parse_rule(text) for text in meta.deny),
     )
 
 

@@ -3,11 +3,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.config import load_config, parse_config
 from harness.errors import ConfigError
 from harness.project import check_categories
 from harness.roles import Role
+
+REPO = Path(__file__).resolve().parents[2]
 
 FULL_CONFIG = """\
 roles: my-roles
@@ -410,3 +413,156 @@ def test_categories_every_role_uses_pass(tmp_path: Path) -> None:
         role("analyst", "conversational"),
         tmp_path=tmp_path,
     )
+
+
+# --- workspaces: -----------------------------------------------------------------------------
+
+
+def workspaces_error(section: dict[str, object], tmp_path: Path) -> ConfigError:
+    return parse_error({"workspaces": section}, tmp_path)
+
+
+def test_no_workspaces_section_means_no_repositories_and_a_root_in_the_config_folder(
+    tmp_path: Path,
+) -> None:
+    settings = parse_config({}, file=tmp_path / "config.yaml").workspaces
+
+    assert settings.root == tmp_path / ".agents" / "workspaces"
+    assert settings.repositories == {}
+    assert settings.default is None
+    assert settings.channels == {}
+    assert settings.prune_after_days == 14.0
+
+
+def test_workspaces_section_parses_with_paths_relative_to_the_config_folder(
+    tmp_path: Path,
+) -> None:
+    settings = parse_config(
+        {
+            "workspaces": {
+                "root": "work",
+                "pruneAfterDays": 3,
+                "default": "web",
+                "channels": {"C0123ABCD": "api"},
+                "repositories": {
+                    "web": {"path": "../web", "baseBranch": "develop"},
+                    "api": {"url": "https://git.example.com/api.git"},
+                    "docs_2": {"url": "git@example.com:docs.git", "cache": "caches/docs"},
+                },
+            }
+        },
+        file=tmp_path / "app" / "config.yaml",
+    ).workspaces
+
+    assert settings.root == tmp_path / "app" / "work"
+    assert settings.prune_after_days == 3.0
+    assert settings.default == "web"
+    assert settings.channels == {"C0123ABCD": "api"}
+    web, api, docs = (settings.repositories[name] for name in ("web", "api", "docs_2"))
+    assert (web.name, web.path, web.url, web.cache) == ("web", tmp_path / "web", None, None)
+    assert web.base_branch == "develop"
+    assert api.path is None
+    assert api.url == "https://git.example.com/api.git"
+    assert api.cache == tmp_path / "app" / "work" / ".repos" / "api"
+    assert api.base_branch == "main"
+    assert docs.cache == tmp_path / "app" / "caches" / "docs"
+
+
+def test_the_shipped_example_of_workspaces_parses(tmp_path: Path) -> None:
+    lines = (REPO / "config.yaml").read_text(encoding="utf-8").splitlines()
+    start = lines.index("# workspaces:")
+    example = [line.removeprefix("#").removeprefix(" ") for line in lines[start:]]
+
+    settings = parse_config(yaml.safe_load("\n".join(example)), file=tmp_path / "c.yaml")
+
+    assert sorted(settings.workspaces.repositories) == ["api", "web"]
+    assert load_config(REPO / "config.yaml").workspaces.repositories == {}
+
+
+def test_a_repository_with_both_path_and_url_is_rejected(tmp_path: Path) -> None:
+    error = workspaces_error(
+        {"repositories": {"web": {"path": "../web", "url": "https://x/web.git"}}}, tmp_path
+    )
+
+    assert error.field == "workspaces.repositories.web"
+    assert error.problem == "sets both `path` and `url`"
+    assert error.fix.startswith("keep only one: `path:` (a local git repository) or `url:`")
+
+
+def test_a_repository_with_neither_path_nor_url_is_rejected(tmp_path: Path) -> None:
+    error = workspaces_error({"repositories": {"web": {"baseBranch": "main"}}}, tmp_path)
+
+    assert error.field == "workspaces.repositories.web"
+    assert error.problem == "needs `path` or `url`"
+    assert "e.g. `{path: ../web}`" in error.fix
+
+
+def test_a_cache_for_a_path_repository_is_rejected(tmp_path: Path) -> None:
+    error = workspaces_error({"repositories": {"web": {"path": "a", "cache": "b"}}}, tmp_path)
+
+    assert error.field == "workspaces.repositories.web.cache"
+    assert "remove `cache:`" in error.fix
+
+
+def test_an_unknown_default_repository_suggests_the_configured_one(tmp_path: Path) -> None:
+    error = workspaces_error(
+        {"default": "wbe", "repositories": {"web": {"path": "a"}, "api": {"path": "b"}}},
+        tmp_path,
+    )
+
+    assert error.field == "workspaces.default"
+    assert error.problem == "unknown repository 'wbe'; known repositories: api, web"
+    assert error.fix.startswith("did you mean 'web'? name one of `workspaces.repositories`")
+
+
+def test_an_unknown_channel_repository_names_the_channel(tmp_path: Path) -> None:
+    error = workspaces_error(
+        {"channels": {"C0123ABCD": "Web"}, "repositories": {"web": {"path": "a"}}}, tmp_path
+    )
+
+    assert error.field == "workspaces.channels.C0123ABCD"
+    assert error.problem == "unknown repository 'Web'; known repositories: web"
+    assert error.fix.startswith("did you mean 'web'?")
+
+
+def test_a_default_without_any_repository_says_none_are_configured(tmp_path: Path) -> None:
+    error = workspaces_error({"default": "web"}, tmp_path)
+
+    assert error.field == "workspaces.default"
+    assert error.problem == "unknown repository 'web'; known repositories: (none configured)"
+    assert "`web: {path: ../web}`" in error.fix
+
+
+def test_a_repository_name_that_is_not_plain_is_rejected_with_a_plain_one(
+    tmp_path: Path,
+) -> None:
+    error = workspaces_error({"repositories": {"Web App": {"path": "a"}}}, tmp_path)
+
+    assert error.field == "workspaces.repositories.Web App"
+    assert error.problem == "invalid repository name 'Web App'"
+    assert error.fix.startswith("did you mean 'web-app'? use lowercase letters, digits")
+
+
+def test_a_base_branch_git_would_read_as_an_option_is_rejected(tmp_path: Path) -> None:
+    error = workspaces_error(
+        {"repositories": {"web": {"path": "a", "baseBranch": "--orphan"}}}, tmp_path
+    )
+
+    assert error.field == "workspaces.repositories.web.baseBranch"
+    assert error.problem == "'--orphan' is not a valid git branch name"
+    assert "`baseBranch: main`" in error.fix
+
+
+def test_a_workspaces_root_holding_the_config_folder_is_rejected(tmp_path: Path) -> None:
+    error = workspaces_error({"root": "."}, tmp_path)
+
+    assert error.field == "workspaces.root"
+    assert error.problem == f"{tmp_path} holds the harness's own folder ({tmp_path})"
+    assert "root: .agents/workspaces" in error.fix
+
+
+def test_prune_after_days_must_be_positive(tmp_path: Path) -> None:
+    error = workspaces_error({"pruneAfterDays": 0}, tmp_path)
+
+    assert error.field == "workspaces.pruneAfterDays"
+    assert "greater than 0" in error.problem

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 from harness.context import build_task_context
 from harness.results import AgentResult, DispatchRecord, DispatchStatus, Task
 
@@ -235,3 +237,14 @@ def test_original_request_is_never_cut_even_over_budget() -> None:
 
     assert "R" * 500 in text
     assert "[… 50 characters cut" in text
+
+
+def test_the_context_names_the_tasks_git_branch_when_it_has_one() -> None:
+    worked = dataclasses.replace(
+        dispatch("a1", "developer", "2026-01-01T10:00:00Z", result=FULL_RESULT),
+        branch="harness/login-feature",
+    )
+    text = build_task_context(task(worked), budget_chars=BIG)
+    assert "### Workspace\nThe task's work is on git branch `harness/login-feature`." in text
+    plain = build_task_context(task(), budget_chars=BIG)
+    assert "### Workspace" not in plain

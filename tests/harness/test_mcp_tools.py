@@ -54,6 +54,11 @@ async def rig(project: Project, tmp_path: Path) -> AsyncIterator[Rig]:
     await orchestrator.shutdown()
 
 
+def workspace_of(rig: Rig) -> Path:
+    """The analyst's folder: its task's scratch workspace (no repositories configured)."""
+    return rig.orchestrator.config.workspaces.root / rig.analyst.task_slug
+
+
 def error_of(payload: dict[str, Any], is_error: bool) -> dict[str, str]:
     assert is_error, payload
     error: dict[str, str] = payload["error"]
@@ -169,7 +174,7 @@ async def test_list_agents_shows_list_metadata_and_counts_all_fields(rig: Rig) -
     assert agent["status"] == "running"
     assert agent["startedAt"]
     assert agent["metadata_count"] == 3
-    assert agent["metadata"] == {"where": str(rig.orchestrator.config.base_dir)}
+    assert agent["metadata"] == {"where": str(workspace_of(rig))}
 
 
 async def test_show_agent_gives_every_field_with_its_error_and_schema(rig: Rig) -> None:
@@ -178,7 +183,7 @@ async def test_show_agent_gives_every_field_with_its_error_and_schema(rig: Rig) 
     agent = payload["agent"]
     assert agent["metadata_count"] == 3
     meta = agent["metadata"]
-    assert meta["where"]["value"] == str(rig.orchestrator.config.base_dir)
+    assert meta["where"]["value"] == str(workspace_of(rig))
     assert meta["where"]["schema"] == {"description": "the folder", "include_in_list": True}
     assert meta["broken"]["value"] is None
     assert "nope" in meta["broken"]["error"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.render import render_record
-from harness.results import AgentResult, DispatchRecord
+from harness.render import render_record, render_task
+from harness.results import AgentResult, DispatchRecord, Task
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3d4e5",
@@ -33,3 +33,11 @@ def test_a_record_of_work_in_a_git_workspace_names_the_branch_head_and_diff_stat
 def test_a_record_without_a_workspace_says_nothing_of_branches() -> None:
     plain = dataclasses.replace(RECORD, branch=None, head_commit=None, diff_stat=None)
     assert "Branch" not in render_record(plain)
+
+
+def test_show_names_the_tasks_workspace_branch_and_repository() -> None:
+    task = Task(
+        "add-a-page", "2026-01-01T00:00:00Z", "add a page", dispatches=(RECORD,), repository="web"
+    )
+    text = render_task(task, "context")
+    assert "Workspace: /w on branch harness/add-a-page (repository web)" in text

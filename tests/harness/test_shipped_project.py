@@ -9,6 +9,7 @@ import pytest
 
 from harness.config import load_config
 from harness.errors import RoleError
+from harness.permissions import decide
 from harness.project import load_project
 from harness.roles import BUILTIN_TOOLS, load_roles
 from harness.routing import Router, validate_routing
@@ -98,3 +99,46 @@ def test_a_misspelled_category_in_a_copy_of_the_shipped_project_fails_at_load(
     assert caught.value.file == str(analyst)
     assert caught.value.field == "category"
     assert "did you mean 'conversational'?" in caught.value.fix
+
+
+def test_shipped_developer_runs_tests_and_asks_for_anything_else(tmp_path: Path) -> None:
+    config = load_config(REPO / "config.yaml")
+    developer = load_roles(config.roles_dir, base_dir=config.base_dir)["developer"]
+
+    def decision(tool: str, tool_input: dict[str, object]) -> str:
+        return decide(
+            tool, tool_input, allow=developer.allow, deny=developer.deny, cwd=tmp_path
+        ).decision
+
+    assert decision("Bash", {"command": "pytest -q"}) == "allow"
+    assert decision("Bash", {"command": "npm run test -- -k x"}) == "allow"
+    assert decision("Bash", {"command": "git diff --stat && git status"}) == "allow"
+    assert decision("Bash", {"command": "curl example.com"}) == "ask"
+    assert decision("Bash", {"command": "pytest -q && curl example.com"}) == "ask"
+    assert decision("Bash", {"command": "pytest -q && rm -rf /"}) == "deny"
+    assert decision("Bash", {"command": "git push --force"}) == "deny"
+    assert decision("Bash", {"command": "sudo make install"}) == "deny"
+    assert decision("Edit", {"file_path": str(tmp_path / "src" / "app.py")}) == "allow"
+    assert decision("Write", {"file_path": str(tmp_path / "README.md")}) == "allow"
+    assert decision("Write", {"file_path": "/etc/profile"}) == "ask"
+
+
+def test_shipped_developer_prompt_says_other_commands_are_asked() -> None:
+    config = load_config(REPO / "config.yaml")
+    prompt = load_roles(config.roles_dir, base_dir=config.base_dir)["developer"].prompt
+
+    assert "asked of a human" in prompt
+    assert "may be denied" in prompt
+
+
+def test_shipped_reviewer_allows_only_read_only_git() -> None:
+    config = load_config(REPO / "config.yaml")
+    reviewer = load_roles(config.roles_dir, base_dir=config.base_dir)["reviewer"]
+
+    assert {rule.text for rule in reviewer.allow} == {
+        "Bash(git status:*)",
+        "Bash(git diff:*)",
+        "Bash(git log:*)",
+        "Bash(git show:*)",
+    }
+    assert reviewer.deny == ()

@@ -1,0 +1,116 @@
+"""File-system helpers of the workspaces. All blocking: callers run them in worker threads."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+# missing: nothing there yet; worktree: a folder whose `.git` is a file (a linked worktree);
+# scratch: any other folder; other: a file or a symlink, never used as a workspace.
+FolderKind = Literal["missing", "worktree", "scratch", "other"]
+PATCHES = ".patches"
+
+
+def folder_kind(path: Path) -> FolderKind:
+    if path.is_symlink():
+        return "other"
+    if not path.exists():
+        return "missing"
+    if not path.is_dir():
+        return "other"
+    return "worktree" if (path / ".git").is_file() else "scratch"
+
+
+def make_scratch(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def touch(path: Path) -> None:
+    """Mark the workspace as in use now (what ``prune`` measures idleness from)."""
+    os.utime(path)
+
+
+def has_files(path: Path) -> bool:
+    """Anything in the folder besides a worktree's ``.git`` link file."""
+    with os.scandir(path) as entries:
+        return any(not (e.name == ".git" and e.is_file(follow_symlinks=False)) for e in entries)
+
+
+def worktree_common_dir(path: Path) -> Path | None:
+    """The git directory of the repository a linked worktree belongs to (resolved), read
+    from the worktree's ``.git`` file and its admin folder; None when that link is broken."""
+    try:
+        text = (path / ".git").read_text(encoding="utf-8").strip()
+        admin = path / text.removeprefix("gitdir:").strip()
+        common = (admin / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return Path(os.path.realpath(admin / common))
+
+
+def latest_mtime(path: Path) -> float:
+    """The newest modification time of the folder or anything in it (symlinks not followed)."""
+    return max(_mtimes(path))
+
+
+def modified_since(path: Path, cutoff: float) -> bool:
+    """Whether anything in the folder was modified at or after ``cutoff``; stops at the first."""
+    return any(mtime >= cutoff for mtime in _mtimes(path))
+
+
+def _mtimes(path: Path) -> Iterator[float]:
+    yield path.lstat().st_mtime
+    for folder, _, files in os.walk(path):
+        for name in [folder, *(os.path.join(folder, file) for file in files)]:
+            try:
+                mtime = os.lstat(name).st_mtime
+            except OSError:  # deleted while walking
+                continue
+            yield mtime
+
+
+def write_patch(root: Path, slug: str, data: bytes) -> Path:
+    """``<root>/.patches/<slug>-<UTC time>.patch``, new (never overwriting) and synced to
+    disk before the caller deletes what it saves."""
+    folder = root / PATCHES
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for n in itertools.count(1):
+        file = folder / (f"{slug}-{stamp}.patch" if n == 1 else f"{slug}-{stamp}-{n}.patch")
+        try:
+            with file.open("xb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        except FileExistsError:
+            continue
+        return file
+    raise AssertionError("unreachable")
+
+
+def make_temp_beside(target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+
+
+def move_into_place(temp: Path, target: Path) -> None:
+    """Rename ``temp`` to ``target``; when another process got there first, keep theirs."""
+    try:
+        os.rename(temp, target)
+    except OSError:
+        if not target.is_dir():
+            raise
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_tree_strict(path: Path) -> None:
+    shutil.rmtree(path)
