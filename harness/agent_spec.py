@@ -46,10 +46,21 @@ class ToolReply:
     is_error: bool = False
 
 
+@dataclass(frozen=True)
+class Approval:
+    """Whether an agent may make a tool call; a refusal's message reaches the agent."""
+
+    allowed: bool
+    message: str = ""
+
+
 class ToolGateway(Protocol):
-    """Serves the harness tool calls of agents; the runtime names the calling agent."""
+    """Serves the harness tool calls of agents and decides whether a built-in tool call may
+    run; the runtime names the calling agent."""
 
     async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply: ...
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval: ...
 
 
 @dataclass(frozen=True)

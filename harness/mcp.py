@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.access import ALL_TOOLS, tools_for_category
-from harness.agent_spec import ToolDeclaration, ToolReply
+from harness.agent_spec import Approval, ToolDeclaration, ToolReply
+from harness.approvals import Approvals
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.mcp_tools import TOOLS, Caller
 from harness.orchestrator import AUDIT_LOG, Orchestrator, utc_now
@@ -33,6 +34,11 @@ class HarnessTools:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self._orchestrator = orchestrator
         self._profiles: dict[str, tuple[ToolDeclaration, ...]] = {}
+        self._approvals = Approvals(orchestrator)
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        """Whether an agent's built-in tool call may run: its role's rules, else a human."""
+        return await self._approvals.approve(agent_id, tool, args)
 
     def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]:
         """The tools a role is offered, by its category (decided once per category)."""

@@ -356,7 +356,13 @@ class Orchestrator:
         return self._questions.answer(question_id, answer)
 
     async def ask_human(
-        self, agent_id: str, text: str, options: tuple[str, ...], timeout: float | None
+        self,
+        agent_id: str,
+        text: str,
+        options: tuple[str, ...],
+        timeout: float | None,
+        *,
+        activity: str | None = None,
     ) -> tuple[Question, Answer | None]:
         """Ask the task's humans and wait; the answer is None when nobody answered in time.
         NoHumanError when no front end reaches a human for the task."""
@@ -372,7 +378,7 @@ class Orchestrator:
             timeout_seconds=timeout or self._config.ask_timeout_seconds,
         )
         task = await self._store.get(entry.task_slug)
-        async with self.waiting(agent_id, f"waiting for an answer: {text[:80]}"):
+        async with self.waiting(agent_id, activity or f"waiting for an answer: {text[:80]}"):
             answer = await self._questions.ask(question, task)
         return question, answer
 

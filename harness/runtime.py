@@ -30,7 +30,13 @@ from claude_agent_sdk import (
     ToolUseBlock,
 )
 from claude_agent_sdk._errors import ResultError
-from claude_agent_sdk.types import McpSdkServerConfig, SyncHookJSONOutput
+from claude_agent_sdk.types import (
+    McpSdkServerConfig,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    SyncHookJSONOutput,
+    ToolPermissionContext,
+)
 from mcp.server import Server
 
 from harness.access import SERVER_NAME
@@ -95,10 +101,27 @@ class ClaudeRuntime:
         if role.permission_mode == "bypassPermissions" and os.geteuid() == 0:
             # The CLI refuses bypassPermissions as root outside a sandbox.
             env.setdefault("IS_SANDBOX", "1")
+        harness_tools = set(spec.harness_tool_names)
+
+        async def can_use_tool(
+            tool: str, tool_input: dict[str, Any], _context: ToolPermissionContext
+        ) -> PermissionResultAllow | PermissionResultDeny:
+            if tool in harness_tools:  # its access profile already decided
+                return PermissionResultAllow()
+            approval = await tools.approve(spec.agent_id, tool, tool_input)
+            if approval.allowed:
+                return PermissionResultAllow()
+            return PermissionResultDeny(message=approval.message)
+
         return ClaudeAgentOptions(
             system_prompt={"type": "preset", "preset": "claude_code", "append": role.prompt},
             tools=list(role.tools) if role.tools is not None else None,
-            allowed_tools=list(spec.harness_tool_names),
+            # Every call that needs permission comes to can_use_tool (whole-tool entries in
+            # allowed_tools would skip it); bypassPermissions never asks at all.
+            can_use_tool=None if role.permission_mode == "bypassPermissions" else can_use_tool,
+            allowed_tools=list(spec.harness_tool_names)
+            if role.permission_mode == "bypassPermissions"
+            else [],
             mcp_servers={SERVER_NAME: build_server(spec, tools)} if spec.harness_tools else {},
             permission_mode=role.permission_mode,
             max_turns=role.max_turns,

@@ -1,0 +1,118 @@
+"""Which built-in tool calls an agent may make.
+
+The role's ``deny:`` rules refuse, its ``allow:`` rules (and rules a human granted for the
+task) let the call run, and anything else is asked of the task's humans: in its Slack thread
+with buttons, or on the terminal. No human reachable, no answer in time, or a "deny" answer:
+the call is refused and the agent is told why. Every decision goes to the task's audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from harness.agent_spec import Approval
+from harness.orchestrator import Orchestrator, utc_now
+from harness.permissions import PermissionRule, decide, describe_tool_use, parse_rule, rule_for
+from harness.questions import Answer, NoHumanError
+
+logger = logging.getLogger(__name__)
+
+ALLOW_ONCE = "Allow once"
+ALLOW_FOR_TASK = "Allow for this task"
+DENY = "Deny"
+CHOICES = (ALLOW_ONCE, ALLOW_FOR_TASK, DENY)
+_INPUT_LIMIT = 2000
+
+
+def read_answer(answer: Answer) -> tuple[str, str]:
+    """("once" | "task" | "deny", reason) from a button or a reply: ``deny: <reason>`` denies
+    with that reason; anything that is not an allow denies, quoting the reply."""
+    text = answer.text.strip()
+    lowered = text.lower()
+    if lowered.startswith(ALLOW_FOR_TASK.lower()):
+        return "task", ""
+    if lowered.startswith(("allow", "yes", "ok")):
+        return "once", ""
+    if lowered.startswith("deny"):
+        reason = text[4:].lstrip(" :-").strip()
+        return "deny", reason or "denied"
+    return "deny", text
+
+
+class Approvals:
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._orchestrator = orchestrator
+        # Rules granted with "Allow for this task", by task.
+        self._granted: dict[str, list[PermissionRule]] = {}
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        orch = self._orchestrator
+        agent = orch.agent(agent_id)
+        if agent is None:
+            return Approval(False, f"agent {agent_id} is not running")
+        role = orch.role(agent.role)
+        granted = self._granted.get(agent.task_slug, [])
+        ruled = decide(tool, args, allow=(*role.allow, *granted), deny=role.deny, cwd=agent.cwd)
+        if ruled.decision != "ask":
+            allowed = ruled.decision == "allow"
+            source = f"rule {ruled.rule}" if ruled.rule else "rule"
+            message = "" if allowed else f"denied by the {role.name} role's {source}"
+            return self._decided(agent.task_slug, agent_id, tool, args, allowed, source, message)
+        what = describe_tool_use(tool, args, cwd=agent.cwd)
+        question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?"
+        try:
+            _, answer = await orch.ask_human(
+                agent_id, question, CHOICES, None, activity="waiting for approval"
+            )
+        except NoHumanError as exc:
+            message = f"denied: no human could approve it ({exc.message})"
+            return self._decided(agent.task_slug, agent_id, tool, args, False, "no human", message)
+        if answer is None:
+            message = "denied: nobody approved it in time"
+            return self._decided(agent.task_slug, agent_id, tool, args, False, "timeout", message)
+        kind, reason = read_answer(answer)
+        who = f"{answer.answered_by} ({answer.text})"
+        if kind == "task":
+            self._grant(agent.task_slug, tool, args, agent.cwd)
+        if kind == "deny":
+            message = f"denied by {answer.answered_by}: {reason}"
+            return self._decided(agent.task_slug, agent_id, tool, args, False, who, message)
+        return self._decided(agent.task_slug, agent_id, tool, args, True, who, "")
+
+    def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
+        try:
+            rule = parse_rule(rule_for(tool, args, cwd=cwd))
+        except ValueError as exc:  # nothing narrow enough to remember: allowed once only
+            logger.info("not remembering an approval of %s: %s", tool, exc)
+            return
+        self._granted.setdefault(slug, []).append(rule)
+
+    def _decided(
+        self,
+        slug: str,
+        agent_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        allowed: bool,
+        decided_by: str,
+        message: str,
+    ) -> Approval:
+        agent = self._orchestrator.agent(agent_id)
+        shown = {k: (v[:_INPUT_LIMIT] if isinstance(v, str) else v) for k, v in args.items()}
+        self._orchestrator.audit(
+            slug,
+            {
+                "time": utc_now(),
+                "tool": "approval",
+                "callerAgentId": agent_id,
+                "callerRole": agent.role if agent else None,
+                "task": slug,
+                "input": {"tool": tool, "input": shown},
+                "outcome": "allowed" if allowed else "denied",
+                "decidedBy": decided_by,
+                "durationMs": 0,
+            },
+        )
+        return Approval(allowed, message)
