@@ -196,3 +196,32 @@ def test_a_reply_naming_an_agent_answers_that_agents_question() -> None:
     assert pick_question(pending, "a999999: blue") == (pending[0], "a999999: blue")
     assert pick_question([], "blue") is None
     assert ACTION_PREFIX == "harness_answer_"
+
+
+async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_allowed(
+    rig: RigFactory,
+) -> None:
+    def script(request: ModelRequest) -> Turn:
+        if not request.all_tool_results:
+            return Turn.call("Bash", command="python3 -V")
+        return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
+
+    async with rig(script) as r:
+        ts = (await r.say("check the python version")).event["ts"]
+        [question] = await question_message(r, ts)
+        assert "asks to run Bash: `python3 -V`. Allow it?" in message_text(question)
+        await r.slack.wait_for(lambda: "waiting for approval" in r.bot_text("D1", ts), WAIT)
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        labels = [e["text"]["text"] for e in actions["elements"]]
+        assert labels == ["Allow once", "Allow for this task", "Deny"]
+        allow = actions["elements"][0]
+
+        await r.slack.block_action(
+            "U1", "D1", question["ts"], allow["action_id"], allow["value"], thread_ts=ts
+        )
+
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        assert "ran: Python 3" in r.bot_text("D1", ts)
+        audit = await r.orchestrator.audit_log((await latest_task(r.orchestrator)).slug)
+        [decision] = [e for e in audit if e["tool"] == "approval"]
+        assert (decision["outcome"], decision["decidedBy"]) == ("allowed", "U1 (Allow once)")
