@@ -36,7 +36,8 @@ from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
 from harness.orchestrator import Orchestrator
-from harness.questions import Answer
+from harness.questions import Answer, Question
+from harness.results import ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,15 @@ def event_kind(event: Mapping[str, Any]) -> str:
     subtype = event.get("subtype")
     kind = f"event {_safe(event.get('type'))}"
     return f"{kind}/{_safe(subtype)}" if subtype else kind
+
+
+def clicked_thread(body: Mapping[str, Any]) -> ThreadRef:
+    """The thread a button was clicked in: its message's thread (or the message itself)."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    ts = container.get("thread_ts") or message.get("thread_ts") or container.get("message_ts")
+    return ThreadRef(channel, str(ts or ""))
 
 
 def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebClient:
@@ -208,13 +218,19 @@ def create_app(
     orchestrator.add_human_channel(humans)
 
     async def answer_from_button(
-        user: str, channel: str, action: dict[str, Any], respond: AsyncRespond
+        user: str, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> str:
+        channel = str((body.get("channel") or {}).get("id", ""))
         refusal = check_access(config.slack, user, channel, is_dm=channel.startswith("D"))
         if refusal is not None:
             await respond(text=refusal.text, response_type="ephemeral", replace_original=False)
             return "refused: not allowed"
         picked = parse_button_value(str(action.get("value", "")), orchestrator.pending_questions())
+        if picked is not None:
+            refused = await refuse_decider(picked[0], user, clicked_thread(body))
+            if refused is not None:
+                await respond(text=refused, response_type="ephemeral", replace_original=False)
+                return "refused: " + refused
         if picked is None or not orchestrator.answer_question(
             picked[0].question_id, Answer(picked[1], user)
         ):
@@ -226,6 +242,15 @@ def create_app(
             return "ignored: the question is closed"
         return f"answered question {_safe(picked[0].question_id)}"
 
+    async def refuse_decider(question: Question, user: str, thread: ThreadRef) -> str | None:
+        """Why ``user`` may not answer ``question`` from ``thread``; None when they may. A
+        question is answered from its task's own thread only, an approval only by the task's
+        requester or an admin."""
+        task = await orchestrator.task(question.task_slug)
+        if task.thread != thread:
+            return "This question belongs to another thread: answer it there."
+        return conversations.refuse_approver(question, user)
+
     async def on_answer_button(
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> None:
@@ -233,7 +258,7 @@ def create_app(
         await ack()
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
-        outcome = await answer_from_button(user, channel, action, respond)
+        outcome = await answer_from_button(user, body, action, respond)
         log_request(f"action {_safe(action.get('action_id'))}", user, channel, outcome, started)
 
     app.action(ACTION_PATTERN)(on_answer_button)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from bot.access import check_access
+from bot.access import check_access, may_kill
 from bot.background import Background
 from bot.blocks import drafted_intro, failure_message, waiting_text
 from bot.dedupe import TtlSet
@@ -41,7 +41,7 @@ from harness.config import SlackSettings
 from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.orchestrator import Orchestrator
-from harness.questions import Answer
+from harness.questions import Answer, Question
 from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -132,10 +132,29 @@ class Conversations:
         if slug is None or picked is None:
             return False
         question, text = picked
+        refused = self.refuse_approver(question, message.user)
+        if refused is not None:
+            # Taken as an answer that was refused, not as a follow-up for a new agent.
+            self._spawn(
+                self.poster.ephemeral(message.channel, message.user, refused, message.thread_ts),
+                "refuse approver",
+            )
+            return True
         if not self.orchestrator.answer_question(question.question_id, Answer(text, message.user)):
             return False
         self._spawn(self.poster.react(message.channel, message.ts, ANSWERED), "answered")
         return True
+
+    def refuse_approver(self, question: Question, user: str) -> str | None:
+        """Why ``user`` may not decide an approval; None when they may (or it is a question,
+        which anyone in the thread may answer)."""
+        if question.kind != "approval":
+            return None
+        requester = self.requesters.get(question.task_slug)
+        if may_kill(self.settings, user, requester):
+            return None
+        who = f"<@{requester}>" if requester else "the person who asked"
+        return f"Only {who} and the bot's admins can approve what this task's agents run."
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         self.background.spawn(coro, name=name)

@@ -64,7 +64,7 @@ class Approvals:
         question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?"
         try:
             _, answer = await orch.ask_human(
-                agent_id, question, CHOICES, None, activity="waiting for approval"
+                agent_id, question, CHOICES, None, activity="waiting for approval", kind="approval"
             )
         except NoHumanError as exc:
             message = f"denied: no human could approve it ({exc.message})"

@@ -33,7 +33,7 @@ from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
 from harness.metadata import FieldValue, MetadataCollector
 from harness.pool import AgentInfo, AgentPool, PoolEntry
-from harness.questions import Answer, HumanChannel, Question, QuestionBoard
+from harness.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.recovery import recover_interrupted
 from harness.results import (
     Decision,
@@ -363,6 +363,7 @@ class Orchestrator:
         timeout: float | None,
         *,
         activity: str | None = None,
+        kind: QuestionKind = "question",
     ) -> tuple[Question, Answer | None]:
         """Ask the task's humans and wait; the answer is None when nobody answered in time.
         NoHumanError when no front end reaches a human for the task."""
@@ -376,6 +377,7 @@ class Orchestrator:
             options=options,
             asked_at=utc_now(),
             timeout_seconds=timeout or self._config.ask_timeout_seconds,
+            kind=kind,
         )
         task = await self._store.get(entry.task_slug)
         async with self.waiting(agent_id, activity or f"waiting for an answer: {text[:80]}"):

@@ -11,12 +11,15 @@ import asyncio
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from harness.errors import HarnessError
 from harness.results import Task
 
 logger = logging.getLogger(__name__)
+
+
+QuestionKind = Literal["question", "approval"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class Question:
     options: tuple[str, ...]
     asked_at: str
     timeout_seconds: float
+    # "approval": may the agent run a tool call; only the task's requester and admins decide.
+    kind: QuestionKind = "question"
 
 
 @dataclass(frozen=True)

@@ -225,3 +225,44 @@ async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_a
         audit = await r.orchestrator.audit_log((await latest_task(r.orchestrator)).slug)
         [decision] = [e for e in audit if e["tool"] == "approval"]
         assert (decision["outcome"], decision["decidedBy"]) == ("allowed", "U1 (Allow once)")
+
+
+async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its_thread(
+    rig: RigFactory,
+) -> None:
+    def script(request: ModelRequest) -> Turn:
+        if not request.all_tool_results:
+            return Turn.call("Bash", command="python3 -V")
+        return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
+
+    async with rig(script) as r:
+        ts = (await r.say("<@UBOT> check the python version", user="U1", channel="C1")).event["ts"]
+
+        def asked() -> list[dict[str, Any]] | None:
+            found = [m for m in r.bot_messages("C1", ts) if "asks to run" in message_text(m)]
+            return found or None
+
+        [question] = await r.slack.wait_for(asked, WAIT)
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        allow = actions["elements"][0]
+
+        # Someone else in the thread: refused, the approval stays open.
+        await r.slack.block_action(
+            "U2", "C1", question["ts"], allow["action_id"], allow["value"], thread_ts=ts
+        )
+        [refusal] = await r.slack.wait_for(lambda: r.slack.ephemeral("U2"), WAIT)
+        assert "Only <@U1> and the bot's admins can approve" in refusal["text"]
+        # The requester, but clicking from another thread: refused too.
+        await r.slack.block_action(
+            "U1", "C1", question["ts"], allow["action_id"], allow["value"], thread_ts="1.000001"
+        )
+        await r.slack.wait_for(
+            lambda: [e for e in r.slack.ephemeral("U1") if "another thread" in e["text"]], WAIT
+        )
+        assert r.orchestrator.pending_questions()  # still waiting for a proper decision
+
+        await r.slack.block_action(
+            "U1", "C1", question["ts"], allow["action_id"], allow["value"], thread_ts=ts
+        )
+        assert await r.final_reaction("C1", ts) == "white_check_mark"
+        assert "ran: Python 3" in r.bot_text("C1", ts)
