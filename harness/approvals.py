@@ -26,6 +26,26 @@ CHOICES = (ALLOW_ONCE, ALLOW_FOR_TASK, DENY)
 _INPUT_LIMIT = 2000
 
 
+_SHOWN_INPUT = 1500
+
+
+def full_input(tool: str, args: Mapping[str, Any]) -> str:
+    """What exactly would run or change, for the person deciding: a Bash command in full, an
+    edit's old and new text, a new file's content (long ones cut, saying how much is left)."""
+    if tool == "Bash":
+        parts = [str(args.get("command", ""))]
+    elif tool == "Edit":
+        parts = [f"- {args.get('old_string', '')}", f"+ {args.get('new_string', '')}"]
+    elif tool == "Write":
+        parts = [str(args.get("content", ""))]
+    else:
+        return ""
+    text = "\n".join(parts)
+    if len(text) > _SHOWN_INPUT:
+        text = text[:_SHOWN_INPUT] + f"\n… ({len(text) - _SHOWN_INPUT} more characters)"
+    return f"\n```\n{text}\n```"
+
+
 def read_answer(answer: Answer) -> tuple[str, str]:
     """("once" | "task" | "deny", reason) from a button or a reply: ``deny: <reason>`` denies
     with that reason; anything that is not an allow denies, quoting the reply."""
@@ -61,7 +81,7 @@ class Approvals:
             message = "" if allowed else f"denied by the {role.name} role's {source}"
             return self._decided(agent.task_slug, agent_id, tool, args, allowed, source, message)
         what = describe_tool_use(tool, args, cwd=agent.cwd)
-        question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?"
+        question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}"
         try:
             _, answer = await orch.ask_human(
                 agent_id, question, CHOICES, None, activity="waiting for approval", kind="approval"

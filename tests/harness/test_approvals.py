@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.approvals import read_answer
+from harness.approvals import full_input, read_answer
 from harness.questions import Answer, Question
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.harness.conftest import HarnessFactory
@@ -66,6 +66,7 @@ async def test_a_command_the_role_allows_runs_without_asking(
     assert "denied by U42" in version  # not in them: asked, and the human said no
     assert [q.text for q in humans.asked] == [
         f"developer `{record.agent_id}` asks to run Bash: `python3 -V`. Allow it?"
+        "\n```\npython3 -V\n```"
     ]
     audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
     decisions = [(e["input"]["tool"], e["outcome"]) for e in audit if e["tool"] == "approval"]
@@ -141,3 +142,14 @@ def test_replies_read_as_allow_once_for_the_task_or_deny_with_a_reason(
     reply: str, read: tuple[str, str]
 ) -> None:
     assert read_answer(Answer(reply, "U1")) == read
+
+
+def test_the_person_deciding_sees_what_exactly_would_run_or_change() -> None:
+    assert full_input("Bash", {"command": "make deploy"}) == "\n```\nmake deploy\n```"
+    edit = full_input(
+        "Edit", {"file_path": "/w/a.py", "old_string": "x = 1", "new_string": "x = 2"}
+    )
+    assert edit == "\n```\n- x = 1\n+ x = 2\n```"
+    long = full_input("Write", {"file_path": "/w/b.txt", "content": "y" * 2000})
+    assert long.endswith("… (500 more characters)\n```")
+    assert full_input("WebFetch", {"url": "https://example.com"}) == ""
