@@ -46,6 +46,16 @@ def full_input(tool: str, args: Mapping[str, Any]) -> str:
     return f"\n```\n{text}\n```"
 
 
+def _rules(texts: tuple[str, ...]) -> list[PermissionRule]:
+    rules = []
+    for text in texts:
+        try:
+            rules.append(parse_rule(text))
+        except ValueError as exc:  # a hand-edited task.json: skip the rule, keep the rest
+            logger.warning("ignoring the task's allowed rule %r: %s", text, exc)
+    return rules
+
+
 def read_answer(answer: Answer) -> tuple[str, str]:
     """("once" | "task" | "deny", reason) from a button or a reply: ``deny: <reason>`` denies
     with that reason; anything that is not an allow denies, quoting the reply."""
@@ -64,8 +74,6 @@ def read_answer(answer: Answer) -> tuple[str, str]:
 class Approvals:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self._orchestrator = orchestrator
-        # Rules granted with "Allow for this task", by task.
-        self._granted: dict[str, list[PermissionRule]] = {}
 
     async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
         orch = self._orchestrator
@@ -73,7 +81,7 @@ class Approvals:
         if agent is None:
             return Approval(False, f"agent {agent_id} is not running")
         role = orch.role(agent.role)
-        granted = self._granted.get(agent.task_slug, [])
+        granted = _rules((await orch.task(agent.task_slug)).allowed)
         ruled = decide(tool, args, allow=(*role.allow, *granted), deny=role.deny, cwd=agent.cwd)
         if ruled.decision != "ask":
             allowed = ruled.decision == "allow"
@@ -95,19 +103,19 @@ class Approvals:
         kind, reason = read_answer(answer)
         who = f"{answer.answered_by} ({answer.text})"
         if kind == "task":
-            self._grant(agent.task_slug, tool, args, agent.cwd)
+            await self._grant(agent.task_slug, tool, args, agent.cwd)
         if kind == "deny":
             message = f"denied by {answer.answered_by}: {reason}"
             return self._decided(agent.task_slug, agent_id, tool, args, False, who, message)
         return self._decided(agent.task_slug, agent_id, tool, args, True, who, "")
 
-    def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
+    async def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
         try:
             rule = parse_rule(rule_for(tool, args, cwd=cwd))
         except ValueError as exc:  # nothing narrow enough to remember: allowed once only
             logger.info("not remembering an approval of %s: %s", tool, exc)
             return
-        self._granted.setdefault(slug, []).append(rule)
+        await self._orchestrator.allow_for_task(slug, rule.text)
 
     def _decided(
         self,

@@ -190,6 +190,10 @@ class Orchestrator:
         decision = Decision(title, body, at=utc_now(), agent_id=agent_id, role=entry.role)
         return await self._store.add_decision(entry.task_slug, decision)
 
+    async def allow_for_task(self, slug: str, rule: str) -> Task:
+        """Remember a permission rule a human granted for the whole task."""
+        return await self._store.allow(slug, rule)
+
     def audit(self, slug: str, entry: dict[str, Any]) -> None:
         """Queue one line of the task's audit log of tool calls."""
         self._store.append_jsonl(slug, AUDIT_LOG, entry)

@@ -137,6 +137,8 @@ class Task:
     decisions: tuple[Decision, ...] = ()
     # The repository (a name from config.yaml's workspaces) the task's agents work in.
     repository: str | None = None
+    # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
+    allowed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

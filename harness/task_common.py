@@ -139,3 +139,10 @@ def record_in(tasks: Iterable[Task], agent_id: str) -> DispatchRecord:
             if record.agent_id == agent_id:
                 return record
     raise AgentNotFoundError(agent_id)
+
+
+def with_rule(task: Task, rule: str) -> Task:
+    """The task with ``rule`` among its granted permission rules (once)."""
+    if rule in task.allowed:
+        return task
+    return dataclasses.replace(task, allowed=(*task.allowed, rule))

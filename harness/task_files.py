@@ -44,6 +44,7 @@ from harness.task_common import (
     record_in,
     upsert,
     validate_slug,
+    with_rule,
 )
 from harness.task_index import TaskIndex
 from harness.task_json import read_task_file, write_task_file
@@ -116,6 +117,10 @@ class FileTaskStore:
             slug,
             lambda task: dataclasses.replace(task, decisions=(*task.decisions, decision)),
         )
+
+    async def allow(self, slug: str, rule: str) -> Task:
+        validate_slug(slug)
+        return await asyncio.to_thread(self._update, slug, lambda task: with_rule(task, rule))
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         self._journal.append(slug, name, entry)

@@ -92,6 +92,7 @@ class _TaskJson(_Json):
     description: str | None = None
     thread: _ThreadJson | None = None
     repository: str | None = None
+    allowed: list[str] | None = None
     dispatches: list[_DispatchJson] | None = None
     decisions: list[_DecisionJson] | None = None
 
@@ -140,6 +141,7 @@ def parse_task(data: bytes, *, file: Path, slug: str) -> Task:
         description=parsed.description or "",
         thread=ThreadRef(parsed.thread.channel, parsed.thread.thread_ts) if parsed.thread else None,
         repository=parsed.repository,
+        allowed=tuple(parsed.allowed or ()),
         dispatches=tuple(_dispatch(item) for item in parsed.dispatches or ()),
         decisions=tuple(
             Decision(
@@ -252,6 +254,7 @@ def dump_task(task: Task) -> bytes:
         description=task.description,
         thread=_ThreadJson(channel=thread.channel, thread_ts=thread.thread_ts) if thread else None,
         repository=task.repository,
+        allowed=list(task.allowed),
         dispatches=[_dispatch_json(record) for record in task.dispatches],
         decisions=[
             _DecisionJson(

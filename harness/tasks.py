@@ -30,6 +30,7 @@ from harness.task_common import (
     record_in,
     upsert,
     validate_slug,
+    with_rule,
 )
 from harness.task_files import FileTaskStore
 
@@ -91,6 +92,10 @@ class TaskStore(Protocol):
 
     async def add_decision(self, slug: str, decision: Decision) -> Task:
         """Append a decision to the task (atomic, like save_dispatch)."""
+        ...
+
+    async def allow(self, slug: str, rule: str) -> Task:
+        """Remember a permission rule granted for the task (atomic; a repeat is kept once)."""
         ...
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
@@ -180,6 +185,10 @@ class MemoryTaskStore:
         with self._lock:
             current = self._get(slug)
             return self._put(dataclasses.replace(current, decisions=(*current.decisions, decision)))
+
+    async def allow(self, slug: str, rule: str) -> Task:
+        with self._lock:
+            return self._put(with_rule(self._get(slug), rule))
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         self._journal.append(slug, name, entry)

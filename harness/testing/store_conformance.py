@@ -69,6 +69,14 @@ class TaskStoreConformance:
         assert (await store.get(task.slug)).repository == "web"
         assert (await store.create("Fix the logout")).repository is None
 
+    async def test_allowed_rules_are_kept_once_each(self, store: TaskStore) -> None:
+        slug = (await store.create("Run the tests")).slug
+        await store.allow(slug, "Bash(pytest:*)")
+        await store.allow(slug, "Bash(make:*)")
+        await store.allow(slug, "Bash(pytest:*)")
+
+        assert (await store.get(slug)).allowed == ("Bash(pytest:*)", "Bash(make:*)")
+
     async def test_create_makes_slugs_unique(self, store: TaskStore) -> None:
         slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]
 

@@ -84,7 +84,9 @@ async def test_allow_for_this_task_is_not_asked_again_in_that_task(
 
     assert record.result is not None
     assert [r.split()[0] for r in record.result.issues] == ["Python", "Python"]
-    assert len(humans.asked) == 1  # the second echo ran under the granted rule
+    assert len(humans.asked) == 1  # the second run went under the granted rule
+    task = await latest_task(orchestrator)
+    assert task.allowed == ("Bash(python3 -V)",)  # kept in task.json for later agents
 
 
 @pytest.mark.slow

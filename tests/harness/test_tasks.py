@@ -178,6 +178,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         "description",
         "thread",
         "repository",
+        "allowed",
         "dispatches",
         "decisions",
     ]
