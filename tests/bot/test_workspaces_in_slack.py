@@ -1,0 +1,107 @@
+"""Two Slack threads on one git repository, as a team would use it: each thread's developer
+works on its own branch, a command outside its rules is approved in the thread, and the result
+names the branch that holds the work. Real Bolt app, real Claude Code CLI, real git."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.project import Project, load_project
+from harness.testing.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import WAIT, RigFactory, message_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+_CWD = re.compile(r"Primary working directory: (\S+)")
+
+
+def git(folder: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    folder = tmp_path / "web"
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "config", "user.email", "dev@example.com")
+    git(folder, "config", "user.name", "Dev")
+    (folder / "check.sh").write_text("grep -q done page.txt && echo 'checks pass'\n")
+    git(folder, "add", "check.sh")
+    git(folder, "commit", "-q", "-m", "start")
+    return folder
+
+
+@pytest.fixture
+def project(project_dir: Path, repository: Path) -> Project:
+    config = project_dir / "config.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
+        encoding="utf-8",
+    )
+    return load_project(config)
+
+
+def developer(request: ModelRequest) -> Turn:
+    """Writes page.txt, then runs the project's checks (a command its role does not allow)."""
+    done = request.all_tool_results
+    cwd = _CWD.search(request.system_text)
+    assert cwd, "the CLI names the working directory"
+    word = request.first_user_text.strip().splitlines()[-1].split()[-1]
+    if not done:
+        return Turn.call("Write", file_path=f"{cwd.group(1)}/page.txt", content=f"{word} done\n")
+    if len(done) == 1:
+        return Turn.call("Bash", command="sh check.sh")
+    return Turn.finish(f"page says {word}", [f"checks: {done[-1].text.strip()}"])
+
+
+async def test_each_thread_works_on_its_own_branch_and_an_approved_check_runs(
+    rig: RigFactory, repository: Path
+) -> None:
+    async with rig(developer) as r:
+        first = (await r.say("make the page blue", channel="D1")).event["ts"]
+
+        def approval(channel: str, ts: str) -> list[dict[str, Any]] | None:
+            found = [m for m in r.bot_messages(channel, ts) if "asks to run" in message_text(m)]
+            return found or None
+
+        [question] = await r.slack.wait_for(lambda: approval("D1", first), WAIT)
+        assert "sh check.sh" in message_text(question)
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        allow = actions["elements"][0]
+        await r.slack.block_action(
+            "U1", "D1", question["ts"], allow["action_id"], allow["value"], thread_ts=first
+        )
+        assert await r.final_reaction("D1", first) == "white_check_mark"
+        shown = r.bot_text("D1", first)
+        assert "checks: checks pass" in shown
+        [branch] = re.findall(r"\*Branch\* `(harness/[a-z0-9-]+)`", shown)
+        assert "page.txt" in shown  # the diff stat
+
+        # A second thread: its own branch, and it does not see the first thread's page.
+        second = (await r.say("make the page red", user="U2", channel="D2")).event["ts"]
+        [question] = await r.slack.wait_for(lambda: approval("D2", second), WAIT)
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        allow = actions["elements"][0]
+        await r.slack.block_action(
+            "U2", "D2", question["ts"], allow["action_id"], allow["value"], thread_ts=second
+        )
+        assert await r.final_reaction("D2", second) == "white_check_mark"
+        [other] = re.findall(r"\*Branch\* `(harness/[a-z0-9-]+)`", r.bot_text("D2", second))
+        assert other != branch
+
+    # The branches hold the work; the repository's own checkout saw none of it.
+    worktrees = {line.split()[-1].strip("[]"): line.split()[0] for line in
+                 git(repository, "worktree", "list").splitlines()[1:]}  # fmt: skip
+    blue = Path(worktrees[branch]) / "page.txt"
+    red = Path(worktrees[other]) / "page.txt"
+    assert blue.read_text() == "blue done\n" and red.read_text() == "red done\n"
+    assert git(repository, "status", "--porcelain") == ""
+    assert not (repository / "page.txt").exists()
