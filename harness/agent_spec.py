@@ -75,6 +75,8 @@ class AgentSpec:
     # The harness tools offered to this agent (its access profile), served by the gateway.
     harness_tools: tuple[ToolDeclaration, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Variables of the runtime's own environment the agent must not see (glob patterns).
+    withhold_env: tuple[str, ...] = ("SLACK_*",)
 
     def to_json(self) -> dict[str, Any]:
         role = dataclasses.asdict(self.role)
@@ -90,6 +92,7 @@ class AgentSpec:
                 for t in self.harness_tools
             ],
             "env": dict(self.env),
+            "withholdEnv": list(self.withhold_env),
         }
 
     @classmethod
@@ -107,6 +110,7 @@ class AgentSpec:
                 for t in data.get("harnessTools", ())
             ),
             env=dict(data.get("env", {})),
+            withhold_env=tuple(data.get("withholdEnv", ("SLACK_*",))),
         )
 
     @property

@@ -104,6 +104,8 @@ class Config:
     metadata: tuple[MetadataField, ...] = ()
     slack: SlackSettings = field(default_factory=SlackSettings)
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
+    # Environment variables (glob patterns) agents never see, on top of every SLACK_* one.
+    withhold_env: tuple[str, ...] = ()
 
 
 # --- the file's schema: pydantic parses, the dataclasses above stay the domain values -------
@@ -343,6 +345,12 @@ class _File(_Section):
     )
     slack: _Slack = Field(default_factory=lambda: _Slack.model_validate({}))
     workspaces: _Workspaces = Field(default_factory=lambda: _Workspaces.model_validate({}))
+    withhold_env: list[NonEmptyStr] = Field(
+        [],
+        alias="withholdEnv",
+        examples=[["AWS_*", "GITHUB_TOKEN"]],
+        description="environment variables (globs) agents never see, besides every SLACK_*",
+    )
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
@@ -412,6 +420,7 @@ def _settings(file: Path, raw: _File) -> Config:
             admins=tuple(raw.slack.admins),
         ),
         workspaces=_workspaces(file.parent, raw.workspaces),
+        withhold_env=tuple(raw.withhold_env),
     )
 
 

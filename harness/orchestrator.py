@@ -513,6 +513,7 @@ class Orchestrator:
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **(workspace.env if workspace else {})},
+            withhold_env=("SLACK_*", *self._config.withhold_env),
         )
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:

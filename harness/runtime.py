@@ -14,6 +14,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 import mcp.types as mt
@@ -54,14 +55,11 @@ from harness.results import RESULT_SCHEMA, AgentResult
 logger = logging.getLogger(__name__)
 
 
-# The SDK hands the whole process environment to the CLI and only lets ``env`` override it:
-# what an agent must not see is overridden with nothing. Agents run commands, and a command
-# that prints its environment must not print the Slack bot's tokens or signing secret.
-_WITHHELD_PREFIXES = ("SLACK_",)
-
-
-def _withheld(environ: Mapping[str, str]) -> dict[str, str]:
-    return {name: "" for name in environ if name.startswith(_WITHHELD_PREFIXES)}
+def _withheld(environ: Mapping[str, str], patterns: tuple[str, ...]) -> dict[str, str]:
+    """The SDK hands the whole process environment to the CLI and only lets ``env`` override
+    it: what an agent must not see is overridden with nothing. Agents run commands, and a
+    command that prints its environment must not print the bot's tokens or other secrets."""
+    return {name: "" for name in environ if any(fnmatchcase(name, p) for p in patterns)}
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -97,7 +95,7 @@ class ClaudeRuntime:
             await on_tool_use(use)
             return {}
 
-        env = {**self._base_env, **spec.env, **_withheld(os.environ)}
+        env = {**self._base_env, **spec.env, **_withheld(os.environ, spec.withhold_env)}
         if role.permission_mode == "bypassPermissions" and os.geteuid() == 0:
             # The CLI refuses bypassPermissions as root outside a sandbox.
             env.setdefault("IS_SANDBOX", "1")

@@ -238,6 +238,7 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
 ) -> None:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-never-to-an-agent")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-never-to-an-agent")
+    monkeypatch.setenv("DEPLOY_KEY", "deploy-never-to-an-agent")  # withheld by config
 
     def script(request: ModelRequest) -> Turn:
         if not request.tool_results:
@@ -246,7 +247,13 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
 
     orchestrator, model = await harness_with(script)
     role = dataclasses.replace(orchestrator.role("developer"), permission_mode="bypassPermissions")
-    spec = AgentSpec(agent_id="a0000000002", role=role, prompt="print env", cwd=str(Path.cwd()))
+    spec = AgentSpec(
+        agent_id="a0000000002",
+        role=role,
+        prompt="print env",
+        cwd=str(Path.cwd()),
+        withhold_env=("SLACK_*", "DEPLOY_*"),
+    )
     outcome = await ClaudeRuntime(base_env=model.env()).run(
         spec,
         AgentControl(),
