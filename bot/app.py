@@ -7,6 +7,7 @@ Slack); ``bot.server`` serves what it returns over Socket Mode or HTTP.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import check_access
 from bot.background import Background
+from bot.blocks import REPOSITORY_ACTION_PREFIX
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.parsing import (
@@ -261,7 +263,23 @@ def create_app(
         outcome = await answer_from_button(user, body, action, respond)
         log_request(f"action {_safe(action.get('action_id'))}", user, channel, outcome, started)
 
+    async def on_repository_button(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        started = time.perf_counter()
+        await ack()
+        user = str((body.get("user") or {}).get("id", ""))
+        thread = clicked_thread(body)
+        name = str(action.get("value", ""))
+        refused = conversations.choose_repository(thread, name, user)
+        if refused is not None:
+            await respond(text=refused, response_type="ephemeral", replace_original=False)
+        outcome = f"refused: {refused}" if refused else f"repository {_safe(name)}"
+        kind = f"action {_safe(action.get('action_id'))}"
+        log_request(kind, user, thread.channel, outcome, started)
+
     app.action(ACTION_PATTERN)(on_answer_button)
+    app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(on_repository_button)
     app.event("message")(on_message)
     app.event("app_mention")(on_message)
     app.command("/harness")(on_command)

@@ -286,3 +286,25 @@ def failure_message(what: str, *, next_step: str, agent_id: str | None = None) -
     lines.append(f"*What to do next:* {next_step}")
     text = "\n".join(lines)
     return {"text": text, "blocks": [section_block(text)]}
+
+
+REPOSITORY_ACTION_PREFIX = "harness_repo_"
+
+
+def repository_question(candidates: Sequence[str]) -> SlackMessage:
+    """Which repository a request is about, asked in its thread: a button per repository."""
+    text = "Which repository is this about? (Next time, say `repo:NAME` in the message.)"
+    buttons: Block = {
+        "type": "actions",
+        "block_id": "harness_repository",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": f"{REPOSITORY_ACTION_PREFIX}{n}",
+                "text": {"type": "plain_text", "text": name[:75]},
+                "value": name,
+            }
+            for n, name in enumerate(candidates)
+        ],
+    }
+    return {"text": text, "blocks": [section_block(f"📁 {text}"), buttons]}

@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.access import check_access, may_kill
 from bot.background import Background
-from bot.blocks import drafted_intro, failure_message, waiting_text
+from bot.blocks import drafted_intro, failure_message, repository_question, waiting_text
 from bot.dedupe import TtlSet
 from bot.parsing import (
     Decision,
@@ -77,6 +77,8 @@ class Conversations:
         self.closing = False
         # Per thread: the bot-started agent working there now (role, agent id).
         self._current: dict[ThreadRef, tuple[str, str]] = {}
+        # Per thread: a request waiting for its person to pick the repository it is about.
+        self._choosing: dict[ThreadRef, tuple[NewTask | MentionInUnboundThread, str]] = {}
         orchestrator.subscribe(self._on_agent_event)
 
     async def load(self) -> None:
@@ -193,10 +195,39 @@ class Conversations:
         )
         await self.poster.react(message.channel, message.ts, FAILED)
 
-    async def _start(self, decision: NewTask | MentionInUnboundThread, bot_user_id: str) -> None:
+    def choose_repository(self, thread: ThreadRef, repository: str, user: str) -> str | None:
+        """A repository button was clicked in ``thread``: start the waiting request there.
+        Why not, when it cannot (None when it started)."""
+        pending = self._choosing.get(thread)
+        if pending is None:
+            return "This request has already started (or was never waiting for a repository)."
+        decision, bot_user_id = pending
+        if user != decision.message.user and user not in self.settings.admins:
+            return "Only the person who asked (or an admin) picks the repository."
+        del self._choosing[thread]
+
+        async def start() -> None:
+            await self._start(decision, bot_user_id, repository=repository)
+
+        job = self._guarded(decision.message, start)
+        self.lanes.enqueue(thread, job, name=f"repository for {thread.channel}/{thread.thread_ts}")
+        return None
+
+    async def _start(
+        self,
+        decision: NewTask | MentionInUnboundThread,
+        bot_user_id: str,
+        *,
+        repository: str | None = None,
+    ) -> None:
         message, thread = decision.message, decision.message.thread
         choice = self.orchestrator.choose_repository(message.text, message.channel)
-        problem = choice.explain()
+        if repository is None and choice.status == "ambiguous":
+            # The thread stays reserved: the person picks with a button, then it starts.
+            self._choosing[thread] = (decision, bot_user_id)
+            await self.poster.post(thread, repository_question(choice.candidates))
+            return
+        problem = None if repository is not None else choice.explain()
         if problem is not None:
             # The thread stays free: the person sends the request again, naming the repository.
             self.index.release(thread)
@@ -209,7 +240,9 @@ class Conversations:
             description = thread_task_description(choice.text, earlier)
             prompt = choice.text or description
         try:
-            task = await self.orchestrator.create_task(description, thread, choice.repository)
+            task = await self.orchestrator.create_task(
+                description, thread, repository or choice.repository
+            )
         except HarnessError as exc:
             self.index.release(thread)
             await self._fail(

@@ -1,0 +1,82 @@
+"""Which repository a Slack request is about: named with repo:NAME, or picked with a button
+when several are configured and nothing decides. Agents are held (no CLI); git is real."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.project import Project, load_project
+from harness.testing.held_runtime import HeldRuntime
+from tests.bot.conftest import RigFactory, message_text
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 10.0
+
+
+def make_repository(folder: Path) -> Path:
+    folder.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["-c", "user.email=d@example.com", "-c", "user.name=D", "commit", "-q", "--allow-empty",
+         "-m", "start"],
+    ):  # fmt: skip
+        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+    return folder
+
+
+@pytest.fixture
+def project(project_dir: Path, tmp_path: Path) -> Project:
+    web, api = make_repository(tmp_path / "web"), make_repository(tmp_path / "api")
+    config = project_dir / "config.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + f"\nworkspaces:\n  repositories:\n    web: {{path: {web}}}\n    api: {{path: {api}}}\n",
+        encoding="utf-8",
+    )
+    return load_project(config)
+
+
+async def test_an_ambiguous_request_asks_for_the_repository_and_starts_once_picked(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = (await r.say("fix the login", user="U1")).event["ts"]
+
+        def asked() -> dict[str, Any] | None:
+            found = [m for m in r.bot_messages("D1", ts) if "Which repository" in message_text(m)]
+            return found[0] if found else None
+
+        question = await r.slack.wait_for(asked, WAIT)
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        buttons = {e["text"]["text"]: e for e in actions["elements"]}
+        assert sorted(buttons) == ["api", "web"]
+        assert r.held.started == []  # nothing runs until the person picks
+
+        api = buttons["api"]
+        await r.slack.block_action(
+            "U2", "D1", question["ts"], api["action_id"], api["value"], thread_ts=ts
+        )
+        await r.slack.wait_for(lambda: r.slack.ephemeral("U2"), WAIT)  # only the asker picks
+        await r.slack.block_action(
+            "U1", "D1", question["ts"], api["action_id"], api["value"], thread_ts=ts
+        )
+        await r.held.wait_started(1, WAIT)
+        [task] = await r.orchestrator.task_summaries()
+        assert (await r.orchestrator.task(task.slug)).repository == "api"
+        assert r.held.started[0].cwd.endswith(f"/{task.slug}")
+
+
+async def test_a_request_naming_its_repository_starts_at_once_without_the_word(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        await r.say("fix the login repo:web")
+        await r.held.wait_started(1, WAIT)
+        [task] = await r.orchestrator.task_summaries()
+        assert (await r.orchestrator.task(task.slug)).repository == "web"
+        assert r.held.started[0].prompt.strip() == "fix the login"
