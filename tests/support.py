@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from harness.orchestrator import Orchestrator
+from harness.questions import Answer, Question
 from harness.results import Task
 
 
@@ -11,3 +17,42 @@ async def latest_task(orchestrator: Orchestrator) -> Task:
     summaries = await orchestrator.task_summaries()
     assert summaries, "no task was created"
     return await orchestrator.task(summaries[0].slug)
+
+
+def git(folder: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def make_repository(folder: Path, files: dict[str, str] | None = None) -> Path:
+    """A git repository on branch main with one commit holding ``files``."""
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    git(folder, "config", "user.email", "dev@example.com")
+    git(folder, "config", "user.name", "Dev")
+    for name, text in (files or {"README.md": "readme\n"}).items():
+        (folder / name).write_text(text, encoding="utf-8")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "start")
+    return folder
+
+
+class AnsweringHumans:
+    """A human channel that answers every question at once, as U42: with ``reply`` (a button's
+    text or a thread reply), or by default with the question's last option."""
+
+    def __init__(self, answer: Callable[[str, Answer], bool], reply: str | None = None) -> None:
+        self.answer = answer
+        self.reply = reply
+        self.asked: list[Question] = []
+
+    def reaches(self, task: Any) -> bool:
+        return True
+
+    async def deliver(self, question: Question, task: Any) -> None:
+        self.asked.append(question)
+        last = question.options[-1] if question.options else "go ahead"
+        self.answer(question.question_id, Answer(self.reply or last, "U42"))
+
+    async def settle(self, question: Question, answer: Answer | None) -> None:
+        return None

@@ -198,15 +198,17 @@ def test_a_reply_naming_an_agent_answers_that_agents_question() -> None:
     assert ACTION_PREFIX == "harness_answer_"
 
 
+def checks_python(request: ModelRequest) -> Turn:
+    """Runs a command no role allows (so it needs approval), then reports its output."""
+    if not request.all_tool_results:
+        return Turn.call("Bash", command="python3 -V")
+    return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
+
+
 async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_allowed(
     rig: RigFactory,
 ) -> None:
-    def script(request: ModelRequest) -> Turn:
-        if not request.all_tool_results:
-            return Turn.call("Bash", command="python3 -V")
-        return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
-
-    async with rig(script) as r:
+    async with rig(checks_python) as r:
         ts = (await r.say("check the python version")).event["ts"]
         [question] = await question_message(r, ts)
         assert "asks to run Bash: `python3 -V`. Allow it?" in message_text(question)
@@ -230,12 +232,7 @@ async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_a
 async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its_thread(
     rig: RigFactory,
 ) -> None:
-    def script(request: ModelRequest) -> Turn:
-        if not request.all_tool_results:
-            return Turn.call("Bash", command="python3 -V")
-        return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
-
-    async with rig(script) as r:
+    async with rig(checks_python) as r:
         ts = (await r.say("<@UBOT> check the python version", user="U1", channel="C1")).event["ts"]
 
         def asked() -> list[dict[str, Any]] | None:

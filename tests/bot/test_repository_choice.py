@@ -3,7 +3,6 @@ when several are configured and nothing decides. Agents are held (no CLI); git i
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,11 @@ import pytest
 from harness.project import Project, load_project
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory, message_text
+from tests.support import make_repository
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 10.0
-
-
-def make_repository(folder: Path) -> Path:
-    folder.mkdir()
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["-c", "user.email=d@example.com", "-c", "user.name=D", "commit", "-q", "--allow-empty",
-         "-m", "start"],
-    ):  # fmt: skip
-        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
-    return folder
 
 
 @pytest.fixture

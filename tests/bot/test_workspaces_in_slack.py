@@ -5,7 +5,6 @@ names the branch that holds the work. Real Bolt app, real Claude Code CLI, real 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +13,18 @@ import pytest
 from harness.project import Project, load_project
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory, message_text
+from tests.support import git, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 _CWD = re.compile(r"Primary working directory: (\S+)")
 
 
-def git(folder: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, text=True)
-    return done.stdout.strip()
-
-
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
-    folder = tmp_path / "web"
-    folder.mkdir()
-    git(folder, "init", "-q", "-b", "main")
-    git(folder, "config", "user.email", "dev@example.com")
-    git(folder, "config", "user.name", "Dev")
-    (folder / "check.sh").write_text("grep -q done page.txt && echo 'checks pass'\n")
-    git(folder, "add", "check.sh")
-    git(folder, "commit", "-q", "-m", "start")
-    return folder
+    return make_repository(
+        tmp_path / "web", {"check.sh": "grep -q done page.txt && echo 'checks pass'\n"}
+    )
 
 
 @pytest.fixture

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from harness.agent_spec import AgentControl, AgentSpec, ToolUse
+from harness.agent_spec import AgentControl, AgentSpec, RunOutcome, ToolUse
 from harness.mcp import HarnessTools
+from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.roles import BUILTIN_TOOLS
 from harness.runtime import ClaudeRuntime
 from harness.testing.processes import claude_children
-from harness.testing.scripted_model import ModelRequest, Turn
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.harness.conftest import HarnessFactory
 from tests.support import latest_task
 
@@ -213,24 +214,28 @@ async def test_every_builtin_tool_name_a_role_may_list_is_offered_by_the_bundled
     orchestrator, model = await harness_with(lambda request: Turn.finish("done"))
     role = dataclasses.replace(orchestrator.role("developer"), tools=BUILTIN_TOOLS)
     spec = AgentSpec(agent_id="a0000000001", role=role, prompt="list them", cwd=str(Path.cwd()))
-    outcome = await ClaudeRuntime(base_env=model.env()).run(
-        spec,
-        AgentControl(),
-        tools=HarnessTools(orchestrator),
-        on_message=ignore_message,
-        on_tool_use=ignore_tool_use,
-    )
+    outcome = await run_alone(spec, orchestrator, model)
     assert outcome.status == "completed", outcome.error
     offered = set(model.main_requests[-1].tool_names)
     assert set(BUILTIN_TOOLS) <= offered, sorted(set(BUILTIN_TOOLS) - offered)
 
 
-def ignore_message(_message: dict[str, Any]) -> None:
-    return None
+async def run_alone(
+    spec: AgentSpec, orchestrator: Orchestrator, model: ScriptedModel
+) -> RunOutcome:
+    """One spec straight through the Claude runtime (no task, no pool), its tools served by
+    the orchestrator's gateway."""
 
+    async def ignore_tool_use(_use: ToolUse) -> None:
+        return None
 
-async def ignore_tool_use(_use: ToolUse) -> None:
-    return None
+    return await ClaudeRuntime(base_env=model.env()).run(
+        spec,
+        AgentControl(),
+        tools=HarnessTools(orchestrator),
+        on_message=lambda _message: None,
+        on_tool_use=ignore_tool_use,
+    )
 
 
 async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
@@ -254,13 +259,7 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
         cwd=str(Path.cwd()),
         withhold_env=("SLACK_*", "DEPLOY_*"),
     )
-    outcome = await ClaudeRuntime(base_env=model.env()).run(
-        spec,
-        AgentControl(),
-        tools=HarnessTools(orchestrator),
-        on_message=ignore_message,
-        on_tool_use=ignore_tool_use,
-    )
+    outcome = await run_alone(spec, orchestrator, model)
     assert outcome.status == "completed", outcome.error
     assert outcome.result is not None
     [printed] = outcome.result.issues

@@ -4,36 +4,16 @@ real Claude Code CLI against the scripted model; humans answer through a questio
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from harness.approvals import full_input, read_answer
-from harness.questions import Answer, Question
+from harness.questions import Answer
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.harness.conftest import HarnessFactory
-from tests.support import latest_task
+from tests.support import AnsweringHumans, latest_task
 
 pytestmark = pytest.mark.anyio
-
-
-class Humans:
-    """Answers every question with ``reply`` (a button's text or a thread reply)."""
-
-    def __init__(self, answer: Callable[[str, Answer], bool], reply: str) -> None:
-        self.answer = answer
-        self.reply = reply
-        self.asked: list[Question] = []
-
-    def reaches(self, task: Any) -> bool:
-        return True
-
-    async def deliver(self, question: Question, task: Any) -> None:
-        self.asked.append(question)
-        self.answer(question.question_id, Answer(self.reply, "U42"))
-
-    async def settle(self, question: Question, answer: Answer | None) -> None:
-        return None
 
 
 def runs(*commands: str) -> Callable[[ModelRequest], Turn]:
@@ -54,7 +34,7 @@ async def test_a_command_the_role_allows_runs_without_asking(
 ) -> None:
     # The CLI itself lets read-only commands (ls, git status) run without asking anyone.
     orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "python3 -V"))
-    humans = Humans(orchestrator.answer_question, "Deny")
+    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
     orchestrator.add_human_channel(humans)
     record = await orchestrator.run("developer", "look around")
 
@@ -78,7 +58,7 @@ async def test_allow_for_this_task_is_not_asked_again_in_that_task(
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(runs("python3 -V", "python3 -V"))
-    humans = Humans(orchestrator.answer_question, "Allow for this task")
+    humans = AnsweringHumans(orchestrator.answer_question, "Allow for this task")
     orchestrator.add_human_channel(humans)
     record = await orchestrator.run("developer", "say it twice")
 
@@ -95,7 +75,7 @@ async def test_a_denied_reply_reaches_the_agent_with_its_reason(
 ) -> None:
     orchestrator, _ = await harness_with(runs("curl https://example.com"))
     orchestrator.add_human_channel(
-        Humans(orchestrator.answer_question, "deny: no network from agents")
+        AnsweringHumans(orchestrator.answer_question, "deny: no network from agents")
     )
     record = await orchestrator.run("developer", "fetch it")
 
@@ -119,7 +99,7 @@ async def test_with_no_human_to_ask_the_call_is_denied_at_once(
 @pytest.mark.slow
 async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory) -> None:
     orchestrator, _ = await harness_with(runs("git push origin main"))
-    humans = Humans(orchestrator.answer_question, "Allow once")
+    humans = AnsweringHumans(orchestrator.answer_question, "Allow once")
     orchestrator.add_human_channel(humans)
     record = await orchestrator.run("developer", "push it")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,8 @@ from harness.mcp import HarnessTools
 from harness.mcp_tools import Caller
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
-from harness.questions import Answer
 from harness.testing.held_runtime import HeldRuntime
+from tests.support import AnsweringHumans
 
 pytestmark = pytest.mark.anyio
 
@@ -224,27 +224,8 @@ async def test_an_unknown_tool_is_tool_not_found(rig: Rig) -> None:
     assert error["code"] == "TOOL_NOT_FOUND"
 
 
-class AnsweringChannel:
-    """Answers every question at once with its last option (or a fixed text)."""
-
-    def __init__(self, answer: Callable[[str, Answer], bool]) -> None:
-        self.answer = answer
-        self.asked: list[Any] = []
-
-    def reaches(self, task: Any) -> bool:
-        return True
-
-    async def deliver(self, question: Any, task: Any) -> None:
-        self.asked.append(question)
-        text = question.options[-1] if question.options else "go ahead"
-        self.answer(question.question_id, Answer(text, "U42"))
-
-    async def settle(self, question: Any, answer: Any) -> None:
-        return None
-
-
 async def test_ask_human_returns_the_answer_and_who_gave_it(rig: Rig) -> None:
-    channel = AnsweringChannel(rig.orchestrator.answer_question)
+    channel = AnsweringHumans(rig.orchestrator.answer_question)
     rig.orchestrator.add_human_channel(channel)
     payload, is_error = await rig.call(
         "ask_human", {"question": "Ship it?", "options": ["no", "yes"]}

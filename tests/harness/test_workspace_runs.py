@@ -4,7 +4,6 @@ real git repositories in temp folders."""
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,26 +13,11 @@ from harness.orchestrator import Orchestrator
 from harness.project import build_orchestrator, load_project
 from harness.runtime import ClaudeRuntime
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from tests.support import git, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 _CWD = re.compile(r"Primary working directory: (\S+)")
-
-
-def git(folder: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True, text=True)
-    return done.stdout.strip()
-
-
-def make_repository(folder: Path) -> Path:
-    folder.mkdir()
-    git(folder, "init", "-q", "-b", "main")
-    git(folder, "config", "user.email", "dev@example.com")
-    git(folder, "config", "user.name", "Dev")
-    (folder / "README.md").write_text("web\n", encoding="utf-8")
-    git(folder, "add", "README.md")
-    git(folder, "commit", "-q", "-m", "start")
-    return folder
 
 
 def writer(request: ModelRequest) -> Turn:
@@ -48,7 +32,7 @@ def writer(request: ModelRequest) -> Turn:
 
 @pytest.fixture
 async def with_repository(project_dir: Path, tmp_path: Path) -> AsyncIterator[Orchestrator]:
-    repository = make_repository(tmp_path / "web")
+    repository = make_repository(tmp_path / "web", {"README.md": "web\n"})
     config = project_dir / "config.yaml"
     config.write_text(
         config.read_text(encoding="utf-8")
