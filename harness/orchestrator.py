@@ -48,7 +48,6 @@ from harness.roles import Role
 from harness.routing import Router
 from harness.tasks import LogEntries, TaskStore, journal_file_name
 from harness.workspaces import (
-    Changes,
     PruneReport,
     RepositoryChoice,
     Workspace,
@@ -254,7 +253,7 @@ class Orchestrator:
             parent_id=parent_id,
             depth=parent.depth + 1 if parent else 1,
             queued_at=record.started_at,
-            writes=_writes(role),
+            writes=role.writes,
         )
         # Checked again and registered with no await in between: shutdown stops every
         # registered agent, and none registers after it began. A kill or a wait finds it now.
@@ -465,7 +464,7 @@ class Orchestrator:
         if changes is None:  # a scratch folder
             return record
         return dataclasses.replace(
-            record, branch=changes.branch, head_commit=changes.head, diff_stat=diff_stat(changes)
+            record, branch=changes.branch, head_commit=changes.head, diff_stat=changes.stat()
         )
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
@@ -524,26 +523,6 @@ class Orchestrator:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
             if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
                 return agent_id
-
-
-def diff_stat(changes: Changes) -> str:
-    """``git diff --stat`` style: a line per file, then the totals."""
-    width = max((len(change.path) for change in changes.files), default=0)
-    lines = [
-        f" {change.path:<{width}} | "
-        + ("Bin" if change.insertions is None else f"+{change.insertions} -{change.deletions or 0}")
-        for change in changes.files
-    ]
-    return "\n".join([*lines, f" {changes.summary()}"])
-
-
-# Tools that change files or run commands. An agent with any of them shares its task's
-# workspace with the task's other writers one at a time; agents that only read run alongside.
-_WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"})
-
-
-def _writes(role: Role) -> bool:
-    return role.tools is None or bool(_WRITING_TOOLS.intersection(role.tools))
 
 
 def _log_finish(record: DispatchRecord, slug: str) -> None:

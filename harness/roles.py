@@ -52,6 +52,15 @@ class Role:
             items: Iterable[object] = getattr(self, name)
             object.__setattr__(self, name, tuple(_as_rule(item) for item in items))
 
+    @property
+    def writes(self) -> bool:
+        """Whether its agents can change files or run commands (then they take turns in a
+        task's workspace; agents that only read run alongside)."""
+        return self.tools is None or bool(_WRITING_TOOLS.intersection(self.tools))
+
+
+_WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"})
+
 
 def _as_rule(item: object) -> PermissionRule:
     if isinstance(item, PermissionRule):

@@ -164,6 +164,20 @@ class Changes:
     def deletions(self) -> int:
         return sum(change.deletions or 0 for change in self.files)
 
+    def stat(self) -> str:
+        """``git diff --stat`` style: a line per file, then the totals."""
+        width = max((len(change.path) for change in self.files), default=0)
+        lines = [
+            f" {change.path:<{width}} | "
+            + (
+                "Bin"
+                if change.insertions is None
+                else f"+{change.insertions} -{change.deletions or 0}"
+            )
+            for change in self.files
+        ]
+        return "\n".join([*lines, f" {self.summary()}"])
+
     def summary(self) -> str:
         """``3 files changed, 12 insertions(+), 1 deletion(-); 1 commit, uncommitted work``"""
         files = _count(len(self.files), "file") + " changed"
