@@ -263,3 +263,15 @@ async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its
         )
         assert await r.final_reaction("C1", ts) == "white_check_mark"
         assert "ran: Python 3" in r.bot_text("C1", ts)
+
+
+async def test_a_deny_reply_in_the_thread_refuses_the_command_and_the_agent_hears_why(
+    rig: RigFactory,
+) -> None:
+    async with rig(checks_python) as r:
+        ts = (await r.say("check the python version")).event["ts"]
+        await question_message(r, ts)
+        await r.say("deny: not on the build machine", thread_ts=ts)
+
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        assert "denied by U1: not on the build machine" in r.bot_text("D1", ts)

@@ -3,13 +3,17 @@ real Claude Code CLI against the scripted model; humans answer through a questio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from harness.approvals import full_input, read_answer
-from harness.questions import Answer
-from harness.testing.scripted_model import ModelRequest, Turn
+from harness.project import Project, build_orchestrator
+from harness.questions import Answer, Question
+from harness.runtime import ClaudeRuntime
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.harness.conftest import HarnessFactory
 from tests.support import AnsweringHumans, latest_task
 
@@ -135,3 +139,30 @@ def test_the_person_deciding_sees_what_exactly_would_run_or_change() -> None:
     long = full_input("Write", {"file_path": "/w/b.txt", "content": "y" * 2000})
     assert long.endswith("… (500 more characters)\n```")
     assert full_input("WebFetch", {"url": "https://example.com"}) == ""
+
+
+class SilentHumans(AnsweringHumans):
+    """Reaches the task's humans, who never answer."""
+
+    async def deliver(self, question: Question, task: Any) -> None:
+        self.asked.append(question)
+
+
+@pytest.mark.slow
+async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
+    project: Project,
+) -> None:
+    quick = dataclasses.replace(project.config, ask_timeout_seconds=0.5)
+    async with ScriptedModel(runs("curl https://example.com")) as model:
+        orchestrator = build_orchestrator(
+            Project(quick, project.roles), ClaudeRuntime(base_env=model.env())
+        )
+        humans = SilentHumans(orchestrator.answer_question)
+        orchestrator.add_human_channel(humans)
+        record = await orchestrator.run("developer", "fetch it")
+        await orchestrator.shutdown()
+
+    assert record.result is not None
+    [result] = record.result.issues
+    assert "nobody approved it in time" in result
+    assert len(humans.asked) == 1
