@@ -15,6 +15,7 @@ from typing import Any
 from harness.agent_spec import Approval
 from harness.orchestrator import Orchestrator, utc_now
 from harness.permissions import PermissionRule, decide, describe_tool_use, parse_rule, rule_for
+from harness.pool import AgentInfo
 from harness.questions import Answer, NoHumanError
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class Approvals:
             allowed = ruled.decision == "allow"
             source = f"rule {ruled.rule}" if ruled.rule else "rule"
             message = "" if allowed else f"denied by the {role.name} role's {source}"
-            return self._decided(agent.task_slug, agent_id, tool, args, allowed, source, message)
+            return self._decided(agent, tool, args, allowed, source, message)
         what = describe_tool_use(tool, args, cwd=agent.cwd)
         question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}"
         try:
@@ -96,18 +97,18 @@ class Approvals:
             )
         except NoHumanError as exc:
             message = f"denied: no human could approve it ({exc.message})"
-            return self._decided(agent.task_slug, agent_id, tool, args, False, "no human", message)
+            return self._decided(agent, tool, args, False, "no human", message)
         if answer is None:
             message = "denied: nobody approved it in time"
-            return self._decided(agent.task_slug, agent_id, tool, args, False, "timeout", message)
+            return self._decided(agent, tool, args, False, "timeout", message)
         kind, reason = read_answer(answer)
         who = f"{answer.answered_by} ({answer.text})"
         if kind == "task":
             await self._grant(agent.task_slug, tool, args, agent.cwd)
         if kind == "deny":
             message = f"denied by {answer.answered_by}: {reason}"
-            return self._decided(agent.task_slug, agent_id, tool, args, False, who, message)
-        return self._decided(agent.task_slug, agent_id, tool, args, True, who, "")
+            return self._decided(agent, tool, args, False, who, message)
+        return self._decided(agent, tool, args, True, who, "")
 
     async def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
         try:
@@ -119,24 +120,22 @@ class Approvals:
 
     def _decided(
         self,
-        slug: str,
-        agent_id: str,
+        agent: AgentInfo,
         tool: str,
         args: Mapping[str, Any],
         allowed: bool,
         decided_by: str,
         message: str,
     ) -> Approval:
-        agent = self._orchestrator.agent(agent_id)
         shown = {k: (v[:_INPUT_LIMIT] if isinstance(v, str) else v) for k, v in args.items()}
         self._orchestrator.audit(
-            slug,
+            agent.task_slug,
             {
                 "time": utc_now(),
                 "tool": "approval",
-                "callerAgentId": agent_id,
-                "callerRole": agent.role if agent else None,
-                "task": slug,
+                "callerAgentId": agent.agent_id,
+                "callerRole": agent.role,
+                "task": agent.task_slug,
                 "input": {"tool": tool, "input": shown},
                 "outcome": "allowed" if allowed else "denied",
                 "decidedBy": decided_by,

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.context import task_branch
 from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
 from harness.workspaces import PruneReport, WorkspaceInfo
 
@@ -140,7 +141,8 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
         lines.append(f"Slack thread: {task.thread.channel} / {task.thread.thread_ts}")
     if task.dispatches:
         last = task.dispatches[-1]
-        where = f" on branch {last.branch}" if last.branch else ""
+        branch = task_branch(task)
+        where = f" on branch {branch}" if branch else ""
         repository = f" (repository {task.repository})" if task.repository else ""
         lines.append(f"Workspace: {last.cwd}{where}{repository}")
     if audit:
