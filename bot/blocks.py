@@ -20,6 +20,9 @@ SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 # Section text per message, so that the plain-text fallback stays well under 4,000 chars.
 MESSAGE_TEXT_LIMIT = 3500
+# A diff longer than this is uploaded as a file rather than shown in the result.
+INLINE_DIFF_CHARS = 2000
+INLINE_DIFF_LINES = 40
 
 
 class TextObject(TypedDict):
@@ -186,16 +189,28 @@ def clean_error(error: str, limit: int = 800) -> str:
     return excerpt("\n".join(lines), limit) if len(text) > limit else "\n".join(lines)
 
 
+def diff_fits_inline(diff: str) -> bool:
+    """Whether a diff is short enough to read in the result message; a longer one is
+    uploaded as a file beside it."""
+    return len(escape(diff)) <= INLINE_DIFF_CHARS and diff.count("\n") <= INLINE_DIFF_LINES
+
+
+def diff_file_name(task_slug: str, agent_id: str) -> str:
+    return f"{task_slug}-{agent_id}.diff"
+
+
 def render_record(
     record: DispatchRecord,
     *,
     task_slug: str | None = None,
     stopped_by: str | None = None,
     drafted_by: str | None = None,
+    diff: str | None = None,
 ) -> list[SlackMessage]:
     """An agent's final record: role and status, summary, changes, issues, questions (which
-    people answer by replying in the thread), a failure's reason and next step, and a context
-    line with agent id, duration, cost and turns."""
+    people answer by replying in the thread), where the work is (branch, head, diff stat, and
+    the ``diff`` itself when it fits, else a word that it follows as a file), a failure's
+    reason and next step, and a context line with agent id, duration, cost and turns."""
     status = record.status
     header = f"{STATUS_EMOJI.get(status, '•')} *{escape(record.role)}* {_VERBS.get(status, status)}"
     if status == "killed" and stopped_by:
@@ -220,6 +235,11 @@ def render_record(
         work = f"*Branch* `{escape(record.branch)}`{head}"
         if record.diff_stat:
             work += f"\n```{escape(record.diff_stat.strip())}```"
+        if diff and diff_fits_inline(diff):
+            work += f"\n*Diff*\n```{escape(diff.rstrip())}```"
+        elif diff:
+            name = diff_file_name(task_slug or "task", record.agent_id)
+            work += f"\nThe full diff follows as the file `{escape(name)}`."
         pieces.append(work)
     if status != "completed":
         label = "*What failed:*" if status == "failed" else "*Why:*"

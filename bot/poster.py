@@ -101,6 +101,25 @@ class Poster:
         except CALL_ERRORS as exc:
             logger.warning("reactions.add :%s: failed: %s", name, exc)
 
+    async def upload(
+        self, thread: ThreadRef, *, filename: str, content: str, title: str, comment: str
+    ) -> bool:
+        """Uploads ``content`` as a file shared in the thread; False when Slack refused it."""
+        try:
+            await self.client.files_upload_v2(
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                filename=filename,
+                content=content.encode("utf-8"),
+                title=title,
+                initial_comment=comment,
+                snippet_type="diff",
+            )
+        except CALL_ERRORS as exc:
+            logger.warning("uploading %s to %s failed: %s", filename, thread.channel, exc)
+            return False
+        return True
+
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         try:
             await self.client.chat_postEphemeral(

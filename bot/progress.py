@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot.blocks import render_record, status_text
+from bot.blocks import diff_file_name, diff_fits_inline, render_record, status_text
 from bot.poster import Poster
 from harness.orchestrator import Orchestrator
 from harness.results import DispatchRecord, ThreadRef
@@ -43,7 +43,7 @@ class AgentWatcher:
         agent_id: str,
         role: str,
         *,
-        task_slug: str | None = None,
+        task_slug: str,
         intro: str | None = None,
         drafted_by: str | None = None,
     ) -> DispatchRecord:
@@ -62,11 +62,34 @@ class AgentWatcher:
                 if ts is not None and text is not None and text != shown:
                     await self.poster.update(thread.channel, ts, text)
                     shown = text
+        diff = await self.orchestrator.diff(task_slug, record)
         messages = render_record(
             record,
             task_slug=task_slug,
             stopped_by=self.stopped_by.pop(agent_id, None),
             drafted_by=drafted_by,
+            diff=diff,
         )
         await self.poster.replace(thread, ts, messages)
+        if diff and not diff_fits_inline(diff):
+            await self._upload_diff(thread, task_slug, record, diff)
         return record
+
+    async def _upload_diff(
+        self, thread: ThreadRef, task_slug: str, record: DispatchRecord, diff: str
+    ) -> None:
+        name = diff_file_name(task_slug, record.agent_id)
+        where = f"branch {record.branch}" if record.branch else "the task's workspace"
+        uploaded = await self.poster.upload(
+            thread,
+            filename=name,
+            content=diff,
+            title=f"{record.role} {record.agent_id}: {where}",
+            comment=f"The full diff of {where} after {record.role} `{record.agent_id}`.",
+        )
+        if not uploaded:
+            await self.poster.post(
+                thread,
+                f"The diff could not be attached here. It is kept with the task: "
+                f"`harness show {task_slug}` names its file.",
+            )

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
+
+from harness.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +61,5 @@ class Requesters:
 
     def _write(self, users: dict[str, str]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".requesters.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"version": 1, "requesters": users}, handle, indent=2, sort_keys=True)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        text = json.dumps({"version": 1, "requesters": users}, indent=2, sort_keys=True)
+        write_atomic(self.path, (text + "\n").encode("utf-8"))

@@ -85,6 +85,9 @@ class WorkspaceSettings:
 
     root: Path = Path(".agents/workspaces")
     prune_after_days: float = 14.0
+    # Commit what a writing agent left uncommitted on the task's branch when it ends, so the
+    # branch itself holds the work.
+    commit_work: bool = True
     default: str | None = None  # the repository when a message names none
     channels: Mapping[str, str] = field(default_factory=dict)  # Slack channel id -> repository
     repositories: Mapping[str, RepositorySettings] = field(default_factory=dict)
@@ -299,6 +302,12 @@ class _Workspaces(_Section):
         examples=[14],
         description="`prune` removes the workspaces of tasks idle longer than this",
     )
+    commit_work: bool = Field(
+        True,
+        alias="commitWork",
+        examples=[True],
+        description="commit a writing agent's uncommitted work on the task's branch when it ends",
+    )
     default: NonEmptyStr | None = Field(
         None, examples=["web"], description="the repository when a message names none"
     )
@@ -373,6 +382,7 @@ def _workspaces(base_dir: Path, raw: _Workspaces) -> WorkspaceSettings:
     return WorkspaceSettings(
         root=root,
         prune_after_days=float(raw.prune_after_days),
+        commit_work=raw.commit_work,
         default=raw.default,
         channels=dict(raw.channels),
         repositories={

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.task_common import check_log_name, validate_slug
+from harness.task_common import check_file_name, validate_slug
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class JournalWriter:
         """Queue one line for ``<task folder>/<name>``; raises at once for a bad slug or name."""
         line = _Line(
             validate_slug(slug),
-            check_log_name(name),
+            check_file_name(name),
             # Serialised now: the caller may reuse or change the dict after we return.
             json.dumps(entry, ensure_ascii=False, default=str) + "\n",
         )

@@ -46,7 +46,7 @@ from harness.results import (
 )
 from harness.roles import Role
 from harness.routing import Router
-from harness.tasks import LogEntries, TaskStore, journal_file_name
+from harness.tasks import LogEntries, TaskStore, diff_file_name, journal_file_name
 from harness.workspaces import (
     PruneReport,
     RepositoryChoice,
@@ -292,6 +292,13 @@ class Orchestrator:
         """The agent's current record, live or finished."""
         return await self._store.record(agent_id)
 
+    async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
+        """The full diff of the task's workspace when the agent ended; None when it changed
+        nothing or did not work in a git workspace."""
+        if record.diff_file is None:
+            return None
+        return await self._store.read_text(task_slug, record.diff_file)
+
     def agents(self) -> list[AgentInfo]:
         """Snapshots of the queued and running agents."""
         return self._pool.snapshot()
@@ -448,23 +455,44 @@ class Orchestrator:
             logger.exception("agent %s crashed in the harness", entry.agent_id)
             outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
         finally:
-            self._pool.release(entry)
             final = self._final_record(record, entry, outcome)
-            if workspace is not None and outcome is not None:
-                final = await self._with_changes(final, workspace)
+            try:
+                # Read while this agent still holds the writer turn, so the next writer's
+                # edits are never reported as this agent's.
+                if workspace is not None and outcome is not None:
+                    final = await self._with_changes(slug, final, workspace, commit=role.writes)
+            finally:
+                self._pool.release(entry)
             await self._finish(slug, final)
 
-    async def _with_changes(self, record: DispatchRecord, workspace: Workspace) -> DispatchRecord:
-        """The record with where the work is: branch, head commit and what changed."""
+    async def _with_changes(
+        self, slug: str, record: DispatchRecord, workspace: Workspace, *, commit: bool
+    ) -> DispatchRecord:
+        """The record with where the work is: branch, head commit, what changed, and the full
+        diff kept in the task folder. A writer's uncommitted work is first committed on the
+        task's branch (when the workspace settings say so)."""
         try:
+            if commit:
+                await self._workspaces.commit(
+                    workspace, commit_message(slug, record), author=f"harness {record.role}"
+                )
             changes = await self._workspaces.changes(workspace)
-        except HarnessError as exc:
+            if changes is None:  # a scratch folder
+                return record
+            diff_file = None
+            if changes.files:
+                diff_file = diff_file_name(record.agent_id)
+                patch = await self._workspaces.patch(workspace)
+                await self._store.write_text(slug, diff_file, patch)
+        except (HarnessError, OSError) as exc:
             logger.warning("could not read the changes in %s: %s", workspace.path, exc)
             return record
-        if changes is None:  # a scratch folder
-            return record
         return dataclasses.replace(
-            record, branch=changes.branch, head_commit=changes.head, diff_stat=changes.stat()
+            record,
+            branch=changes.branch,
+            head_commit=changes.head,
+            diff_stat=changes.stat(),
+            diff_file=diff_file,
         )
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
@@ -537,3 +565,14 @@ def _log_finish(record: DispatchRecord, slug: str) -> None:
         seconds,
         cost,
     )
+
+
+def commit_message(slug: str, record: DispatchRecord) -> str:
+    """``developer a1b2c3d4e5: <the result's summary, or how it ended>`` and the task."""
+    if record.result is not None and record.result.summary.strip():
+        subject = record.result.summary.strip().splitlines()[0]
+    else:
+        subject = f"work left when it {record.status}"
+    if len(subject) > 72:
+        subject = subject[:71] + "…"
+    return f"{record.role} {record.agent_id}: {subject}\n\nTask: {slug}\nStatus: {record.status}\n"

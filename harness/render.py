@@ -151,4 +151,6 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
     lines.append(f"Dispatches ({len(task.dispatches)}):")
     for d in task.dispatches:
         lines += ["", f"[{d.started_at}] " + render_record(d), f"Journal: {d.journal_file}"]
+        if d.diff_file:
+            lines.append(f"Diff: {d.diff_file}")
     return "\n".join(lines)

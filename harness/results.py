@@ -121,10 +121,12 @@ class DispatchRecord:
     host_pid: int | None = None
     progress: Progress | None = None
     # Where the work is, when the agent worked in a git workspace: the task's branch, its head
-    # commit when the agent ended, and a diff stat of all it changed (committed or not).
+    # commit when the agent ended, and a diff stat of all it changed (committed or not);
+    # the full diff is kept in the task folder as ``diff_file`` when there was any change.
     branch: str | None = None
     head_commit: str | None = None
     diff_stat: str | None = None
+    diff_file: str | None = None
 
 
 @dataclass(frozen=True)

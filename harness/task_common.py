@@ -9,14 +9,16 @@ import threading
 import unicodedata
 from collections.abc import Container, Iterable
 from datetime import UTC, datetime, timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
+from harness.atomic import write_atomic
 from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError
 from harness.results import DispatchRecord, Task
 
 TASK_FILE = "task.json"
 LOCK_FILE = ".lock"
 JOURNALS = "journals"
+DIFFS = "diffs"
 # A dot name: never a valid slug, so listings never mistake it (or its -wal/-shm) for a task.
 INDEX_FILE = ".index.sqlite3"
 SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
@@ -61,6 +63,11 @@ def journal_file_name(agent_id: str) -> str:
     return f"{JOURNALS}/{_check_part(agent_id, 'agent id')}.jsonl"
 
 
+def diff_file_name(agent_id: str) -> str:
+    """Where an agent's diff is kept, relative to the task folder (``diffFile``)."""
+    return f"{DIFFS}/{_check_part(agent_id, 'agent id')}.diff"
+
+
 def _check_part(part: str, what: str) -> str:
     if not _NAME_PART_RE.match(part) or part in {".", ".."}:
         raise HarnessError(
@@ -70,21 +77,36 @@ def _check_part(part: str, what: str) -> str:
     return part
 
 
-def check_log_name(name: str) -> PurePosixPath:
-    """A log name inside the task folder: ``audit.jsonl`` or ``journals/x.jsonl``, nothing else."""
+def check_file_name(name: str) -> PurePosixPath:
+    """A file name inside the task folder: ``audit.jsonl`` or ``journals/x.jsonl``, nothing
+    else (task.json excepted)."""
     path = PurePosixPath(name)
     if path.is_absolute() or not 1 <= len(path.parts) <= 2 or name.endswith("/"):
         raise HarnessError(
-            f"invalid log name {name!r}: it must stay inside the task folder",
+            f"invalid file name {name!r}: it must stay inside the task folder",
             fix="use a file name, optionally in one subfolder, e.g. `journals/<agent>.jsonl`",
         )
     for part in path.parts:
-        _check_part(part, "log name part")
+        _check_part(part, "file name part")
     if path.name == TASK_FILE:
         raise HarnessError(
-            f"invalid log name {name!r}", fix="task.json is written by the task store only"
+            f"invalid file name {name!r}", fix="task.json is written by the task store only"
         )
     return path
+
+
+def write_file(folder: Path, name: PurePosixPath, text: str) -> None:
+    """A whole file in a task folder, written atomically (its subfolder made on first use)."""
+    file = folder / name
+    file.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(file, text.encode("utf-8"))
+
+
+def read_file(file: Path) -> str | None:
+    try:
+        return file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
 
 
 _clock_lock = threading.Lock()

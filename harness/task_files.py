@@ -37,14 +37,16 @@ from harness.task_common import (
     LOCK_FILE,
     SLUG_RE,
     TASK_FILE,
-    check_log_name,
+    check_file_name,
     make_slug,
     newest_first,
     now,
+    read_file,
     record_in,
     upsert,
     validate_slug,
     with_rule,
+    write_file,
 )
 from harness.task_index import TaskIndex
 from harness.task_json import read_task_file, write_task_file
@@ -127,9 +129,29 @@ class FileTaskStore:
 
     async def read_jsonl(self, slug: str, name: str) -> LogEntries:
         validate_slug(slug)
-        relative = check_log_name(name)
+        relative = check_file_name(name)
         await self.flush()
         return await asyncio.to_thread(self._read_log, slug, relative.as_posix())
+
+    async def write_text(self, slug: str, name: str, text: str) -> None:
+        validate_slug(slug)
+        relative = check_file_name(name)
+
+        def write() -> None:
+            with self._locked(slug) as folder:
+                write_file(folder, relative, text)
+
+        await asyncio.to_thread(write)
+
+    async def read_text(self, slug: str, name: str) -> str | None:
+        validate_slug(slug)
+        relative = check_file_name(name)
+
+        def read() -> str | None:
+            with self._locked(slug) as folder:
+                return read_file(folder / relative)
+
+        return await asyncio.to_thread(read)
 
     async def flush(self) -> None:
         await self._journal.flush()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
+from harness.atomic import write_atomic
 from harness.errors import HarnessError
 from harness.results import AgentResult, Decision, DispatchRecord, Progress, Task, ThreadRef
 from harness.schema import TOP_LEVEL, Problem, problems
@@ -75,6 +75,7 @@ class _DispatchJson(_Json):
     branch: str | None = None
     head_commit: str | None = None
     diff_stat: str | None = None
+    diff_file: str | None = None
 
 
 class _DecisionJson(_Json):
@@ -190,6 +191,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         branch=item.branch,
         head_commit=item.head_commit,
         diff_stat=item.diff_stat,
+        diff_file=item.diff_file,
     )
 
 
@@ -222,27 +224,9 @@ def _problems(exc: ValidationError) -> list[Problem]:
 
 
 def write_task_file(file: Path, task: Task) -> Fingerprint:
-    """Atomically replace ``file`` (temp file + fsync + rename): readers and crashes see the
-    old version or the new one, never a torn file. Returns the new version's fingerprint."""
-    data = dump_task(task)
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-    done = False
-    try:
-        try:
-            os.fchmod(fd, 0o644)  # mkstemp's 0600 would make task.json unreadable to teammates
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-            stat = os.fstat(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, file)
-        done = True
-    finally:
-        if not done:
-            Path(tmp).unlink(missing_ok=True)
-    return fingerprint(stat)
+    """Atomically replace ``file``: readers and crashes see the old version or the new one,
+    never a torn file. Returns the new version's fingerprint."""
+    return fingerprint(write_atomic(file, dump_task(task)))
 
 
 def dump_task(task: Task) -> bytes:
@@ -305,4 +289,5 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         branch=record.branch,
         head_commit=record.head_commit,
         diff_stat=record.diff_stat,
+        diff_file=record.diff_file,
     )

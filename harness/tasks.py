@@ -22,15 +22,18 @@ from harness.errors import TaskNotFoundError
 from harness.journal import JournalWriter, LogEntries, read_lines
 from harness.results import FINAL_STATUSES, Decision, DispatchRecord, Task, TaskSummary, ThreadRef
 from harness.task_common import (
-    check_log_name,
+    check_file_name,
+    diff_file_name,
     journal_file_name,
     make_slug,
     newest_first,
     now,
+    read_file,
     record_in,
     upsert,
     validate_slug,
     with_rule,
+    write_file,
 )
 from harness.task_files import FileTaskStore
 
@@ -39,6 +42,7 @@ __all__ = [
     "LogEntries",
     "MemoryTaskStore",
     "TaskStore",
+    "diff_file_name",
     "journal_file_name",
     "make_slug",
     "validate_slug",
@@ -106,6 +110,15 @@ class TaskStore(Protocol):
 
     async def read_jsonl(self, slug: str, name: str) -> LogEntries:
         """The entries of a per-task log file, queued lines included; [] when it is empty."""
+        ...
+
+    async def write_text(self, slug: str, name: str, text: str) -> None:
+        """Write a whole file of the task (UTF-8, atomic), e.g. an agent's diff. Raises for a
+        bad slug, a name outside the task folder or a missing task."""
+        ...
+
+    async def read_text(self, slug: str, name: str) -> str | None:
+        """A file written by ``write_text``; None when there is no such file."""
         ...
 
     async def flush(self) -> None:
@@ -194,11 +207,23 @@ class MemoryTaskStore:
         self._journal.append(slug, name, entry)
 
     async def read_jsonl(self, slug: str, name: str) -> LogEntries:
-        relative = check_log_name(name)
+        relative = check_file_name(name)
         with self._lock:
             self._get(slug)
         await self.flush()
         return await asyncio.to_thread(read_lines, self.journal_dir / slug / relative)
+
+    async def write_text(self, slug: str, name: str, text: str) -> None:
+        relative = check_file_name(name)
+        with self._lock:
+            self._get(slug)
+        await asyncio.to_thread(write_file, self.journal_dir / slug, relative, text)
+
+    async def read_text(self, slug: str, name: str) -> str | None:
+        relative = check_file_name(name)
+        with self._lock:
+            self._get(slug)
+        return await asyncio.to_thread(read_file, self.journal_dir / slug / relative)
 
     async def flush(self) -> None:
         await self._journal.flush()

@@ -180,6 +180,22 @@ async def has_uncommitted_work(worktree: Path) -> bool:
     return bool(result.stdout.strip())
 
 
+async def commit_all(worktree: Path, message: str, *, author: str, email: str) -> str | None:
+    """Commit every change in the worktree (untracked files too, not ignored ones) with
+    ``message``; the new commit, or None when there was nothing to commit. The repository's
+    hooks and signing are skipped: this records the work as it is, it does not vet it."""
+    if not await has_uncommitted_work(worktree):
+        return None
+    await git("add", "--all", cwd=worktree)
+    await git(
+        *("-c", f"user.name={author}", "-c", f"user.email={email}", "-c", "commit.gpgsign=false"),
+        *("commit", "--quiet", "--no-verify", "--message", message),
+        cwd=worktree,
+        fix="commit the work in the worktree by hand, or set `workspaces.commitWork: false`",
+    )
+    return (await git("rev-parse", "HEAD", cwd=worktree)).text
+
+
 # --- what an agent changed ----------------------------------------------------------------
 
 

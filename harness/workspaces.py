@@ -13,6 +13,8 @@ API (all of it; the ``workspace_*`` modules behind it are internal)::
         Creates the task's workspace, or returns the one it has (a follow-up). Run the agent
         with ``cwd=workspace.path`` and ``workspace.env`` added to its environment.
     await workspaces.find(slug) -> Workspace | None        the task's workspace, if it has one
+    await workspaces.commit(workspace, message, author=) -> str | None
+        Commits the worktree's uncommitted work on its branch (``commitWork``).
     await workspaces.changes(workspace) -> Changes | None   None for a scratch folder
     await workspaces.patch(workspace) -> str                everything changed since the base
     await workspaces.list() -> list[WorkspaceInfo]
@@ -87,6 +89,7 @@ from harness.workspace_git import (
     FileChange,
     GitError,
     WorkspaceError,
+    commit_all,
     diff_files,
     diff_patch,
     git,
@@ -200,6 +203,10 @@ class WorkspaceInfo:
     modified: datetime  # newest modification time of anything in it, UTC
     uncommitted: bool  # work prune would save to a patch (in a scratch folder: any file)
     problem: str | None = None  # why git could not read it, when it could not
+
+
+# The address of the commits the harness makes for its agents (they have no mailbox).
+COMMIT_EMAIL = "harness@localhost"
 
 
 class Workspaces:
@@ -330,6 +337,15 @@ class Workspaces:
             if self._common_dirs[name] == common:
                 return name
         return None
+
+    async def commit(self, workspace: Workspace, message: str, *, author: str) -> str | None:
+        """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
+        commit, or None when there was nothing to commit, it is a scratch folder or commits
+        are turned off."""
+        if workspace.base_commit is None or not self.settings.commit_work:
+            return None
+        async with self._lock(f"task:{workspace.slug}"):
+            return await commit_all(workspace.path, message, author=author, email=COMMIT_EMAIL)
 
     # --- reading --------------------------------------------------------------------------
 

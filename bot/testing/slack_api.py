@@ -42,11 +42,13 @@ class WebApi:
         identity: Identity,
         users: dict[str, JSON],
         issue_socket_url: Callable[[], str],
+        upload_url: Callable[[str], str],
     ) -> None:
         self.store = store
         self.identity = identity
         self.users = users
         self._issue_socket_url = issue_socket_url
+        self._upload_url = upload_url
         self.methods: dict[str, Handler] = {
             "auth.test": self.auth_test,
             "apps.connections.open": lambda _: {"url": self._issue_socket_url()},
@@ -61,6 +63,8 @@ class WebApi:
             "conversations.history": self.history,
             "conversations.info": self.conversation_info,
             "users.info": self.user_info,
+            "files.getUploadURLExternal": self.upload_url,
+            "files.completeUploadExternal": self.complete_upload,
         }
 
     def handle(self, method: str, params: JSON, token: str | None) -> JSON:
@@ -198,6 +202,35 @@ class WebApi:
             "context_team_id": self.identity.team_id,
         }
         return {"channel": info}
+
+    def upload_url(self, params: JSON) -> JSON:
+        filename = _need(params, "filename", "invalid_arguments")
+        try:
+            length = int(params.get("length") or "")
+        except ValueError as exc:
+            raise ApiError("invalid_arguments") from exc
+        file_id = f"F{len(self.store.files) + 1:08d}"
+        self.store.files[file_id] = {"id": file_id, "name": filename, "length": length}
+        return {"upload_url": self._upload_url(file_id), "file_id": file_id}
+
+    def complete_upload(self, params: JSON) -> JSON:
+        """Shares uploaded files in a channel (or a thread of it) as one message."""
+        items = params.get("files")
+        if not isinstance(items, list) or not items:
+            raise ApiError("invalid_arguments")
+        shared: list[JSON] = []
+        for item in items:
+            file = self.store.files.get(str(item.get("id"))) if isinstance(item, dict) else None
+            if file is None or "content" not in file:
+                raise ApiError("file_not_found")
+            file["title"] = item.get("title") or file["name"]
+            shared.append({k: v for k, v in file.items() if k != "content"})
+        channel = params.get("channel_id")
+        if isinstance(channel, str) and channel:
+            message = self.bot_message({**params, "text": params.get("initial_comment") or ""})
+            message.update(subtype="file_share", upload=True, files=copy.deepcopy(shared))
+            self.store.add(channel, message)
+        return {"files": shared}
 
     def user_info(self, params: JSON) -> JSON:
         user = self.users.get(_need(params, "user", "user_not_found"))

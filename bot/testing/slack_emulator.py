@@ -314,6 +314,10 @@ class SlackEmulator(EmulatorServer):
     def messages(self, channel: str) -> list[JSON]:
         return self._read(lambda: copy.deepcopy(self.store.channels.get(channel, [])))
 
+    def uploaded(self, file_id: str) -> bytes:
+        """The bytes uploaded for a file (``files[i]["id"]`` of a file_share message)."""
+        return self._read(lambda: bytes(self.store.files[file_id]["content"]))
+
     def reactions(self, channel: str, ts: str) -> set[str]:
         return self._read(lambda: self.store.reaction_names(channel, ts))
 

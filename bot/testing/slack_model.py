@@ -118,6 +118,8 @@ class MessageStore:
     channels: dict[str, list[JSON]] = field(default_factory=dict)
     channel_types: dict[str, str] = field(default_factory=dict)
     ephemeral: list[JSON] = field(default_factory=list)
+    # Uploaded files by id: name, length, title, and the uploaded bytes as `content`.
+    files: dict[str, JSON] = field(default_factory=dict)
     _micros: int = 0
 
     def next_ts(self) -> str:

@@ -23,7 +23,7 @@ from bot.testing.slack_api import WebApi, user_record
 from bot.testing.slack_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
 
 logger = logging.getLogger(__name__)
-_DECODED = ("blocks", "attachments", "metadata")
+_DECODED = ("blocks", "attachments", "metadata", "files")
 
 
 @dataclass
@@ -86,7 +86,13 @@ class EmulatorServer:
         self.users: dict[str, JSON] = {
             bot_user_id: user_record(bot_user_id, team_id, self.identity.bot_name, is_bot=True)
         }
-        self.api = WebApi(self.store, self.identity, self.users, self._issue_socket_url)
+        self.api = WebApi(
+            self.store,
+            self.identity,
+            self.users,
+            self._issue_socket_url,
+            lambda file_id: f"{self.base_url}/upload/{file_id}",
+        )
         self._port = port
         self._calls: list[ApiCall] = []
         self._deliveries: list[DeliveredEvent] = []
@@ -135,6 +141,7 @@ class EmulatorServer:
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/socket", self._handle_socket)
         app.router.add_post("/response_url/{rid}", self._handle_response_url)
+        app.router.add_post("/upload/{file_id}", self._handle_upload)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self._port)
@@ -273,6 +280,15 @@ class EmulatorServer:
         if waiter is not None and not waiter.done():
             waiter.set_result(ack)
         await self._changed()
+
+    async def _handle_upload(self, request: web.Request) -> web.Response:
+        """The upload URL of files.getUploadURLExternal: takes the file's bytes."""
+        file = self.store.files.get(request.match_info["file_id"])
+        if file is None:
+            return web.Response(status=404, text="unknown file")
+        file["content"] = await request.read()
+        await self._record("upload", {"file_id": file["id"]}, 200, {"ok": True})
+        return web.Response(text=f"OK - {len(file['content'])}")
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
         context = self._response_urls.get(request.match_info["rid"])

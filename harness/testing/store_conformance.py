@@ -320,6 +320,35 @@ class TaskStoreConformance:
         with pytest.raises(HarnessError):
             await store.read_jsonl(slug, name)
 
+    async def test_a_written_text_file_reads_back_and_a_rewrite_replaces_it(
+        self, store: TaskStore
+    ) -> None:
+        slug = (await store.create("Do it")).slug
+
+        assert await store.read_text(slug, "diffs/a1.diff") is None
+        await store.write_text(slug, "diffs/a1.diff", "+ héllo\n")
+        await store.write_text(slug, "diffs/a1.diff", "+ héllo ✓\n")
+
+        assert await store.read_text(slug, "diffs/a1.diff") == "+ héllo ✓\n"
+        assert (await store.get(slug)).slug == slug  # task.json is untouched
+
+    @pytest.mark.parametrize("name", [*ESCAPING_LOG_NAMES, "task.json"])
+    async def test_text_files_stay_inside_the_task_folder(
+        self, store: TaskStore, name: str
+    ) -> None:
+        slug = (await store.create("Do it")).slug
+
+        with pytest.raises(HarnessError):
+            await store.write_text(slug, name, "x")
+        with pytest.raises(HarnessError):
+            await store.read_text(slug, name)
+
+    async def test_a_text_file_for_a_missing_task_raises_task_not_found(
+        self, store: TaskStore
+    ) -> None:
+        with pytest.raises(TaskNotFoundError):
+            await store.write_text("ghost", "diffs/a1.diff", "x")
+
     async def test_lines_for_a_missing_task_are_dropped_with_an_error(
         self, store: TaskStore, caplog: pytest.LogCaptureFixture
     ) -> None:

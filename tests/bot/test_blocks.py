@@ -84,6 +84,19 @@ def test_work_in_a_git_workspace_shows_its_branch_head_and_diff_stat() -> None:
     ) in shown
 
 
+def test_a_short_diff_is_shown_in_the_result_and_a_long_one_is_announced_as_a_file() -> None:
+    worked = dataclasses.replace(RECORD, branch="harness/add-a-page", diff_stat=" 1 file changed")
+    short = "--- a/page.py\n+++ b/page.py\n+x = 1 < 2\n"
+    long = "".join(f"+line {n}\n" for n in range(200))
+
+    inline = "\n".join(sections(render_record(worked, task_slug="add-a-page", diff=short)))
+    announced = "\n".join(sections(render_record(worked, task_slug="add-a-page", diff=long)))
+
+    assert "*Diff*\n```--- a/page.py\n+++ b/page.py\n+x = 1 &lt; 2```" in inline
+    assert "+line 0" not in announced
+    assert f"follows as the file `add-a-page-{RECORD.agent_id}.diff`" in announced
+
+
 def test_a_failure_says_what_failed_which_agent_and_what_to_do_never_a_traceback() -> None:
     failed = dataclasses.replace(
         RECORD,

@@ -38,6 +38,7 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
         "im:history",
         "chat:write",
         "reactions:write",
+        "files:write",
         "commands",
     } <= scopes
     [command] = manifest["features"]["slash_commands"]

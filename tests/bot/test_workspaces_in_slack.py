@@ -13,7 +13,7 @@ import pytest
 from harness.project import Project, load_project
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory, message_text
-from tests.support import git, make_repository
+from tests.support import git, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -73,6 +73,7 @@ async def test_each_thread_works_on_its_own_branch_and_an_approved_check_runs(
         assert "checks: checks pass" in shown
         [branch] = re.findall(r"\*Branch\* `(harness/[a-z0-9-]+)`", shown)
         assert "page.txt" in shown  # the diff stat
+        assert "+blue done" in shown  # a short diff is shown in the result itself
 
         # A second thread: its own branch, and it does not see the first thread's page.
         second = (await r.say("make the page red", user="U2", channel="D2")).event["ts"]
@@ -92,5 +93,63 @@ async def test_each_thread_works_on_its_own_branch_and_an_approved_check_runs(
     blue = Path(worktrees[branch]) / "page.txt"
     red = Path(worktrees[other]) / "page.txt"
     assert blue.read_text() == "blue done\n" and red.read_text() == "red done\n"
+    # Each agent's work is committed on its branch.
+    assert git(repository, "show", f"{branch}:page.txt") == "blue done"
+    assert git(repository, "show", f"{other}:page.txt") == "red done"
+    assert git(repository, "log", "-1", "--format=%an|%s", branch).startswith("harness developer|")
     assert git(repository, "status", "--porcelain") == ""
     assert not (repository / "page.txt").exists()
+
+
+def long_writer(request: ModelRequest) -> Turn:
+    """Writes a 300-line file: a diff far too long for a Slack message."""
+    cwd = _CWD.search(request.system_text)
+    assert cwd, "the CLI names the working directory"
+    if not request.all_tool_results:
+        lines = "".join(f"line {n} of the generated table\n" for n in range(300))
+        return Turn.call("Write", file_path=f"{cwd.group(1)}/table.txt", content=lines)
+    return Turn.finish("wrote the table")
+
+
+async def test_a_diff_too_long_for_a_message_is_uploaded_to_the_thread_as_a_file(
+    rig: RigFactory,
+) -> None:
+    async with rig(long_writer) as r:
+        asked = (await r.say("generate the table", channel="D1")).event["ts"]
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+
+        def shared() -> list[dict[str, Any]] | None:
+            found = [m for m in r.bot_messages("D1", asked) if m.get("subtype") == "file_share"]
+            return found or None
+
+        [message] = await r.slack.wait_for(shared, WAIT)
+        shown = r.bot_text("D1", asked)
+        [file] = message["files"]
+        content = r.slack.uploaded(file["id"]).decode("utf-8")
+
+    assert "table.txt" in shown and "+300 -0" in shown  # the stat stays in the result
+    assert "line 299 of the generated table" not in shown
+    assert f"follows as the file `{file['name']}`" in shown
+    assert file["name"].endswith(".diff") and "harness/" in file["title"]
+    assert content.count("\n+line ") == 300 and "+line 299 of the generated table" in content
+
+
+async def test_a_diff_slack_will_not_take_is_kept_and_the_thread_says_where(
+    rig: RigFactory,
+) -> None:
+    async with rig(long_writer) as r:
+        r.slack.fail_next("files.completeUploadExternal", status=200, error="not_in_channel")
+        asked = (await r.say("generate the table", channel="D1")).event["ts"]
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+
+        def told() -> str | None:
+            shown = r.bot_text("D1", asked)
+            return shown if "could not be attached" in shown else None
+
+        shown = await r.slack.wait_for(told, WAIT)
+        task = await latest_task(r.orchestrator)
+        [record] = task.dispatches
+        kept = await r.orchestrator.diff(task.slug, record)
+
+    assert f"harness show {task.slug}" in shown
+    assert kept is not None and "+line 299 of the generated table" in kept

@@ -20,6 +20,7 @@ RECORD = DispatchRecord(
     branch="harness/add-a-page",
     head_commit="0123456789abcdef",
     diff_stat=" page.py | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)",
+    diff_file="diffs/a1b2c3d4e5.diff",
 )
 
 
@@ -35,9 +36,10 @@ def test_a_record_without_a_workspace_says_nothing_of_branches() -> None:
     assert "Branch" not in render_record(plain)
 
 
-def test_show_names_the_tasks_workspace_branch_and_repository() -> None:
+def test_show_names_the_tasks_workspace_branch_and_repository_and_each_kept_diff() -> None:
     task = Task(
         "add-a-page", "2026-01-01T00:00:00Z", "add a page", dispatches=(RECORD,), repository="web"
     )
     text = render_task(task, "context")
     assert "Workspace: /w on branch harness/add-a-page (repository web)" in text
+    assert "Diff: diffs/a1b2c3d4e5.diff" in text

@@ -164,6 +164,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         branch="harness/do-it",
         head_commit="0123abc",
         diff_stat=" a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
+        diff_file="diffs/a1.diff",
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -208,6 +209,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "branch": "harness/do-it",
             "headCommit": "0123abc",
             "diffStat": " a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
+            "diffFile": "diffs/a1.diff",
         }
     ]
     assert list(data["dispatches"][0]) == list(

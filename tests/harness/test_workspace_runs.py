@@ -75,6 +75,12 @@ async def test_two_tasks_on_one_repository_work_on_their_own_branches(
     context = await orchestrator.task_context(first.task_slug)
     assert f"`harness/{first.task_slug}`" in context
 
+    # Each record keeps the full diff as it was when its agent ended.
+    first_diff = await orchestrator.diff(first.task_slug, alpha)
+    later_diff = await orchestrator.diff(first.task_slug, gamma)
+    assert first_diff is not None and "+alpha" in first_diff and "gamma" not in first_diff
+    assert later_diff is not None and "+alpha" in later_diff and "+gamma" in later_diff
+
 
 async def test_without_repositories_a_task_works_in_a_scratch_folder_not_the_checkout(
     project_dir: Path,

@@ -175,6 +175,43 @@ async def test_changes_report_modified_untracked_and_committed_files_with_branch
     assert "?? NEW.md" in git(workspace.path, "status", "--porcelain").splitlines()
 
 
+async def test_commit_records_edits_and_new_files_on_the_task_branch_as_the_harness(
+    workspaces: Workspaces, web: Path
+) -> None:
+    workspace = await workspaces.prepare("add-login", "web")
+    (workspace.path / "src" / "app.py").write_text("login()\n", encoding="utf-8")
+    (workspace.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
+
+    made = await workspaces.commit(workspace, "developer a1: add login", author="harness dev")
+    again = await workspaces.commit(workspace, "nothing left", author="harness dev")
+
+    assert made == git(web, "rev-parse", "harness/add-login") and again is None
+    assert git(web, "show", "harness/add-login:login.py") == "def login(): ..."
+    assert git(web, "log", "-1", "--format=%an <%ae>|%s", "harness/add-login") == (
+        "harness dev <harness@localhost>|developer a1: add login"
+    )
+    assert git(workspace.path, "status", "--porcelain") == ""
+    assert git(web, "rev-parse", "main") == workspace.base_commit  # the base is untouched
+
+
+async def test_commit_does_nothing_in_a_scratch_folder_or_when_turned_off(
+    project: Path, web: Path
+) -> None:
+    config = parse_config(
+        {"workspaces": {"commitWork": False, "repositories": {"web": {"path": str(web)}}}},
+        file=project / "config.yaml",
+    )
+    workspaces = Workspaces(config.workspaces)
+    worktree = await workspaces.prepare("add-login", "web")
+    scratch = await workspaces.prepare("write-a-poem", None)
+    for workspace in (worktree, scratch):
+        (workspace.path / "notes.txt").write_text("draft\n", encoding="utf-8")
+
+    assert await workspaces.commit(worktree, "m", author="a") is None
+    assert await workspaces.commit(scratch, "m", author="a") is None
+    assert "?? notes.txt" in git(worktree.path, "status", "--porcelain")
+
+
 async def test_patch_holds_every_change_since_the_base_and_applies_to_it(
     workspaces: Workspaces, web: Path, tmp_path: Path
 ) -> None:
