@@ -32,6 +32,7 @@ bench: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/tasks.py
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/workspaces.py
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/approvals.py
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/orphans.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -23,9 +23,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import check_access
 from bot.background import Background
-from bot.blocks import REPOSITORY_ACTION_PREFIX
+from bot.blocks import REPOSITORY_ACTION_PREFIX, RERUN_ACTION
 from bot.commands import Commands
 from bot.conversations import Conversations
+from bot.outbox import AgentRef, Outbox
 from bot.parsing import (
     Decision,
     FollowUp,
@@ -37,9 +38,10 @@ from bot.progress import AgentWatcher
 from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
+from harness.ledger import LEDGER_FILE, Ledger
 from harness.orchestrator import Orchestrator
 from harness.questions import Answer, Question
-from harness.results import ThreadRef
+from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -128,17 +130,27 @@ class HarnessBot:
     commands: Commands
     background: Background
     options: BotOptions
+    ledger: Ledger
+    outbox: Outbox
+    # Dispatches this start found interrupted (recovery ran before the bot was made).
+    interrupted: list[tuple[str, DispatchRecord]] = field(default_factory=list)
     # The bot made its client, so it gives it one keep-alive HTTP session and closes it.
     owns_client: bool = False
     # HTTP mode checks signatures itself before it acks an event (Bolt checks them again).
     signing_secret: str = field(default="", repr=False)
 
     async def start(self) -> None:
-        """Loads what is on disk (thread bindings, requesters) before the first event."""
+        """Loads what is on disk (thread bindings, requesters, deliveries seen) before the
+        first event, then sends what the threads are still owed: results that were not
+        delivered, and the agents that ended (or were interrupted) while the bot was away."""
         if self.owns_client and self.client.session is None:
             # One pooled session instead of a new connection per Web API call.
             self.client.session = aiohttp.ClientSession()
         await self.conversations.load()
+        self.outbox.start()
+        settled = await self.conversations.watcher.resume(self.interrupted)
+        if settled:
+            logger.info("settled %d agent(s) that ended while the bot was away", settled)
 
     def begin_shutdown(self) -> None:
         """From now on no message starts an agent (the orchestrator is about to stop them)."""
@@ -148,6 +160,9 @@ class HarnessBot:
         """Waits (bounded) for the bot's own work in flight, e.g. the final posts of agents
         that a shutdown just stopped; then closes what the bot opened."""
         await self.background.drain(self.options.drain_timeout)
+        # What Slack has not taken by now stays in the ledger for the next start.
+        await self.outbox.stop(self.options.drain_timeout)
+        await self.ledger.close()
         if self.owns_client and self.client.session is not None:
             session, self.client.session = self.client.session, None
             await session.close()
@@ -174,7 +189,23 @@ def create_app(
     )
     background = Background()
     poster = Poster(client)
-    watcher = AgentWatcher(orchestrator, poster, interval=options.status_interval)
+    ledger = Ledger(config.tasks_dir / LEDGER_FILE)
+
+    async def read_diff(task_slug: str, agent_id: str) -> str | None:
+        return await orchestrator.diff(task_slug, await orchestrator.record(agent_id))
+
+    async def given_up(agent: AgentRef, reason: str) -> None:
+        await orchestrator.note_undelivered(agent["task_slug"], agent["agent_id"], reason)
+
+    outbox = Outbox(
+        ledger,
+        client,
+        poster,
+        read_diff=read_diff,
+        on_given_up=given_up,
+        max_delay=options.delivery_retry_limit,
+    )
+    watcher = AgentWatcher(orchestrator, poster, ledger, outbox, interval=options.status_interval)
     requesters = Requesters(config.tasks_dir)
     conversations = Conversations(
         orchestrator,
@@ -182,6 +213,8 @@ def create_app(
         watcher,
         requesters,
         background,
+        ledger,
+        outbox,
         settings=config.slack,
         options=options,
     )
@@ -278,6 +311,24 @@ def create_app(
         kind = f"action {_safe(action.get('action_id'))}"
         log_request(kind, user, thread.channel, outcome, started)
 
+    async def on_rerun_button(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        started = time.perf_counter()
+        await ack()
+        user = str((body.get("user") or {}).get("id", ""))
+        thread = clicked_thread(body)
+        agent_id = str(action.get("value", ""))
+        notice = body.get("message")
+        refused = await conversations.run_again(
+            thread, agent_id, user, notice if isinstance(notice, dict) else None
+        )
+        if refused is not None:
+            await respond(text=refused, response_type="ephemeral", replace_original=False)
+        outcome = f"refused: {refused}" if refused else f"run {_safe(agent_id)} again"
+        log_request(f"action {RERUN_ACTION}", user, thread.channel, outcome, started)
+
+    app.action(RERUN_ACTION)(on_rerun_button)
     app.action(ACTION_PATTERN)(on_answer_button)
     app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(on_repository_button)
     app.event("message")(on_message)
@@ -291,6 +342,8 @@ def create_app(
         commands=commands,
         background=background,
         options=options,
+        ledger=ledger,
+        outbox=outbox,
         owns_client=owns_client,
         signing_secret=env.signing_secret or "",
     )

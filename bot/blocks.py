@@ -85,8 +85,8 @@ _NEXT_STEP = {
     "failed": "reply in this thread to try again (say what to change), or run "
     "`harness show {slug}` to read the agent's journal.",
     "killed": "reply in this thread when you want the work to go on.",
-    "interrupted": "the harness stopped before the agent finished; reply in this thread to "
-    "pick the task up again.",
+    "interrupted": "press *Run again* to start it over with the same request, or reply in "
+    "this thread to pick the task up from here.",
 }
 
 
@@ -247,6 +247,8 @@ def render_record(
         if status == "killed" and stopped_by:
             reason = "stopped from Slack with `/harness kill`"
         pieces.append(f"{label} {escape(clean_error(reason))}")
+        if status == "interrupted":
+            pieces.append(f"It had been working since {_when(record.started_at)}.")
         if result is None and record.last_text:
             quoted = escape(excerpt(record.last_text, 1500))
             pieces.append(f"*The agent's last words:*\n> {quoted}")
@@ -255,6 +257,11 @@ def render_record(
     elif result is None:  # completed without a structured result: say so, keep the text
         pieces.append(escape(record.last_text or "The agent finished without a result."))
     return pack(pieces, usage_line(record, task_slug))
+
+
+def _when(iso: str) -> str:
+    """``2026-11-22T10:04:05.123Z`` -> ``2026-11-22 10:04:05 UTC``."""
+    return f"{iso[:19].replace('T', ' ')} UTC" if len(iso) >= 19 else iso
 
 
 def status_text(
@@ -306,6 +313,35 @@ def failure_message(what: str, *, next_step: str, agent_id: str | None = None) -
     lines.append(f"*What to do next:* {next_step}")
     text = "\n".join(lines)
     return {"text": text, "blocks": [section_block(text)]}
+
+
+RERUN_ACTION = "harness_rerun"
+
+
+def with_rerun_button(messages: list[SlackMessage], agent_id: str) -> list[SlackMessage]:
+    """``messages`` with a *Run again* button (for an interrupted agent) under the last one."""
+    button: Block = {
+        "type": "actions",
+        "block_id": "harness_rerun",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": RERUN_ACTION,
+                "text": {"type": "plain_text", "text": "Run again"},
+                "value": agent_id,
+            }
+        ],
+    }
+    last = messages[-1]
+    return [*messages[:-1], {"text": last["text"], "blocks": [*last["blocks"], button]}]
+
+
+def rerun_done(message: SlackMessage, user: str, agent_id: str) -> SlackMessage:
+    """The interrupted notice once someone pressed *Run again*: the button gives way to who
+    did and which agent runs now."""
+    note = context_block(f"↻ {mention(user)} ran it again as agent `{escape(agent_id)}`")
+    blocks = [b for b in message["blocks"] if b.get("block_id") != "harness_rerun"]
+    return {"text": message["text"], "blocks": [*blocks, note]}
 
 
 REPOSITORY_ACTION_PREFIX = "harness_repo_"

@@ -29,8 +29,15 @@ from harness.metadata import FieldValue
 from harness.orchestrator import Orchestrator
 from harness.pool import AgentInfo
 from harness.results import TaskSummary
+from harness.tasks import DamagedTask
 
 logger = logging.getLogger(__name__)
+
+# Damaged tasks named one by one in `/harness tasks`; `harness tasks` lists them all.
+_DAMAGED_SHOWN = 10
+
+# How long a command answered in its ack may take (Slack gives up on an ack after 3 s).
+ACK_WITHIN = 2.5
 
 HELP = (
     "*/harness*: the agents working on your tasks\n"
@@ -81,9 +88,15 @@ def render_agent_list(
     return "\n".join(lines)
 
 
-def render_task_list(tasks: Sequence[TaskSummary], links: Mapping[str, str]) -> str:
-    if not tasks:
+def render_task_list(
+    tasks: Sequence[TaskSummary],
+    links: Mapping[str, str],
+    damaged: Sequence[DamagedTask] = (),
+) -> str:
+    if not tasks and not damaged:
         return "No tasks yet. Message me, or @mention me in a channel, to start one."
+    if not tasks:
+        return render_damaged(damaged)
     lines = ["*Recent tasks*"]
     for task in tasks:
         name = f"`{escape(task.slug)}`"
@@ -95,6 +108,25 @@ def render_task_list(tasks: Sequence[TaskSummary], links: Mapping[str, str]) -> 
         if task.last_role is not None:
             parts.append(f"last: {escape(task.last_role)} {task.last_status}")
         lines.append("• " + " · ".join(parts))
+    if damaged:
+        lines += ["", render_damaged(damaged)]
+    return "\n".join(lines)
+
+
+def render_damaged(damaged: Sequence[DamagedTask]) -> str:
+    """How many tasks could not be read, why, and the command that repairs each."""
+    count = len(damaged)
+    its, it = ("its", "it") if count == 1 else ("their", "each")
+    lines = [
+        f"⚠️ *{count} task{'' if count == 1 else 's'} could not be read*: {its} task.json is "
+        f"damaged. To repair {it}, run the command shown on the bot's machine; it keeps the "
+        "damaged file aside and writes a fresh one with everything that still reads."
+    ]
+    for task in damaged[:_DAMAGED_SHOWN]:
+        problem = escape(excerpt(task.problem, 200))
+        lines.append(f"• `{escape(task.slug)}` ({problem}): `{escape(task.repair)}`")
+    if count > _DAMAGED_SHOWN:
+        lines.append(f"…and {count - _DAMAGED_SHOWN} more: `harness tasks` lists them all.")
     return "\n".join(lines)
 
 
@@ -139,18 +171,31 @@ class Commands:
             answer, outcome = self._kill(parsed.agent_id, user)
             await ack(text=answer)
             return f"kill {parsed.agent_id}: {outcome}"
+        elif not command.get("response_url"):
+            # Nowhere to answer later (Slack sends a response_url with commands, a proxy or a
+            # test client may not): the answer goes in the ack, which Slack waits 3 s for.
+            await ack(text=await self._answer(parsed.name, within=ACK_WITHIN))
         else:
             await ack()
-            try:
-                text = await (self._list() if parsed.name == "list" else self._tasks())
-            except Exception:  # the top of a command's work: the person must hear back
-                logger.exception("/harness %s failed", parsed.name)
-                text = "Sorry, that did not work; an admin can find the details in the bot's log."
+            text = await self._answer(parsed.name)
             try:
                 await respond(text=text, response_type="ephemeral")
             except CALL_ERRORS as exc:
                 logger.warning("could not answer /harness %s: %s", parsed.name, exc)
         return parsed.name
+
+    async def _answer(self, name: str, within: float | None = None) -> str:
+        """The answer to ``list`` or ``tasks``; an apology when it fails or takes longer
+        than ``within`` seconds."""
+        try:
+            async with asyncio.timeout(within):
+                return await (self._list() if name == "list" else self._tasks())
+        except TimeoutError:
+            logger.warning("/harness %s took longer than %s s: answered without it", name, within)
+            return "Sorry, that took too long to gather; try again in a moment."
+        except Exception:  # the top of a command's work: the person must hear back
+            logger.exception("/harness %s failed", name)
+            return "Sorry, that did not work; an admin can find the details in the bot's log."
 
     def _kill(self, agent_id: str, user: str) -> tuple[str, str]:
         """Decides at once (so the answer is the ack) and stops the agent in the background;
@@ -191,4 +236,4 @@ class Commands:
         bound = [t for t in tasks if t.thread is not None]
         found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
         links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}
-        return render_task_list(tasks, links)
+        return render_task_list(tasks, links, await self.orchestrator.damaged_tasks())

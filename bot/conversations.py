@@ -17,8 +17,17 @@ from typing import Any
 
 from bot.access import check_access, may_kill
 from bot.background import Background
-from bot.blocks import drafted_intro, failure_message, repository_question, waiting_text
-from bot.dedupe import TtlSet
+from bot.blocks import (
+    SlackMessage,
+    drafted_intro,
+    failure_message,
+    mention,
+    repository_question,
+    rerun_done,
+    waiting_text,
+)
+from bot.dedupe import Dedupe
+from bot.outbox import Outbox
 from bot.parsing import (
     Decision,
     FollowUp,
@@ -32,21 +41,22 @@ from bot.parsing import (
     thread_task_description,
 )
 from bot.poster import Poster
-from bot.progress import AgentWatcher
+from bot.progress import FAILED, AgentWatcher
 from bot.questions import pick_question
 from bot.requesters import Requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
-from harness.errors import HarnessError
+from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, repair_command
 from harness.events import AgentEvent
+from harness.ledger import Ledger
 from harness.orchestrator import Orchestrator
 from harness.questions import Answer, Question
 from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 
-EYES, DONE, FAILED, ANSWERED = "eyes", "white_check_mark", "x", "speech_balloon"
+EYES, ANSWERED = "eyes", "speech_balloon"
 TRY_AGAIN = "try again in a moment; if it keeps failing, ask an admin to look at the bot's log."
 RESEND = "send your message again once I am back."
 
@@ -59,6 +69,8 @@ class Conversations:
         watcher: AgentWatcher,
         requesters: Requesters,
         background: Background,
+        ledger: Ledger,
+        outbox: Outbox,
         *,
         settings: SlackSettings,
         options: BotOptions,
@@ -68,11 +80,12 @@ class Conversations:
         self.watcher = watcher
         self.requesters = requesters
         self.background = background
+        self.ledger = ledger
+        self.outbox = outbox
         self.settings = settings
         self.index = ThreadIndex()
         self.lanes = ThreadLanes(background)
-        self._events = TtlSet(options.dedupe_ttl)
-        self._messages = TtlSet(options.dedupe_ttl)
+        self.dedupe = Dedupe(ledger, options.dedupe_ttl)
         # Set when the bot shuts down: no new agent starts after that.
         self.closing = False
         # Per thread: the bot-started agent working there now (role, agent id).
@@ -82,9 +95,14 @@ class Conversations:
         orchestrator.subscribe(self._on_agent_event)
 
     async def load(self) -> None:
-        """The thread bindings and requesters already on disk."""
+        """The thread bindings, requesters and deliveries already seen, from disk."""
         self.index.load(await self.orchestrator.task_summaries())
+        # A damaged task's thread is still its own: a reply there hears why nothing starts.
+        for damaged in await self.orchestrator.damaged_tasks():
+            if damaged.thread is not None and not self.index.is_bound(damaged.thread):
+                self.index.bind(damaged.thread, damaged.slug)
         await asyncio.to_thread(self.requesters.load)
+        await self.dedupe.load()
 
     # ------------------------------------------------------------------ intake (no awaits)
 
@@ -93,16 +111,19 @@ class Conversations:
     ) -> Decision:
         """Decides at once (nothing awaited, so duplicates cannot slip in between) and
         starts the work in the background."""
-        if event_id and not self._events.add(event_id):
+        if event_id and not self.dedupe.first_time(f"event:{event_id}"):
             return Ignore("duplicate delivery")
+        if event_id:
+            self._spawn(self.dedupe.save(), "remember event")
         parsed = parse_message_event(event, bot_user_id)
         if isinstance(parsed, Ignore):
             return parsed
         decision = decide(parsed, bound=self.index.is_bound(parsed.thread))
         if isinstance(decision, Ignore):
             return decision
-        if not self._messages.add((parsed.channel, parsed.ts)):
+        if not self.dedupe.first_time(f"message:{parsed.channel}:{parsed.ts}"):
             return Ignore("message already handled")  # the app_mention + message pair
+        self._spawn(self.dedupe.save(), "remember message")
         refusal = check_access(self.settings, parsed.user, parsed.channel, is_dm=parsed.is_dm)
         if refusal is not None:
             self._spawn(
@@ -176,6 +197,9 @@ class Conversations:
     ) -> Callable[[], Awaitable[None]]:
         async def job() -> None:
             try:
+                # Nothing runs for a message before the ledger knows it was seen: a delivery
+                # that comes again after a restart must not run it twice.
+                await self.dedupe.save()
                 await work()
             except Exception:  # the top of one message's handling: the person must hear back
                 logger.exception("handling message %s/%s failed", message.channel, message.ts)
@@ -190,10 +214,14 @@ class Conversations:
         next_step: str = TRY_AGAIN,
         agent_id: str | None = None,
     ) -> None:
-        await self.poster.post(
-            message.thread, failure_message(what, next_step=next_step, agent_id=agent_id)
+        notice = failure_message(what, next_step=next_step, agent_id=agent_id)
+        await self.outbox.owe(
+            message.thread,
+            [
+                {"op": "post", "message": notice},
+                {"op": "react", "channel": message.channel, "ts": message.ts, "name": FAILED},
+            ],
         )
-        await self.poster.react(message.channel, message.ts, FAILED)
 
     def choose_repository(self, thread: ThreadRef, repository: str, user: str) -> str | None:
         """A repository button was clicked in ``thread``: start the waiting request there.
@@ -211,6 +239,47 @@ class Conversations:
 
         job = self._guarded(decision.message, start)
         self.lanes.enqueue(thread, job, name=f"repository for {thread.channel}/{thread.thread_ts}")
+        return None
+
+    async def run_again(
+        self, thread: ThreadRef, agent_id: str, user: str, notice: Mapping[str, Any] | None
+    ) -> str | None:
+        """*Run again* was pressed under the notice that ``agent_id`` was interrupted: the same
+        role starts over on the same request, in the same task, once. Why not, when it
+        cannot (None when it started)."""
+        slug = self.index.slug(thread)
+        try:
+            record = await self.orchestrator.record(agent_id)
+            task = await self.orchestrator.task(slug) if slug else None
+        except (AgentNotFoundError, HarnessError):
+            return "I do not know that agent any more."
+        if task is None or all(d.agent_id != agent_id for d in task.dispatches):
+            return "This button belongs to another thread's task."
+        if record.status != "interrupted":
+            return f"Agent `{agent_id}` {record.status}; only an interrupted agent is run again."
+        requester = self.requesters.get(task.slug)
+        if not may_kill(self.settings, user, requester):
+            who = mention(requester) if requester else "the person who asked"
+            return f"Only {who} (or an admin) can run it again."
+        if self.closing:
+            return "I am shutting down; press it again once I am back."
+        if not await self.ledger.claim(f"rerun:{agent_id}"):
+            return "It has already been run again."
+
+        async def again() -> None:
+            handle = await self.orchestrator.draft(record.role, record.prompt, task_slug=task.slug)
+            ts = notice.get("ts") if notice else None
+            if notice is not None and isinstance(ts, str) and notice.get("blocks"):
+                shown: SlackMessage = {
+                    "text": str(notice.get("text", "")),
+                    "blocks": list(notice["blocks"]),
+                }
+                await self.poster.update(
+                    thread.channel, ts, rerun_done(shown, user, handle.agent_id)
+                )
+            await self.watcher.follow(thread, handle.agent_id, handle.role, task_slug=task.slug)
+
+        self.lanes.enqueue(thread, again, name=f"run {agent_id} again")
         return None
 
     async def _start(
@@ -261,7 +330,18 @@ class Conversations:
         slug = self.index.slug(message.thread)
         if slug is None:  # the task this thread was reserved for could not be created
             return
-        task = await self.orchestrator.task(slug)
+        try:
+            task = await self.orchestrator.task(slug)
+        except TaskDamagedError as exc:  # never a new task without the thread's history
+            await self._fail(
+                message,
+                f"I cannot read this thread's task `{slug}`, so I did not start on your "
+                f"message: {exc.problem}",
+                f"an admin runs `{repair_command(slug)}` on the bot's machine (it keeps the "
+                "damaged task.json aside and writes a fresh one with everything that still "
+                "reads), then you reply here again.",
+            )
+            return
         # After a result with questions, the reply answers them: same role (see route_follow_up).
         role = self.orchestrator.route_follow_up(task, message.text)
         await self._run(message, slug, role, message.text)
@@ -280,12 +360,11 @@ class Conversations:
             return
         self._current[message.thread] = (handle.role, handle.agent_id)
         try:
-            record = await self.watcher.follow(
-                message.thread, handle.agent_id, handle.role, task_slug=slug
+            await self.watcher.follow(
+                message.thread, handle.agent_id, handle.role, task_slug=slug, reply_to=message.ts
             )
         finally:
             self._current.pop(message.thread, None)
-        await self.poster.react(message.channel, message.ts, _final_reaction(record))
 
     async def _wait_for_agents(self, slug: str) -> None:
         """Agents of this task still live (e.g. drafted ones nobody awaited) finish first."""
@@ -327,7 +406,3 @@ class Conversations:
             )
         except Exception:  # the top of a drafted agent's thread view
             logger.exception("showing drafted agent %s in %s failed", record.agent_id, thread)
-
-
-def _final_reaction(record: DispatchRecord) -> str:
-    return DONE if record.status == "completed" else FAILED

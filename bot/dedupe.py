@@ -1,10 +1,18 @@
-"""A time-limited memory of what was seen: Slack delivers at least once."""
+"""What the bot has already seen: Slack delivers at least once, and retries for an hour.
+
+Keys (event ids, handled messages) are answered from memory at once, so a duplicate never
+slips in between two awaits, and kept in the ledger, so a delivery that comes again after a
+restart is still recognised.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+
+from harness.ledger import Ledger
 
 
 class TtlSet:
@@ -14,7 +22,7 @@ class TtlSet:
         self,
         ttl: float,
         *,
-        max_size: int = 50_000,
+        max_size: int = 200_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl = ttl
@@ -22,12 +30,13 @@ class TtlSet:
         self._clock = clock
         self._seen: OrderedDict[Hashable, float] = OrderedDict()
 
-    def add(self, key: Hashable) -> bool:
+    def add(self, key: Hashable, at: float | None = None) -> bool:
+        """Seen at ``at`` (now by default; keys must come oldest first)."""
         now = self._clock()
         self._expire(now)
         if key in self._seen:
             return False
-        self._seen[key] = now
+        self._seen[key] = now if at is None else at
         while len(self._seen) > self.max_size:
             self._seen.popitem(last=False)
         return True
@@ -42,3 +51,32 @@ class TtlSet:
             if now - seen_at < self.ttl:
                 return
             del self._seen[key]
+
+
+class Dedupe:
+    def __init__(self, ledger: Ledger, keep: float, clock: Callable[[], float] = time.time):
+        self.ledger = ledger
+        self.keep = keep
+        self._clock = clock
+        self._seen = TtlSet(keep, clock=clock)
+        self._unsaved: list[str] = []
+        self._saving = asyncio.Lock()
+
+    async def load(self) -> None:
+        """What the ledger remembers of the last ``keep`` seconds."""
+        for key, at in await self.ledger.recent(self._clock() - self.keep):
+            self._seen.add(key, at)
+
+    def first_time(self, key: str) -> bool:
+        """True the first time ``key`` is seen (then ``save`` makes that last)."""
+        if not self._seen.add(key):
+            return False
+        self._unsaved.append(key)
+        return True
+
+    async def save(self) -> None:
+        """Every key seen before the call is in the ledger when it returns."""
+        async with self._saving:
+            keys, self._unsaved = self._unsaved, []
+            if keys:
+                await self.ledger.remember(keys)

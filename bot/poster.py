@@ -1,5 +1,6 @@
-"""Posting into Slack threads: the few Web API calls the bot makes, with failures logged
-rather than raised (a lost status edit must never stop an agent's result from arriving).
+"""Posting into Slack threads: the Web API calls whose failure costs nothing lasting (status
+edits, 👀, ephemeral replies, questions), with failures logged rather than raised, and what a
+failed call means (``classify``). What the bot owes a thread goes through ``bot.outbox``.
 
 Rate limits are handled by the client's retry handler (see bot.app.make_client). The poster
 also remembers the newest message it knows of in each thread, so a status message is
@@ -9,8 +10,9 @@ end of the thread, where people read.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -18,12 +20,50 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
+from harness.errors import HarnessError
 from harness.results import ThreadRef
 
 logger = logging.getLogger(__name__)
 
 # What a failed call can raise: Slack errors, transport errors, timeouts.
 CALL_ERRORS = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, OSError)
+# `ok: false` errors that say "try again later"; any other error will not go away by itself.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "ratelimited",
+        "rate_limited",
+        "internal_error",
+        "fatal_error",
+        "service_unavailable",
+        "request_timeout",
+        "timeout",
+        "team_added_to_org",
+        "accesslimited",
+    }
+)
+
+
+class DeliveryError(HarnessError):
+    """A Web API call failed: ``error`` is Slack's error code (or the network's complaint);
+    ``transient`` says whether trying again later can succeed."""
+
+    def __init__(self, error: str, *, transient: bool) -> None:
+        fix = "" if transient else "check the bot's access to the channel (is it a member?)"
+        super().__init__(error, fix=fix)
+        self.error = error
+        self.transient = transient
+
+
+def classify(exc: BaseException) -> DeliveryError:
+    """What a failed Web API call means for the outbox."""
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", 200)
+        error = str(exc.response.get("error") or f"HTTP {status}")
+        transient = status >= 500 or status == 429 or error in TRANSIENT_ERRORS
+        return DeliveryError(error, transient=transient)
+    if isinstance(exc, (SlackClientError, aiohttp.ClientError, TimeoutError, OSError)):
+        return DeliveryError(f"{type(exc).__name__}: {exc}".strip(": "), transient=True)
+    return DeliveryError(f"{type(exc).__name__}: {exc}", transient=False)
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -34,7 +74,7 @@ def ts_key(ts: str) -> tuple[int, int]:
         return 0, 0
 
 
-def _content(message: SlackMessage | str) -> dict[str, Any]:
+def message_content(message: SlackMessage | str) -> dict[str, Any]:
     if isinstance(message, str):
         return {"text": message}
     return {"text": message["text"], "blocks": message["blocks"]}
@@ -57,19 +97,26 @@ class Poster:
 
     # -- calls
 
-    async def post(self, thread: ThreadRef, message: SlackMessage | str) -> str | None:
-        """Posts into the thread; the new message's ts, or None when Slack refused it."""
-        try:
-            response = await self.client.chat_postMessage(
-                channel=thread.channel,
-                thread_ts=thread.thread_ts,
-                unfurl_links=False,
-                unfurl_media=False,
-                **_content(message),
-            )
-        except CALL_ERRORS as exc:
-            logger.warning("chat.postMessage to %s failed: %s", thread.channel, exc)
-            return None
+    async def post(
+        self, thread: ThreadRef, message: SlackMessage | str, *, attempts: int = 1
+    ) -> str | None:
+        """Posts into the thread; the new message's ts, or None when Slack refused it.
+        With ``attempts`` > 1 a transient failure is tried again (after 0.5 s, 1 s, ...)."""
+        for attempt in range(attempts):
+            try:
+                response = await self.client.chat_postMessage(
+                    channel=thread.channel,
+                    thread_ts=thread.thread_ts,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                    **message_content(message),
+                )
+                break
+            except CALL_ERRORS as exc:
+                logger.warning("chat.postMessage to %s failed: %s", thread.channel, exc)
+                if attempt + 1 == attempts or not classify(exc).transient:
+                    return None
+                await asyncio.sleep(0.5 * 2**attempt)
         ts = response.get("ts")
         if isinstance(ts, str):
             self.note(thread, ts)
@@ -78,17 +125,9 @@ class Poster:
 
     async def update(self, channel: str, ts: str, message: SlackMessage | str) -> bool:
         try:
-            await self.client.chat_update(channel=channel, ts=ts, **_content(message))
+            await self.client.chat_update(channel=channel, ts=ts, **message_content(message))
         except CALL_ERRORS as exc:
             logger.warning("chat.update of %s in %s failed: %s", ts, channel, exc)
-            return False
-        return True
-
-    async def delete(self, channel: str, ts: str) -> bool:
-        try:
-            await self.client.chat_delete(channel=channel, ts=ts)
-        except CALL_ERRORS as exc:
-            logger.warning("chat.delete of %s in %s failed: %s", ts, channel, exc)
             return False
         return True
 
@@ -100,25 +139,6 @@ class Poster:
                 logger.warning("reactions.add :%s: failed: %s", name, exc)
         except CALL_ERRORS as exc:
             logger.warning("reactions.add :%s: failed: %s", name, exc)
-
-    async def upload(
-        self, thread: ThreadRef, *, filename: str, content: str, title: str, comment: str
-    ) -> bool:
-        """Uploads ``content`` as a file shared in the thread; False when Slack refused it."""
-        try:
-            await self.client.files_upload_v2(
-                channel=thread.channel,
-                thread_ts=thread.thread_ts,
-                filename=filename,
-                content=content.encode("utf-8"),
-                title=title,
-                initial_comment=comment,
-                snippet_type="diff",
-            )
-        except CALL_ERRORS as exc:
-            logger.warning("uploading %s to %s failed: %s", filename, thread.channel, exc)
-            return False
-        return True
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         try:
@@ -150,19 +170,3 @@ class Poster:
             return None
         link = response.get("permalink")
         return link if isinstance(link, str) else None
-
-    async def replace(
-        self, thread: ThreadRef, ts: str | None, messages: Sequence[SlackMessage]
-    ) -> None:
-        """Puts ``messages`` where the status message ``ts`` was: in place when it is still
-        the newest in the thread, else at the end of the thread (the status is removed)."""
-        first, rest = messages[0], messages[1:]
-        placed = False
-        if ts is not None and self.is_newest(thread, ts):
-            placed = await self.update(thread.channel, ts, first)
-        elif ts is not None and not await self.delete(thread.channel, ts):
-            await self.update(thread.channel, ts, "(the result is further down)")
-        if not placed:
-            await self.post(thread, first)
-        for message in rest:
-            await self.post(thread, message)

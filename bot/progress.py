@@ -1,24 +1,95 @@
 """One agent seen from its thread: a status message kept current at a Slack-friendly rate
 (elapsed time and what the agent is doing, from ``orchestrator.agents()``), then replaced by
-the rendered result."""
+the rendered result through the outbox.
+
+Each followed agent is *watched* in the ledger from the moment the bot shows it: where its
+status message is and whose message gets the final reaction. The result is owed in the same
+step that ends the watch, so a bot stopped at any moment settles at its next start what it
+was showing: a result that arrived meanwhile, or the notice that the agent was interrupted
+(with a *Run again* button).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from bot.blocks import diff_file_name, diff_fits_inline, render_record, status_text
+from bot.blocks import (
+    diff_file_name,
+    diff_fits_inline,
+    render_record,
+    status_text,
+    with_rerun_button,
+)
+from bot.outbox import Outbox, Step
 from bot.poster import Poster
+from harness.errors import AgentNotFoundError, HarnessError
+from harness.ledger import Ledger
 from harness.orchestrator import Orchestrator
-from harness.results import DispatchRecord, ThreadRef
+from harness.results import FINAL_STATUSES, DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 
+DONE, FAILED = "white_check_mark", "x"
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the bot needs to settle an agent it shows in a thread."""
+
+    agent_id: str
+    thread: ThreadRef
+    task_slug: str
+    role: str
+    status_ts: str | None = None  # the status message, once posted
+    reply_to: str | None = None  # ts of the person's message that gets ✅ / ❌
+    drafted_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "thread": [self.thread.channel, self.thread.thread_ts],
+            "taskSlug": self.task_slug,
+            "role": self.role,
+            "statusTs": self.status_ts,
+            "replyTo": self.reply_to,
+            "draftedBy": self.drafted_by,
+        }
+
+    @classmethod
+    def from_json(cls, agent_id: str, data: dict[str, Any]) -> Watch:
+        channel, thread_ts = data["thread"]
+        return cls(
+            agent_id,
+            ThreadRef(str(channel), str(thread_ts)),
+            str(data["taskSlug"]),
+            str(data["role"]),
+            status_ts=data.get("statusTs"),
+            reply_to=data.get("replyTo"),
+            drafted_by=data.get("draftedBy"),
+        )
+
+
+def final_reaction(record: DispatchRecord) -> str:
+    return DONE if record.status == "completed" else FAILED
+
 
 class AgentWatcher:
-    def __init__(self, orchestrator: Orchestrator, poster: Poster, *, interval: float) -> None:
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        poster: Poster,
+        ledger: Ledger,
+        outbox: Outbox,
+        *,
+        interval: float,
+    ) -> None:
         self.orchestrator = orchestrator
         self.poster = poster
+        self.ledger = ledger
+        self.outbox = outbox
         self.interval = interval
         # agent id -> Slack user who stopped it with /harness kill (shown in its thread).
         self.stopped_by: dict[str, str] = {}
@@ -46,13 +117,17 @@ class AgentWatcher:
         task_slug: str,
         intro: str | None = None,
         drafted_by: str | None = None,
+        reply_to: str | None = None,
     ) -> DispatchRecord:
-        """Shows the agent in the thread until it ends; returns its final record."""
-        # One turn of the loop: a freshly drafted agent takes a free slot (running) before
-        # its first status is shown, rather than flashing "queued".
-        await asyncio.sleep(0)
+        """Shows the agent in the thread until it ends, then owes the thread its result (and
+        ``reply_to`` its reaction); returns the final record."""
+        watch = Watch(agent_id, thread, task_slug, role, reply_to=reply_to, drafted_by=drafted_by)
+        await self.ledger.watch(agent_id, watch.to_json())
         shown = self.status(agent_id, role, intro)
         ts = await self.poster.post(thread, shown) if shown else None
+        if ts is not None:
+            watch = dataclasses.replace(watch, status_ts=ts)
+            await self.ledger.watch(agent_id, watch.to_json())
         while True:
             try:
                 record = await self.orchestrator.wait(agent_id, timeout=self.interval)
@@ -62,34 +137,92 @@ class AgentWatcher:
                 if ts is not None and text is not None and text != shown:
                     await self.poster.update(thread.channel, ts, text)
                     shown = text
-        diff = await self.orchestrator.diff(task_slug, record)
-        messages = render_record(
-            record,
-            task_slug=task_slug,
-            stopped_by=self.stopped_by.pop(agent_id, None),
-            drafted_by=drafted_by,
-            diff=diff,
-        )
-        await self.poster.replace(thread, ts, messages)
-        if diff and not diff_fits_inline(diff):
-            await self._upload_diff(thread, task_slug, record, diff)
+        await self.settle(watch, record)
         return record
 
-    async def _upload_diff(
-        self, thread: ThreadRef, task_slug: str, record: DispatchRecord, diff: str
-    ) -> None:
-        name = diff_file_name(task_slug, record.agent_id)
-        where = f"branch {record.branch}" if record.branch else "the task's workspace"
-        uploaded = await self.poster.upload(
-            thread,
-            filename=name,
-            content=diff,
-            title=f"{record.role} {record.agent_id}: {where}",
-            comment=f"The full diff of {where} after {record.role} `{record.agent_id}`.",
+    async def settle(self, watch: Watch, record: DispatchRecord) -> None:
+        """Owes the thread the agent's result in place of its status message, then the
+        reaction on the person's message; the watch ends in the same step."""
+        thread = watch.thread
+        diff = await self.orchestrator.diff(watch.task_slug, record)
+        messages = render_record(
+            record,
+            task_slug=watch.task_slug,
+            stopped_by=self.stopped_by.pop(record.agent_id, None),
+            drafted_by=watch.drafted_by,
+            diff=diff,
         )
-        if not uploaded:
-            await self.poster.post(
-                thread,
-                f"The diff could not be attached here. It is kept with the task: "
-                f"`harness show {task_slug}` names its file.",
+        if record.status == "interrupted":
+            messages = with_rerun_button(messages, record.agent_id)
+        first, rest = messages[0], messages[1:]
+        steps: list[Step] = []
+        ts = watch.status_ts
+        if ts is not None and self.poster.is_newest(thread, ts):
+            steps.append({"op": "update", "ts": ts, "message": first})
+        else:
+            if ts is not None:
+                steps.append({"op": "delete", "ts": ts})
+            steps.append({"op": "post", "message": first})
+        steps += [{"op": "post", "message": message} for message in rest]
+        if diff and not diff_fits_inline(diff):
+            where = f"branch {record.branch}" if record.branch else "the task's workspace"
+            steps.append(
+                {
+                    "op": "upload",
+                    "task_slug": watch.task_slug,
+                    "agent_id": record.agent_id,
+                    "filename": diff_file_name(watch.task_slug, record.agent_id),
+                    "title": f"{record.role} {record.agent_id}: {where}",
+                    "comment": f"The full diff of {where} after {record.role} `{record.agent_id}`.",
+                }
             )
+        if watch.reply_to is not None:
+            name = final_reaction(record)
+            steps.append({"op": "react", "channel": thread.channel, "ts": watch.reply_to,
+                          "name": name})  # fmt: skip
+        await self.outbox.owe(
+            thread,
+            steps,
+            agent={"task_slug": watch.task_slug, "agent_id": record.agent_id},
+            settles=record.agent_id,
+        )
+
+    async def resume(self, interrupted: Sequence[tuple[str, DispatchRecord]] = ()) -> int:
+        """At start: settles every watched agent that ended while the bot was away (a result
+        that came in, or an interruption), and announces in its task's thread each agent of
+        ``interrupted`` (marked so at this start) that no watch covered. How many it did."""
+        done = 0
+        watched = set()
+        for agent_id, data in await self.ledger.watches():
+            watched.add(agent_id)
+            try:
+                watch = Watch.from_json(agent_id, data)
+                record = await self.orchestrator.record(agent_id)
+            except AgentNotFoundError:
+                logger.warning("watched agent %s has no record: forgotten", agent_id)
+                await self.ledger.unwatch(agent_id)
+                continue
+            except (KeyError, TypeError, ValueError):
+                logger.warning("watch of agent %s is unreadable: forgotten", agent_id)
+                await self.ledger.unwatch(agent_id)
+                continue
+            if record.status in FINAL_STATUSES:
+                await self.settle(watch, record)
+                done += 1
+        for slug, record in interrupted:
+            if record.agent_id not in watched and await self._announce(slug, record):
+                done += 1
+        return done
+
+    async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
+        """Tells the task's thread that ``record``'s agent was interrupted (once)."""
+        try:
+            task = await self.orchestrator.task(task_slug)
+        except HarnessError as exc:
+            logger.warning("cannot announce interrupted agent %s: %s", record.agent_id, exc)
+            return False
+        if task.thread is None or not await self.ledger.claim(f"announced:{record.agent_id}"):
+            return False
+        watch = Watch(record.agent_id, task.thread, task_slug, record.role)
+        await self.settle(watch, record)
+        return True

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 ACTION_PREFIX = "harness_answer_"
 ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\d+$")
+_INDEX = re.compile(r"[0-9]{1,3}")
 _ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6,16})\b[\s:,.-]*", re.IGNORECASE)
 
 
@@ -70,7 +71,8 @@ def parse_button_value(value: str, pending: Sequence[Question]) -> tuple[Questio
     """A button's ``question_id|index`` as (the open question, the option's text)."""
     question_id, _, index = value.partition("|")
     question = next((q for q in pending if q.question_id == question_id), None)
-    if question is None or not index.isdigit() or int(index) >= len(question.options):
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if question is None or not _INDEX.fullmatch(index) or int(index) >= len(question.options):
         return None
     return question, question.options[int(index)]
 
@@ -100,7 +102,8 @@ class SlackHumanChannel:
 
     async def deliver(self, question: Question, task: Task) -> None:
         assert task.thread is not None
-        ts = await self.poster.post(task.thread, question_message(question))
+        # An agent waits on this question: worth a few tries when Slack has a hiccup.
+        ts = await self.poster.post(task.thread, question_message(question), attempts=4)
         if ts is not None:
             self._posted[question.question_id] = (task.thread, ts)
 

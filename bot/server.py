@@ -162,10 +162,11 @@ async def serve(
     recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(
-            f"harness bot: marked {recovered} dispatch(es) of a stopped run interrupted",
+            f"harness bot: marked {len(recovered)} dispatch(es) of a stopped run interrupted",
             file=sys.stderr,
         )
     bot = create_app(orchestrator, env, options=options)
+    bot.interrupted = recovered
     server = BotServer(bot, mode, app_token=env.app_token, host=host, port=port)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

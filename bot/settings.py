@@ -72,11 +72,13 @@ class BotOptions:
 
     # How often a status message is edited while its agent works (Slack-friendly: ~1 per 2.5 s).
     status_interval: float = 2.5
-    # How long duplicate deliveries are remembered (Slack retries at +1 min and +5 min).
-    dedupe_ttl: float = 900.0
+    # How long deliveries are remembered, across restarts too (Slack retries for an hour).
+    dedupe_ttl: float = 7200.0
     # On shutdown, how long to wait for the bot's own work (final posts) before cancelling it.
     drain_timeout: float = 15.0
     # How many recent tasks `/harness tasks` shows.
     recent_tasks: int = 10
     # Retries of a rate-limited (HTTP 429) Web API call, each after its Retry-After.
     rate_limit_retries: int = 5
+    # The longest wait between two tries of a message Slack did not take (1 s, 2 s, 4 s, ...).
+    delivery_retry_limit: float = 30.0

@@ -1,4 +1,5 @@
-"""The terminal front end: ``harness run | tasks | show | bot``. Thin over the orchestrator."""
+"""The terminal front end: ``harness run | tasks | show | repair | bot``. Thin over the
+orchestrator."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from harness.render import (
     render_audit,
     render_prune,
     render_record,
+    render_repair,
     render_task,
     render_task_list,
     render_workspaces,
@@ -93,6 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show a task's reconstructed context and each dispatch with its result.",
     )
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    repair = sub.add_parser(
+        "repair",
+        parents=[common],
+        help="repair a task whose task.json cannot be read",
+        description="Keep the damaged task.json as task.json.damaged-<UTC time> (never "
+        "deleted) and write a fresh task.json with everything of it that still reads: the "
+        "task's date, description, Slack thread and repository, and each dispatch record and "
+        "decision that still validates. Says what it kept and what it dropped. A task that "
+        "reads fine is left alone.",
+    )
+    repair.add_argument("slug", help="the task's slug (see `harness tasks`)")
     audit = sub.add_parser(
         "audit",
         parents=[common],
@@ -130,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
         project = load_project(config_path)
-        if args.command in ("run", "tasks", "show", "audit", "workspaces"):
+        if args.command in ("run", "tasks", "show", "repair", "audit", "workspaces"):
             return asyncio.run(_command(project, args))
         handler: CommandHandler = args.handler
         return handler(project, args)
@@ -163,11 +176,14 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
         if args.command == "run":
             return await _run(orchestrator, args.prompt, args.role, args.task)
         if args.command == "tasks":
-            print(render_task_list(await orchestrator.task_summaries()))
+            tasks = await orchestrator.task_summaries()
+            print(render_task_list(tasks, await orchestrator.damaged_tasks()))
         elif args.command == "show":
             task = await orchestrator.task(args.slug)
             context = await orchestrator.task_context(args.slug)
             print(render_task(task, context, await orchestrator.audit_log(args.slug)))
+        elif args.command == "repair":
+            print(render_repair(await orchestrator.repair_task(args.slug)))
         elif args.command == "audit":
             await orchestrator.task(args.slug)
             print(render_audit(await orchestrator.audit_log(args.slug)))

@@ -85,6 +85,35 @@ class TaskNotFoundError(HarnessError):
         self.slug = slug
 
 
+def repair_command(slug: str) -> str:
+    """What to run to repair a damaged task (see ``TaskDamagedError``)."""
+    return f"harness repair {slug}"
+
+
+class TaskDamagedError(HarnessError):
+    """The task's folder and task.json are there, but task.json cannot be read or parsed.
+
+    The task is not lost: nothing overwrites the file (every write refuses), and
+    ``harness repair SLUG`` sets it aside and writes a fresh one from what still reads.
+    ``problem`` is what is wrong (without the file), ``by_hand`` the fix in the file itself.
+    """
+
+    def __init__(self, slug: str, file: str, problem: str, *, by_hand: str = "") -> None:
+        fix = (
+            f"run `{repair_command(slug)}` where the tasks folder is (the bot's machine): it "
+            "keeps the damaged file as task.json.damaged-<time> and writes a fresh task.json "
+            "with everything that still reads"
+        )
+        super().__init__(
+            f"task {slug!r} cannot be read: {file}: {problem}",
+            fix=f"{fix}; or {by_hand}" if by_hand else fix,
+        )
+        self.slug = slug
+        self.file = file
+        self.problem = problem
+        self.by_hand = by_hand
+
+
 class InvalidSlugError(HarnessError):
     def __init__(self, slug: str) -> None:
         super().__init__(

@@ -32,6 +32,7 @@ from harness.context import build_task_context, compose_prompt
 from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
 from harness.metadata import FieldValue, MetadataCollector
+from harness.orphans import RUN_ID_ENV
 from harness.pool import AgentInfo, AgentPool, PoolEntry
 from harness.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.recovery import recover_interrupted
@@ -46,7 +47,14 @@ from harness.results import (
 )
 from harness.roles import Role
 from harness.routing import Router
-from harness.tasks import LogEntries, TaskStore, diff_file_name, journal_file_name
+from harness.tasks import (
+    DamagedTask,
+    LogEntries,
+    RepairReport,
+    TaskStore,
+    diff_file_name,
+    journal_file_name,
+)
 from harness.workspaces import (
     PruneReport,
     RepositoryChoice,
@@ -177,8 +185,17 @@ class Orchestrator:
         return await self._store.find_by_thread(thread)
 
     async def task_summaries(self) -> list[TaskSummary]:
-        """Every task in one line each, newest first."""
+        """Every task in one line each, newest first (those that cannot be read are left
+        out: see ``damaged_tasks``)."""
         return await self._store.summaries()
+
+    async def damaged_tasks(self) -> list[DamagedTask]:
+        """The tasks whose task.json cannot be read, for the front ends to say so."""
+        return await self._store.damaged()
+
+    async def repair_task(self, slug: str) -> RepairReport:
+        """Make a damaged task readable again (see ``TaskStore.repair``)."""
+        return await self._store.repair(slug)
 
     async def task_context(self, slug: str) -> str:
         task = await self._store.get(slug)
@@ -232,6 +249,7 @@ class Orchestrator:
             cwd = workspace.path
         parent = self._pool.get(parent_id) if parent_id else None
         agent_id = await self._new_agent_id()
+        run_id = await self._store.begin_run()  # this process's run: held until it ends
         record = DispatchRecord(
             agent_id=agent_id,
             role=role.name,
@@ -243,6 +261,7 @@ class Orchestrator:
             prompt=prompt,
             parent_id=parent_id,
             host_pid=os.getpid(),
+            run_id=run_id,
             branch=workspace.branch if workspace else None,
         )
         entry = PoolEntry(
@@ -291,6 +310,11 @@ class Orchestrator:
     async def record(self, agent_id: str) -> DispatchRecord:
         """The agent's current record, live or finished."""
         return await self._store.record(agent_id)
+
+    async def note_undelivered(self, task_slug: str, agent_id: str, reason: str) -> None:
+        """Records on the agent's dispatch that its result could not be delivered, and why."""
+        record = await self._store.record(agent_id)
+        await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
 
     async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
         """The full diff of the task's workspace when the agent ended; None when it changed
@@ -406,8 +430,11 @@ class Orchestrator:
             await asyncio.gather(*self._runs, return_exceptions=True)
         await self._store.close()
 
-    async def recover_interrupted(self) -> int:
-        """Mark dispatches that a crashed harness left queued/running as ``interrupted``."""
+    async def recover_interrupted(self) -> list[tuple[str, DispatchRecord]]:
+        """Mark dispatches that a crashed harness left queued/running as ``interrupted``, and
+        kill the processes it left running; (task slug, record) of each marked. Begins this
+        process's run first, so its own dispatches are never taken for a dead one's."""
+        await self._store.begin_run()
         return await recover_interrupted(self._store, utc_now())
 
     # -- internals -------------------------------------------------------------------------
@@ -443,7 +470,7 @@ class Orchestrator:
                 logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
                 self._events.emit(AgentEvent("started", task, record))
                 outcome = await self._runtime.run(
-                    self._spec(entry, role, prompt, workspace),
+                    self._spec(entry, role, prompt, workspace, record.run_id),
                     entry.control,
                     tools=self._tools,
                     on_message=lambda m: self._store.append_jsonl(slug, record.journal_file, m),
@@ -531,15 +558,23 @@ class Orchestrator:
         )
 
     def _spec(
-        self, entry: PoolEntry, role: Role, prompt: str, workspace: Workspace | None
+        self,
+        entry: PoolEntry,
+        role: Role,
+        prompt: str,
+        workspace: Workspace | None,
+        run_id: str | None,
     ) -> AgentSpec:
+        # The run id reaches the CLI and every process it starts: whatever of them outlives
+        # this process is found by it, and killed, at the next start.
+        run = {RUN_ID_ENV: run_id} if run_id else {}
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,
             prompt=prompt,
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
-            env={**self._child_env, **(workspace.env if workspace else {})},
+            env={**self._child_env, **run, **(workspace.env if workspace else {})},
             withhold_env=("SLACK_*", *self._config.withhold_env),
         )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.context import task_branch
 from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.task_common import DamagedTask, RepairReport
 from harness.workspaces import PruneReport, WorkspaceInfo
 
 
@@ -62,14 +63,52 @@ def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> st
             lines += [f"  {line.strip()}" for line in record.diff_stat.splitlines()]
     if record.error:
         lines.append(f"Reason: {record.error}")
+    if record.undelivered:
+        lines.append(f"Not delivered to its thread: {record.undelivered}")
     if record.result is None and record.last_text:
         lines.append(f"Last text from the agent:\n{record.last_text}")
     return "\n".join(lines)
 
 
-def render_task_list(tasks: Sequence[TaskSummary]) -> str:
-    if not tasks:
+def render_task_list(tasks: Sequence[TaskSummary], damaged: Sequence[DamagedTask] = ()) -> str:
+    if not tasks and not damaged:
         return 'No tasks yet. Start one with: harness run "your request"'
+    listing = _task_table(tasks) if tasks else "No readable tasks."
+    return "\n\n".join([listing, render_damaged(damaged)]) if damaged else listing
+
+
+def render_damaged(damaged: Sequence[DamagedTask]) -> str:
+    """The tasks that could not be read, each with its problem and the command to run."""
+    count = len(damaged)
+    lines = [f"{count} task{'' if count == 1 else 's'} could not be read:"]
+    for task in damaged:
+        lines += [
+            f"  {task.slug}: {task.file}: {task.problem}",
+            f"    to repair it, run: {task.repair}",
+        ]
+    lines.append(
+        "A repair keeps the damaged file as task.json.damaged-<time> and writes a fresh "
+        "task.json with everything that still reads; `harness show SLUG` shows the problem "
+        "and how to fix it by hand."
+    )
+    return "\n".join(lines)
+
+
+def render_repair(report: RepairReport) -> str:
+    """What ``harness repair`` did: nothing, or what it set aside, kept and dropped."""
+    if not report.repaired:
+        return f"Task {report.slug} reads fine: nothing to repair."
+    lines = [
+        f"Repaired task {report.slug}.",
+        f"The damaged file is kept as {report.moved_to}",
+        "Kept: " + (", ".join(report.kept) or "nothing"),
+    ]
+    lines += _bullets("Dropped", report.dropped) or ["Dropped: nothing"]
+    lines.append("The journals and other files in the task folder are untouched.")
+    return "\n".join(lines)
+
+
+def _task_table(tasks: Sequence[TaskSummary]) -> str:
     rows = [("SLUG", "CREATED", "DISPATCHES", "DESCRIPTION")]
     for t in tasks:
         description = " ".join(t.description.split())

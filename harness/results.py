@@ -117,8 +117,12 @@ class DispatchRecord:
     error: str | None = None
     # The agent's last text, kept when it produced no structured result.
     last_text: str | None = None
-    # PID of the harness process that ran it: lets a restart tell a crash from a live peer.
+    # PID of the harness process that ran it (shown to people; the liveness check of records
+    # that have no run_id, written by earlier versions).
     host_pid: int | None = None
+    # The run of the harness process that ran it (``harness/run_lock.py``): while that process
+    # lives it holds the run's lock, so a restart tells a crash from a live peer by the lock.
+    run_id: str | None = None
     progress: Progress | None = None
     # Where the work is, when the agent worked in a git workspace: the task's branch, its head
     # commit when the agent ended, and a diff stat of all it changed (committed or not);
@@ -127,6 +131,9 @@ class DispatchRecord:
     head_commit: str | None = None
     diff_stat: str | None = None
     diff_file: str | None = None
+    # Why the result could not be delivered to where it was asked for (e.g. a Slack thread
+    # the bot lost access to); None when it was, or when nobody was owed it.
+    undelivered: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ child is gone), never a task cancellation (which takes ~5 s).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -50,6 +51,7 @@ from harness.agent_spec import (
     ToolUse,
     ToolUseSink,
 )
+from harness.orphans import guarded_cli
 from harness.results import RESULT_SCHEMA, AgentResult
 
 logger = logging.getLogger(__name__)
@@ -69,11 +71,24 @@ def message_to_json(message: Message) -> dict[str, Any]:
 
 
 class ClaudeRuntime:
-    """Runs agents with the Claude Code CLI bundled in claude-agent-sdk."""
+    """Runs agents with the Claude Code CLI bundled in claude-agent-sdk.
 
-    def __init__(self, *, base_env: Mapping[str, str] | None = None) -> None:
+    The CLI is started through a launcher that has the kernel kill it when the harness
+    process dies, even by SIGKILL (``harness/orphans.py``); ``guard_children=False`` runs the
+    bare CLI (for measuring what the guard is worth)."""
+
+    def __init__(
+        self, *, base_env: Mapping[str, str] | None = None, guard_children: bool = True
+    ) -> None:
         # Extra environment for every child (the process environment passes through anyway).
         self._base_env = dict(base_env or {})
+        self._guard_children = guard_children
+        self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
+
+    async def _prepare_cli(self) -> None:
+        if self._guard_children and self._cli_path is None:
+            # Blocking the first time only: the launcher may have to be written.
+            self._cli_path = await asyncio.to_thread(guarded_cli)
 
     def options_for(
         self,
@@ -131,6 +146,7 @@ class ClaudeRuntime:
             env=env,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
             stderr=stderr,
+            cli_path=self._cli_path,
         )
 
     async def run(
@@ -143,6 +159,7 @@ class ClaudeRuntime:
         on_tool_use: ToolUseSink,
     ) -> RunOutcome:
         started = time.monotonic()
+        await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
         options = self.options_for(spec, tools, on_tool_use, stderr_tail.append)
         tracker = _RunTracker(control)

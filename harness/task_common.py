@@ -4,6 +4,7 @@ ordering, and how a dispatch record replaces an earlier one."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import threading
 import unicodedata
@@ -12,8 +13,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from harness.atomic import write_atomic
-from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError
-from harness.results import DispatchRecord, Task
+from harness.errors import (
+    AgentNotFoundError,
+    HarnessError,
+    InvalidSlugError,
+    TaskDamagedError,
+    repair_command,
+)
+from harness.results import DispatchRecord, Task, ThreadRef
 
 TASK_FILE = "task.json"
 LOCK_FILE = ".lock"
@@ -26,6 +33,50 @@ _MAX_WORDS = 6
 _MAX_SLUG_CHARS = 48
 # Agent ids and log names become file names: no separators, no leading dot (hidden / `..`).
 _NAME_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class DamagedTask:
+    """A task whose task.json is there but cannot be read: listings skip it, so front ends
+    list these apart, with the way to repair them."""
+
+    slug: str
+    file: str  # the absolute path of its task.json
+    problem: str  # what is wrong, without the file: "corrupt task file: dispatches[0]..."
+    # The Slack thread it was bound to, when the damaged file or the index still says so.
+    thread: ThreadRef | None = None
+
+    @property
+    def repair(self) -> str:
+        """The command that repairs it."""
+        return repair_command(self.slug)
+
+    def error(self) -> TaskDamagedError:
+        return TaskDamagedError(self.slug, self.file, self.problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` did to a task: nothing (``moved_to`` None: its task.json read fine),
+    or which damaged file it set aside and what of it the fresh task.json kept and dropped."""
+
+    slug: str
+    moved_to: str | None = None
+    kept: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def repaired(self) -> bool:
+        return self.moved_to is not None
+
+
+def damaged_error(slug: str, file: Path, exc: HarnessError) -> TaskDamagedError:
+    """``exc`` (task.json could not be read or parsed) as the task's TaskDamagedError."""
+    if isinstance(exc, TaskDamagedError):
+        return exc
+    where = os.path.abspath(file)
+    problem = exc.message.removeprefix(f"{where}: ")
+    return TaskDamagedError(slug, where, problem, by_hand=exc.fix)
 
 
 def make_slug(description: str, taken: Container[str]) -> str:

@@ -6,6 +6,9 @@ Every read-modify-write of a task runs in a worker thread under a per-task threa
 an ``fcntl.flock`` on ``<slug>/.lock``, writes task.json atomically and updates the index
 before letting go, so concurrent agents, threads or processes never lose each other's
 dispatch records.
+
+Runs: ``<tasks dir>/.runs/<run id>.lock``, one per harness process, locked for its life
+(``harness/run_lock.py``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,17 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.errors import AgentNotFoundError, HarnessError, TaskNotFoundError
+from harness import run_lock
+from harness.errors import (
+    AgentNotFoundError,
+    HarnessError,
+    TaskDamagedError,
+    TaskNotFoundError,
+)
 from harness.journal import JournalWriter, LogEntries, read_lines
 from harness.results import (
     FINAL_STATUSES,
@@ -37,7 +47,10 @@ from harness.task_common import (
     LOCK_FILE,
     SLUG_RE,
     TASK_FILE,
+    DamagedTask,
+    RepairReport,
     check_file_name,
+    damaged_error,
     make_slug,
     newest_first,
     now,
@@ -50,6 +63,7 @@ from harness.task_common import (
 )
 from harness.task_index import TaskIndex
 from harness.task_json import read_task_file, write_task_file
+from harness.task_repair import salvage, salvaged_thread
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +79,10 @@ class FileTaskStore:
         self._locks: dict[str, threading.Lock] = {}
         self._index = TaskIndex(tasks_dir)
         self._journal = JournalWriter(self._locked)
+        # This process's run (``harness/run_lock.py``), begun on first use.
+        self._runs = tasks_dir / run_lock.RUNS_FOLDER
+        self._run: run_lock.HeldRun | None = None
+        self._run_guard = threading.Lock()
 
     # ------------------------------------------------------------ the TaskStore protocol
 
@@ -91,6 +109,13 @@ class FileTaskStore:
 
     async def summaries(self) -> builtins.list[TaskSummary]:
         return await asyncio.to_thread(self._summaries)
+
+    async def damaged(self) -> builtins.list[DamagedTask]:
+        return await asyncio.to_thread(self._damaged)
+
+    async def repair(self, slug: str) -> RepairReport:
+        validate_slug(slug)
+        return await asyncio.to_thread(self._repair, slug)
 
     async def record(self, agent_id: str) -> DispatchRecord:
         return await asyncio.to_thread(self._record, agent_id)
@@ -157,11 +182,41 @@ class FileTaskStore:
         await self._journal.flush()
 
     async def close(self) -> None:
-        """Write every queued log line, end the writer and close the index."""
-        await self._journal.close()
-        await asyncio.to_thread(self._index.close)
+        """Write every queued log line, end the writer, close the index and end the run."""
+        try:
+            await self._journal.close()
+            await asyncio.to_thread(self._index.close)
+        finally:
+            with self._run_guard:
+                run, self._run = self._run, None
+            if run is not None:
+                run.release()
+
+    async def begin_run(self) -> str:
+        run = self._run
+        if run is not None:
+            return run.run_id
+        return await asyncio.to_thread(self._begin_run)
+
+    async def run_alive(self, run_id: str) -> bool:
+        run = self._run
+        if run is not None and run.run_id == run_id:
+            return True
+        return await asyncio.to_thread(run_lock.run_alive, self._runs, run_id)
+
+    async def ended_runs(self) -> builtins.list[str]:
+        return await asyncio.to_thread(run_lock.ended_runs, self._runs)
+
+    async def forget_run(self, run_id: str) -> None:
+        await asyncio.to_thread(run_lock.forget_run, self._runs, run_id)
 
     # ------------------------------------------------------------ blocking work (threads)
+
+    def _begin_run(self) -> str:
+        with self._run_guard:  # two first dispatches at once begin one run
+            if self._run is None:
+                self._run = run_lock.begin_run(self._runs)
+            return self._run.run_id
 
     def _folder(self, slug: str) -> Path:
         return self.tasks_dir / validate_slug(slug)
@@ -184,10 +239,15 @@ class FileTaskStore:
                 os.close(fd)  # closing releases the flock
 
     def _read(self, slug: str) -> Task:
+        """The task; TaskNotFoundError, or TaskDamagedError when task.json cannot be read
+        (so no read-modify-write ever overwrites a damaged file)."""
+        file = self._folder(slug) / TASK_FILE
         try:
-            task, _ = read_task_file(self._folder(slug) / TASK_FILE, slug=slug)
+            task, _ = read_task_file(file, slug=slug)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise TaskNotFoundError(slug) from exc
+        except HarnessError as exc:
+            raise damaged_error(slug, file, exc) from exc
         return task
 
     def _read_quietly(self, slug: str) -> Task | None:
@@ -266,15 +326,68 @@ class FileTaskStore:
             for refresh in (False, True):
                 if refresh:
                     self._index.refresh()
+                # The index keeps a damaged task's thread: it is this thread's task, unread.
+                damaged: TaskDamagedError | None = None
                 for slug in self._index.slugs_of_thread(thread):
-                    task = self._read_quietly(slug)
-                    if task is not None and task.thread == thread:
+                    try:
+                        task = self._read(slug)
+                    except TaskNotFoundError:
+                        continue
+                    except TaskDamagedError as exc:
+                        damaged = damaged or exc
+                        continue
+                    if task.thread == thread:
                         return task
+                if damaged is not None and refresh:
+                    raise damaged
             return None
 
         return self._with_index(
             from_index, lambda tasks: next((t for t in tasks if t.thread == thread), None)
         )
+
+    def _damaged(self) -> builtins.list[DamagedTask]:
+        try:
+            return self._index.damaged()
+        except sqlite3.Error as exc:
+            logger.warning(
+                "index %s unusable (%s): reading every task.json instead", self._index.file, exc
+            )
+        found = []
+        for slug in self._slugs_on_disk():
+            try:
+                self._read(slug)
+            except TaskDamagedError as exc:
+                thread = salvaged_thread(Path(exc.file), slug=slug)
+                found.append(DamagedTask(slug, exc.file, exc.problem, thread))
+            except TaskNotFoundError:
+                continue
+        return found
+
+    def _repair(self, slug: str) -> RepairReport:
+        """Set a damaged task.json aside (never deleted: ``task.json.damaged-<UTC time>``) and
+        write a fresh one of what still reads; nothing to do for a task that reads fine."""
+        with self._locked(slug) as folder:
+            file = folder / TASK_FILE
+            try:
+                self._read(slug)
+                return RepairReport(slug)
+            except TaskDamagedError:
+                pass
+            try:
+                with open(file, "rb") as handle:
+                    data = handle.read()
+                    mtime = os.fstat(handle.fileno()).st_mtime
+            except OSError as exc:
+                raise HarnessError(
+                    f"{os.path.abspath(file)}: cannot read the damaged task file ({exc})",
+                    fix="check the file's permissions, then run the repair again",
+                ) from exc
+            found = salvage(data, slug=slug, file=file, file_time=mtime)
+            aside = _set_aside(file)
+            self._commit(found.task)
+        logger.info("repaired task %s: the damaged task.json is kept as %s", slug, aside)
+        return RepairReport(slug, str(aside), found.kept, found.dropped)
 
     def _unfinished(self) -> builtins.list[tuple[str, DispatchRecord]]:
         def from_index() -> builtins.list[tuple[str, DispatchRecord]]:
@@ -299,16 +412,17 @@ class FileTaskStore:
             return fallback(self._read_all())
 
     def _read_all(self) -> builtins.list[Task]:
+        tasks = [
+            task for name in self._slugs_on_disk() if (task := self._read_quietly(name)) is not None
+        ]
+        return newest_first(tasks)
+
+    def _slugs_on_disk(self) -> builtins.list[str]:
         try:
             names = sorted(entry.name for entry in os.scandir(self.tasks_dir))
         except FileNotFoundError:
             return []
-        tasks = [
-            task
-            for name in names
-            if SLUG_RE.match(name) and (task := self._read_quietly(name)) is not None
-        ]
-        return newest_first(tasks)
+        return [name for name in names if SLUG_RE.match(name)]
 
 
 def _unfinished_in(tasks: list[Task]) -> list[tuple[str, DispatchRecord]]:
@@ -318,6 +432,31 @@ def _unfinished_in(tasks: list[Task]) -> list[tuple[str, DispatchRecord]]:
         for record in task.dispatches
         if record.status not in FINAL_STATUSES
     ]
+
+
+def _set_aside(file: Path) -> Path:
+    """A second name for ``file``, ``task.json.damaged-<UTC time>``, that keeps its bytes when
+    task.json is replaced (a hard link, else a copy)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for attempt in range(1, 1000):
+        aside = file.with_name(
+            f"{file.name}.damaged-{stamp}" + (f"-{attempt}" if attempt > 1 else "")
+        )
+        try:
+            os.link(file, aside)
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links
+            try:
+                with open(aside, "xb") as copy:
+                    copy.write(file.read_bytes())
+            except FileExistsError:
+                continue
+        return aside
+    raise HarnessError(
+        f"{file.parent}: too many damaged copies of task.json",
+        fix="move the task.json.damaged-* files elsewhere, then run the repair again",
+    )
 
 
 def _relative_journal(folder: Path, record: DispatchRecord) -> DispatchRecord:

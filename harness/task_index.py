@@ -12,6 +12,11 @@ task.json the index points at (the truth) and refreshes only on a miss or a mism
 hand edits, ``git pull`` and a crash between writing task.json and updating the index never
 show stale data. A missing index is built from the files; a corrupt one is deleted (with a
 warning) and rebuilt.
+
+A task.json that cannot be read keeps its row, marked with the problem: listings skip it and
+``damaged`` lists it. The row keeps what the index knew of the task (its thread above all,
+so the task's Slack thread still belongs to it); a row built from the damaged file alone
+takes the thread from what of the file still reads (``harness/task_repair.py``).
 """
 
 from __future__ import annotations
@@ -25,19 +30,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast, get_args
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, repair_command
 from harness.results import FINAL_STATUSES, DispatchStatus, Task, TaskSummary, ThreadRef
-from harness.task_common import INDEX_FILE, SLUG_RE, TASK_FILE, created_key
+from harness.task_common import (
+    INDEX_FILE,
+    SLUG_RE,
+    TASK_FILE,
+    DamagedTask,
+    created_key,
+    damaged_error,
+)
 from harness.task_json import Fingerprint, read_task_file
+from harness.task_repair import salvaged_thread
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 1
+_VERSION = 2
 _TABLES = (
-    # problem is set when task.json could not be read: listings skip the row and say why.
+    # problem is set when task.json could not be read: listings skip the row, damaged()
+    # lists it (see the module doc).
     """CREATE TABLE tasks (
         slug TEXT PRIMARY KEY,
         created TEXT NOT NULL,
@@ -102,7 +116,13 @@ class TaskIndex:
         for slug, _, _, _, created, description, count, channel, ts, role, status, problem in found:
             if problem is not None:
                 # One bad file must not hide every other task: say so on every listing.
-                logger.warning("skipping task %s: %s", slug, problem)
+                logger.warning(
+                    "skipping task %s: %s: %s (run `%s`)",
+                    slug,
+                    os.path.abspath(self.tasks_dir / slug / TASK_FILE),
+                    problem,
+                    repair_command(slug),
+                )
                 continue
             thread = ThreadRef(channel, ts) if channel is not None and ts is not None else None
             summaries.append(
@@ -118,6 +138,26 @@ class TaskIndex:
             )
         return summaries
 
+    def damaged(self) -> list[DamagedTask]:
+        """Every task whose task.json cannot be read, by slug, after a refresh."""
+        if not self.refresh():
+            return []
+        rows = self._use(
+            lambda db: db.execute(
+                "SELECT slug, problem, channel, thread_ts FROM tasks "
+                "WHERE problem IS NOT NULL ORDER BY slug"
+            ).fetchall()
+        )
+        return [
+            DamagedTask(
+                slug=slug,
+                file=os.path.abspath(self.tasks_dir / slug / TASK_FILE),
+                problem=problem,
+                thread=ThreadRef(channel, ts) if channel is not None and ts is not None else None,
+            )
+            for slug, problem, channel, ts in rows
+        ]
+
     def slugs_of_agent(self, agent_id: str) -> list[str]:
         """The tasks the index says hold the agent, newest first (no refresh: callers check
         the task.json they read, and refresh on a miss)."""
@@ -128,7 +168,7 @@ class TaskIndex:
         )
 
     def slugs_of_thread(self, thread: ThreadRef) -> list[str]:
-        """Like ``slugs_of_agent``, for the tasks bound to a Slack thread."""
+        """Like ``slugs_of_agent``, for the tasks bound to a Slack thread (damaged ones too)."""
         return self._slugs(
             f"SELECT slug FROM tasks WHERE channel = ? AND thread_ts = ? {_NEWEST_FIRST}",
             (thread.channel, thread.thread_ts),
@@ -177,16 +217,18 @@ class TaskIndex:
         vanished = [slug for slug in known if slug not in on_disk]
         if not stale and not vanished:
             return False
-        fresh: list[tuple[str, Task | None, Fingerprint, str | None]] = []
+        fresh: list[tuple[Task | DamagedTask, Fingerprint]] = []
         for slug in stale:  # read without holding the index: this is the slow part
             file = self.tasks_dir / slug / TASK_FILE
             try:
                 task, print_ = read_task_file(file, slug=slug)
-                fresh.append((slug, task, print_, None))
+                fresh.append((task, print_))
             except (FileNotFoundError, NotADirectoryError):
                 vanished.append(slug)  # removed since the scan
             except HarnessError as exc:
-                fresh.append((slug, None, on_disk[slug], exc.message))
+                error = damaged_error(slug, file, exc)
+                thread = salvaged_thread(file, slug=slug)
+                fresh.append((DamagedTask(slug, error.file, error.problem, thread), on_disk[slug]))
         if len(stale) > 100:
             logger.info("index %s: re-read %d task files", self.file, len(stale))
 
@@ -194,8 +236,11 @@ class TaskIndex:
             with _transaction(db):
                 db.executemany("DELETE FROM tasks WHERE slug = ?", [(s,) for s in vanished])
                 db.executemany("DELETE FROM agents WHERE slug = ?", [(s,) for s in vanished])
-                for slug, task, print_, problem in fresh:
-                    _put(db, slug, task, print_, problem)
+                for task, print_ in fresh:
+                    if isinstance(task, DamagedTask):
+                        _put_damaged(db, task, print_)
+                    else:
+                        _put(db, task, print_)
 
         self._use(apply)
         return True
@@ -285,42 +330,56 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 
 def _put_one(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     with _transaction(db):
-        _put(db, task.slug, task, print_, None)
+        _put(db, task, print_)
 
 
-def _put(
-    db: sqlite3.Connection,
-    slug: str,
-    task: Task | None,
-    print_: Fingerprint,
-    problem: str | None,
-) -> None:
+def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
+    slug = task.slug
     db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
-    if task is None:
-        row: tuple[object, ...] = (slug, "", float("-inf"), "", 0, None, None, None, None)
-    else:
-        last = task.dispatches[-1] if task.dispatches else None
-        thread = task.thread
-        row = (
-            slug,
-            task.created,
-            created_key(task.created),
-            task.description,
-            len(task.dispatches),
-            thread.channel if thread else None,
-            thread.thread_ts if thread else None,
-            last.role if last else None,
-            last.status if last else None,
-        )
-        db.executemany(
-            "INSERT OR REPLACE INTO agents (agent_id, slug, status) VALUES (?, ?, ?)",
-            [(record.agent_id, slug, record.status) for record in task.dispatches],
-        )
+    last = task.dispatches[-1] if task.dispatches else None
+    thread = task.thread
+    row = (
+        slug,
+        task.created,
+        created_key(task.created),
+        task.description,
+        len(task.dispatches),
+        thread.channel if thread else None,
+        thread.thread_ts if thread else None,
+        last.role if last else None,
+        last.status if last else None,
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO agents (agent_id, slug, status) VALUES (?, ?, ?)",
+        [(record.agent_id, slug, record.status) for record in task.dispatches],
+    )
     db.execute(
         "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
         "channel, thread_ts, last_role, last_status, mtime_ns, size, ino, problem) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*row, *print_, problem),
+        (*row, *print_, None),
+    )
+
+
+def _put_damaged(db: sqlite3.Connection, task: DamagedTask, print_: Fingerprint) -> None:
+    """Mark the task's row damaged. A row the index had keeps what it knew (its thread, its
+    agents), unless what still reads of the file names another thread."""
+    thread = task.thread
+    db.execute(
+        "INSERT INTO tasks (slug, created, created_key, description, dispatch_count, channel, "
+        "thread_ts, mtime_ns, size, ino, problem) VALUES (?, '', ?, '', 0, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (slug) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size, "
+        "ino = excluded.ino, problem = excluded.problem, "
+        "channel = coalesce(excluded.channel, tasks.channel), "
+        "thread_ts = coalesce(excluded.thread_ts, tasks.thread_ts)",
+        (
+            task.slug,
+            float("-inf"),
+            thread.channel if thread else None,
+            thread.thread_ts if thread else None,
+            *print_,
+            task.problem,
+        ),
     )
 
 

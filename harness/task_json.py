@@ -71,11 +71,13 @@ class _DispatchJson(_Json):
     error: str | None = None
     last_text: str | None = None
     host_pid: int | None = None
+    run_id: str | None = None
     progress: _ProgressJson | None = None
     branch: str | None = None
     head_commit: str | None = None
     diff_stat: str | None = None
     diff_file: str | None = None
+    undelivered: str | None = None
 
 
 class _DecisionJson(_Json):
@@ -185,6 +187,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         error=item.error,
         last_text=item.last_text,
         host_pid=item.host_pid,
+        run_id=item.run_id,
         progress=Progress(message=progress.message, at=progress.at, percent=progress.percent)
         if progress
         else None,
@@ -192,6 +195,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         head_commit=item.head_commit,
         diff_stat=item.diff_stat,
         diff_file=item.diff_file,
+        undelivered=item.undelivered,
     )
 
 
@@ -283,6 +287,7 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         error=record.error,
         last_text=record.last_text,
         host_pid=record.host_pid,
+        run_id=record.run_id,
         progress=_ProgressJson(message=progress.message, percent=progress.percent, at=progress.at)
         if progress
         else None,
@@ -290,4 +295,5 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         head_commit=record.head_commit,
         diff_stat=record.diff_stat,
         diff_file=record.diff_file,
+        undelivered=record.undelivered,
     )

@@ -21,7 +21,10 @@ from typing import Any, Protocol
 from harness.errors import TaskNotFoundError
 from harness.journal import JournalWriter, LogEntries, read_lines
 from harness.results import FINAL_STATUSES, Decision, DispatchRecord, Task, TaskSummary, ThreadRef
+from harness.run_lock import new_run_id
 from harness.task_common import (
+    DamagedTask,
+    RepairReport,
     check_file_name,
     diff_file_name,
     journal_file_name,
@@ -38,9 +41,11 @@ from harness.task_common import (
 from harness.task_files import FileTaskStore
 
 __all__ = [
+    "DamagedTask",
     "FileTaskStore",
     "LogEntries",
     "MemoryTaskStore",
+    "RepairReport",
     "TaskStore",
     "diff_file_name",
     "journal_file_name",
@@ -60,10 +65,15 @@ class TaskStore(Protocol):
         ...
 
     async def get(self, slug: str) -> Task:
-        """Raises InvalidSlugError for a malformed slug, TaskNotFoundError for a missing one."""
+        """Raises InvalidSlugError for a malformed slug, TaskNotFoundError for a missing one,
+        TaskDamagedError for one whose stored form cannot be read (as does every method that
+        reads or changes one task)."""
         ...
 
-    async def find_by_thread(self, thread: ThreadRef) -> Task | None: ...
+    async def find_by_thread(self, thread: ThreadRef) -> Task | None:
+        """The task bound to the thread; None when none is. TaskDamagedError when the thread's
+        task cannot be read: the thread is not free."""
+        ...
 
     async def bind_thread(self, slug: str, thread: ThreadRef) -> Task: ...
 
@@ -72,7 +82,19 @@ class TaskStore(Protocol):
         ...
 
     async def summaries(self) -> builtins.list[TaskSummary]:
-        """One line per task, newest first, without reading every task in full."""
+        """One line per task, newest first, without reading every task in full. Tasks that
+        cannot be read are left out: ``damaged`` lists them."""
+        ...
+
+    async def damaged(self) -> builtins.list[DamagedTask]:
+        """The tasks whose stored form cannot be read, by slug, with the problem and the
+        thread they were bound to (when still known); as cheap as ``summaries``."""
+        ...
+
+    async def repair(self, slug: str) -> RepairReport:
+        """Make a damaged task readable again: its damaged form is kept aside (never deleted)
+        and the task keeps every part that still reads; the report says what was kept and
+        dropped. A task that reads fine is left alone (``report.repaired`` is False)."""
         ...
 
     async def record(self, agent_id: str) -> DispatchRecord:
@@ -126,7 +148,31 @@ class TaskStore(Protocol):
         ...
 
     async def close(self) -> None:
-        """Flush the queued log lines and stop the writer; safe to call twice."""
+        """Flush the queued log lines, stop the writer and end this store's run; safe to call
+        twice."""
+        ...
+
+    # A *run* is one harness process's life with this store: dispatch records carry its id,
+    # so a restart can tell a dispatch of a live peer from one a dead process left running.
+
+    async def begin_run(self) -> str:
+        """This store's run id (hex). The first call begins the run: it stays alive, for any
+        process that asks ``run_alive``, until ``close()`` or this process's end however it
+        ends (SIGKILL included); later calls return the same id."""
+        ...
+
+    async def run_alive(self, run_id: str) -> bool:
+        """Whether the run is alive. False for an ended run, an unknown id and a malformed one;
+        never touches a file outside the store."""
+        ...
+
+    async def ended_runs(self) -> builtins.list[str]:
+        """The runs this store keeps that have ended (not yet forgotten), whatever ended them:
+        the ones to clean up after (their leftover processes)."""
+        ...
+
+    async def forget_run(self, run_id: str) -> None:
+        """Stop keeping an ended run (it leaves ``ended_runs``); a live run is kept."""
         ...
 
 
@@ -139,6 +185,8 @@ class MemoryTaskStore:
         self._lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
         self._journal = JournalWriter(self._log_folder)
+        self._run_id: str | None = None
+        self._ended_runs: builtins.list[str] = []
 
     def _get(self, slug: str) -> Task:
         task = self._tasks.get(validate_slug(slug))
@@ -168,6 +216,14 @@ class MemoryTaskStore:
 
     async def summaries(self) -> builtins.list[TaskSummary]:
         return [TaskSummary.of(task) for task in await self.list()]
+
+    async def damaged(self) -> builtins.list[DamagedTask]:
+        return []  # tasks in memory are never damaged
+
+    async def repair(self, slug: str) -> RepairReport:
+        with self._lock:
+            self._get(slug)
+        return RepairReport(slug)
 
     async def find_by_thread(self, thread: ThreadRef) -> Task | None:
         return next((task for task in await self.list() if task.thread == thread), None)
@@ -230,6 +286,30 @@ class MemoryTaskStore:
 
     async def close(self) -> None:
         await self._journal.close()
+        with self._lock:
+            if self._run_id is not None:
+                self._ended_runs.append(self._run_id)
+                self._run_id = None
+
+    async def begin_run(self) -> str:
+        with self._lock:
+            if self._run_id is None:
+                self._run_id = new_run_id()
+            return self._run_id
+
+    async def run_alive(self, run_id: str) -> bool:
+        # Runs live in memory: only this store's own run can be alive.
+        with self._lock:
+            return run_id == self._run_id
+
+    async def ended_runs(self) -> builtins.list[str]:
+        with self._lock:
+            return builtins.list(self._ended_runs)
+
+    async def forget_run(self, run_id: str) -> None:
+        with self._lock:
+            if run_id in self._ended_runs:
+                self._ended_runs.remove(run_id)
 
     @contextmanager
     def _log_folder(self, slug: str) -> Iterator[Path]:

@@ -98,6 +98,8 @@ class EmulatorServer:
         self._deliveries: list[DeliveredEvent] = []
         self._acks: list[JSON] = []
         self._faults: dict[str, list[_Fault]] = {}
+        self._stalled: set[str] = set()
+        self._unstalled = asyncio.Event()
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
         self._socket_count = 0
@@ -207,6 +209,20 @@ class EmulatorServer:
         fault = _Fault(status, retry_after, error or default)
         self._faults.setdefault(method, []).extend([fault] * times)
 
+    def clear_faults(self) -> None:
+        """Slack is healthy again: no more failures queued by `fail_next`."""
+        self._faults.clear()
+
+    def stall(self, *methods: str) -> None:
+        """Calls of `methods` hang (no answer) until `unstall`: Slack not answering."""
+        self._stalled.update(methods)
+        self._unstalled.clear()
+
+    def unstall(self) -> None:
+        """Stalled calls are answered, and new ones no longer stall."""
+        self._stalled.clear()
+        self._unstalled.set()
+
     # ------------------------------------------------------------------ HTTP routes
 
     async def _handle_api(self, request: web.Request) -> web.Response:
@@ -216,6 +232,8 @@ class EmulatorServer:
         except ValueError:
             await self._record(method, {}, 200, {"ok": False, "error": "invalid_json"})
             return web.json_response({"ok": False, "error": "invalid_json"})
+        if method in self._stalled:
+            await self._unstalled.wait()
         auth = request.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else params.pop("token", None)
         params.pop("token", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from datetime import datetime
 from typing import Any
 
@@ -114,6 +115,8 @@ class TaskStoreConformance:
             store.append_jsonl(slug, "audit.jsonl", {"x": 1})
         with pytest.raises(InvalidSlugError):
             await store.read_jsonl(slug, "audit.jsonl")
+        with pytest.raises(InvalidSlugError):
+            await store.repair(slug)
 
     async def test_list_and_summaries_are_newest_first(self, store: TaskStore) -> None:
         for name in ("first", "second", "third"):
@@ -145,6 +148,29 @@ class TaskStoreConformance:
             None,
             None,
         )
+
+    # ---------------------------------------------------------------- damaged tasks
+    # (Damaging a task is the file store's own business: tests/harness/test_task_repair.py.)
+
+    async def test_readable_tasks_are_never_listed_as_damaged(self, store: TaskStore) -> None:
+        assert await store.damaged() == []
+        slug = (await store.create("Do it", ThreadRef("C1", "1.1"))).slug
+        await store.save_dispatch(slug, make_record("a1", status="completed"))
+
+        assert await store.damaged() == []
+
+    async def test_repair_leaves_a_readable_task_as_it_is(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it", ThreadRef("C1", "1.1"))).slug
+        task = await store.save_dispatch(slug, make_record("a1", status="completed"))
+
+        report = await store.repair(slug)
+
+        assert (report.slug, report.repaired, report.moved_to) == (slug, False, None)
+        assert await store.get(slug) == task
+
+    async def test_repair_of_a_missing_task_raises_task_not_found(self, store: TaskStore) -> None:
+        with pytest.raises(TaskNotFoundError):
+            await store.repair("no-such-task")
 
     # ---------------------------------------------------------------- dispatches
 
@@ -382,3 +408,71 @@ class TaskStoreConformance:
             {"from": "loop"},
             {"from": "thread"},
         ]
+
+    # ---------------------------------------------------------------- runs
+
+    async def test_a_dispatch_keeps_the_run_and_pid_that_ran_it(self, store: TaskStore) -> None:
+        slug = (await store.create("Do it")).slug
+        record = make_record("a1", host_pid=1, run_id="0123456789abcdef")
+
+        await store.save_dispatch(slug, record)
+
+        assert (await store.get(slug)).dispatches == (record,)
+        assert await store.unfinished() == [(slug, record)]
+
+    async def test_begin_run_gives_one_hex_id_that_is_alive(self, store: TaskStore) -> None:
+        run_id = await store.begin_run()
+
+        assert re.fullmatch(r"[0-9a-f]{8,64}", run_id)
+        assert await store.begin_run() == run_id
+        assert await store.run_alive(run_id)
+        assert await store.ended_runs() == []
+
+    async def test_runs_begun_at_once_are_one_run(self, store: TaskStore) -> None:
+        ids = await asyncio.gather(*(store.begin_run() for _ in range(5)))
+
+        assert len(set(ids)) == 1
+
+    @pytest.mark.parametrize(
+        "run_id", ["0123456789abcdef", "../../etc/passwd", "", "ABCDEF0123456789", "f" * 65]
+    )
+    async def test_unknown_and_malformed_runs_are_not_alive(
+        self, store: TaskStore, run_id: str
+    ) -> None:
+        await store.begin_run()
+
+        assert not await store.run_alive(run_id)
+        await store.forget_run(run_id)  # nothing to forget: no error
+        assert await store.ended_runs() == []
+
+    async def test_a_closed_stores_run_has_ended_until_it_is_forgotten(
+        self, store: TaskStore
+    ) -> None:
+        run_id = await store.begin_run()
+
+        await store.close()
+
+        assert not await store.run_alive(run_id)
+        assert await store.ended_runs() == [run_id]
+        await store.forget_run(run_id)
+        assert await store.ended_runs() == []
+        assert not await store.run_alive(run_id)
+
+    async def test_a_live_run_is_never_forgotten(self, store: TaskStore) -> None:
+        run_id = await store.begin_run()
+
+        await store.forget_run(run_id)
+
+        assert await store.run_alive(run_id)
+        assert await store.begin_run() == run_id
+
+    async def test_a_run_begun_after_close_is_a_new_run(self, store: TaskStore) -> None:
+        first = await store.begin_run()
+        await store.close()
+
+        second = await store.begin_run()
+
+        assert second != first
+        assert await store.run_alive(second)
+        assert not await store.run_alive(first)
+        assert await store.ended_runs() == [first]

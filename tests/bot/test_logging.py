@@ -122,7 +122,7 @@ async def test_a_request_with_a_bad_signature_is_logged_without_its_body_or_sign
             json.dumps(body).encode(), content_type="application/json", signature_override=forged
         )
         assert status == 401
-    assert "Invalid request signature detected: answered 401" in caplog.text
+    assert "refused a Slack request: 401 invalid signature" in caplog.text
     assert PRIVATE not in caplog.text
     assert forged not in caplog.text
     assert request_lines(caplog) == []  # rejected before any listener: not a handled request

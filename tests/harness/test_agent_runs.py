@@ -200,7 +200,7 @@ async def test_dispatches_left_running_by_a_crash_are_marked_interrupted(project
         ),
     )
     orchestrator = build_orchestrator(project)
-    assert await orchestrator.recover_interrupted() == 1
+    assert len(await orchestrator.recover_interrupted()) == 1
     [record] = (await store.get(task.slug)).dispatches
     assert record.status == "interrupted"
     assert record.error is not None

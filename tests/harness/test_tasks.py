@@ -160,11 +160,13 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         error="boom",
         last_text="last",
         host_pid=42,
+        run_id="0123456789abcdef",
         progress=Progress("half way", "2026-01-01T10:02:00Z", 50.0),
         branch="harness/do-it",
         head_commit="0123abc",
         diff_stat=" a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
         diff_file="diffs/a1.diff",
+        undelivered="channel_not_found",
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -205,11 +207,13 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "error": "boom",
             "lastText": "last",
             "hostPid": 42,
+            "runId": "0123456789abcdef",
             "progress": {"message": "half way", "percent": 50.0, "at": "2026-01-01T10:02:00Z"},
             "branch": "harness/do-it",
             "headCommit": "0123abc",
             "diffStat": " a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
             "diffFile": "diffs/a1.diff",
+            "undelivered": "channel_not_found",
         }
     ]
     assert list(data["dispatches"][0]) == list(

@@ -1,0 +1,279 @@
+"""The ledger: what a front end has already seen, and what it still owes people, kept in
+``<tasks dir>/.ledger.sqlite3`` so that a restart forgets neither.
+
+- **Seen keys** (``remember``, ``recent``, ``claim``): delivered event ids and handled
+  messages, so an event delivered again after a restart is not run twice; a button that must
+  act once claims its key.
+- **Watches** (``watch``, ``watches``): the agents a front end shows in a thread, with what
+  it needs to settle them (where the status message is, whom to react to). A watch whose
+  agent ended while nobody was watching is settled at the next start.
+- **The outbox** (``owe``, ``pending``, ``advance``, ``postpone``, ``delivered``,
+  ``give_up``): messages owed to a thread, as a list of steps in JSON the front end defines.
+  An entry is stored before its first attempt; ``step`` says how far delivery got, so a retry
+  never repeats a step that succeeded. ``owe`` can settle a watch in the same transaction:
+  either the watch or its owed result exists, never neither.
+
+The ledger does not interpret the JSON it keeps. Every call runs on one worker thread that
+owns the SQLite connection, so the event loop never waits on the disk. A ledger file that
+SQLite cannot read is moved aside (``.ledger.sqlite3.damaged-<time>``) and a new one started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+LEDGER_FILE = ".ledger.sqlite3"
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS seen_at ON seen (at);
+CREATE TABLE IF NOT EXISTS watches (agent_id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    lane TEXT NOT NULL,
+    data TEXT NOT NULL,
+    step INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    due REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    error TEXT,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id);
+"""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """One outbox entry: ``data`` as the front end stored it, ``step`` steps of it done."""
+
+    id: int
+    lane: str  # entries of one lane are delivered in order (a Slack thread)
+    data: JSON
+    step: int
+    attempts: int
+    due: float  # epoch seconds of the next attempt
+    error: str | None  # why the last attempt failed
+
+
+class Ledger:
+    def __init__(self, file: Path | None) -> None:
+        self.file = file
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(cls, file: Path | None) -> Ledger:
+        """The ledger in ``file`` (made if missing), opened now rather than on first use;
+        None keeps it in memory (tests)."""
+        ledger = cls(file)
+        await ledger._call(ledger._conn)
+        return ledger
+
+    async def close(self) -> None:
+        """Closes the database; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
+        self._executor.shutdown(wait=True)
+
+    # -- seen keys -------------------------------------------------------------------------
+
+    async def remember(self, keys: Iterable[str], at: float | None = None) -> None:
+        """Note ``keys`` as seen at ``at`` (now by default); a key seen before keeps its time."""
+        when = time.time() if at is None else at
+        rows = [(key, when) for key in keys]
+        if rows:
+            await self._write("INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", rows)
+
+    async def claim(self, key: str) -> bool:
+        """True for the one caller that sees ``key`` first, across restarts too."""
+
+        def insert(db: sqlite3.Connection) -> bool:
+            with db:
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (key, time.time())
+                )
+            return cursor.rowcount == 1
+
+        return await self._call(lambda: insert(self._conn()))
+
+    async def recent(self, since: float) -> list[tuple[str, float]]:
+        """The keys seen at or after ``since``, oldest first; older ones are forgotten."""
+
+        def read(db: sqlite3.Connection) -> list[tuple[str, float]]:
+            with db:
+                db.execute("DELETE FROM seen WHERE at < ?", (since,))
+            rows = db.execute("SELECT key, at FROM seen ORDER BY at").fetchall()
+            return [(str(key), float(at)) for key, at in rows]
+
+        return await self._call(lambda: read(self._conn()))
+
+    # -- watches ---------------------------------------------------------------------------
+
+    async def watch(self, agent_id: str, data: JSON) -> None:
+        """Start (or update) the watch of an agent."""
+        await self._write(
+            "INSERT OR REPLACE INTO watches (agent_id, data) VALUES (?, ?)",
+            [(agent_id, _dump(data))],
+        )
+
+    async def watches(self) -> list[tuple[str, JSON]]:
+        def read(db: sqlite3.Connection) -> list[tuple[str, JSON]]:
+            rows = db.execute("SELECT agent_id, data FROM watches ORDER BY rowid").fetchall()
+            return [(str(agent_id), json.loads(data)) for agent_id, data in rows]
+
+        return await self._call(lambda: read(self._conn()))
+
+    async def unwatch(self, agent_id: str) -> None:
+        await self._write("DELETE FROM watches WHERE agent_id = ?", [(agent_id,)])
+
+    # -- the outbox ------------------------------------------------------------------------
+
+    async def owe(self, lane: str, data: JSON, *, settles: str | None = None) -> int:
+        """Store an entry, due now; with ``settles``, that agent's watch ends in the same
+        transaction. The entry's id."""
+
+        def insert(db: sqlite3.Connection) -> int:
+            now = time.time()
+            with db:
+                cursor = db.execute(
+                    "INSERT INTO outbox (lane, data, due, created) VALUES (?, ?, ?, ?)",
+                    (lane, _dump(data), now, now),
+                )
+                if settles is not None:
+                    db.execute("DELETE FROM watches WHERE agent_id = ?", (settles,))
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+
+        return await self._call(lambda: insert(self._conn()))
+
+    async def pending(self) -> list[Owed]:
+        """Every entry not yet delivered nor given up, oldest first."""
+
+        def read(db: sqlite3.Connection) -> list[Owed]:
+            rows = db.execute(
+                "SELECT id, lane, data, step, attempts, due, error FROM outbox "
+                "WHERE state = 'pending' ORDER BY id"
+            ).fetchall()
+            return [
+                Owed(int(i), str(lane), json.loads(data), int(step), int(tries), float(due), err)
+                for i, lane, data, step, tries, due, err in rows
+            ]
+
+        return await self._call(lambda: read(self._conn()))
+
+    async def advance(self, entry_id: int, step: int) -> None:
+        """Steps before ``step`` are done."""
+        await self._write("UPDATE outbox SET step = ? WHERE id = ?", [(step, entry_id)])
+
+    async def postpone(self, entry_id: int, due: float, error: str) -> None:
+        """A transient failure: try again at ``due``."""
+        await self._write(
+            "UPDATE outbox SET attempts = attempts + 1, due = ?, error = ? WHERE id = ?",
+            [(due, error, entry_id)],
+        )
+
+    async def delivered(self, entry_id: int) -> None:
+        await self._write("DELETE FROM outbox WHERE id = ?", [(entry_id,)])
+
+    async def give_up(self, entry_id: int, error: str) -> None:
+        """A permanent failure: kept with its reason, never tried again."""
+        await self._write(
+            "UPDATE outbox SET state = 'failed', error = ?, attempts = attempts + 1 WHERE id = ?",
+            [(error, entry_id)],
+        )
+
+    async def failed(self) -> list[Owed]:
+        """Entries given up on, oldest first (for people to look at)."""
+
+        def read(db: sqlite3.Connection) -> list[Owed]:
+            rows = db.execute(
+                "SELECT id, lane, data, step, attempts, due, error FROM outbox "
+                "WHERE state = 'failed' ORDER BY id"
+            ).fetchall()
+            return [
+                Owed(int(i), str(lane), json.loads(data), int(step), int(tries), float(due), err)
+                for i, lane, data, step, tries, due, err in rows
+            ]
+
+        return await self._call(lambda: read(self._conn()))
+
+    # -- the worker thread -----------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        if self._closed:
+            raise RuntimeError("the ledger is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        def write() -> None:
+            db = self._conn()
+            with db:
+                db.executemany(sql, rows)
+
+        await self._call(write)
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:  # opened on first use, on the worker thread that owns it
+            self._connect()
+        assert self._db is not None
+        return self._db
+
+    def _connect(self) -> None:
+        try:
+            self._db = _connect(self.file)
+        except sqlite3.DatabaseError as exc:
+            assert self.file is not None  # an in-memory database is never damaged
+            aside = self.file.with_name(
+                f"{self.file.name}.damaged-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+            )
+            logger.error("%s is unreadable (%s): moved to %s", self.file, exc, aside)
+            self.file.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    self.file.with_name(self.file.name + suffix).unlink()
+            self._db = _connect(self.file)
+
+    def _disconnect(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _connect(file: Path | None) -> sqlite3.Connection:
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(":memory:" if file is None else file)
+    try:
+        # WAL with NORMAL sync: a committed write survives the process being killed.
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        db.execute("SELECT count(*) FROM outbox").fetchone()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
+def _dump(data: JSON) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

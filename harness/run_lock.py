@@ -1,0 +1,171 @@
+"""Run locks: whether the harness process that started a dispatch is still there, without
+trusting pids.
+
+Each harness process that runs agents *begins a run*: a random run id and a lock file
+``<tasks dir>/.runs/<run id>.lock`` that it holds with ``flock(LOCK_EX)`` on a descriptor kept
+open for the life of the process. The kernel lets go of the lock when the process ends, however
+it ends (SIGKILL included), and the descriptor is close-on-exec, so the agents' ``claude``
+children never hold it. A pid says nothing once the container restarts the harness as pid 1
+again, or the pid is reused; the lock does.
+
+Anyone can then ask whether a run is alive: a fresh ``open`` and ``flock(LOCK_SH | LOCK_NB)``
+fails exactly while the run's process holds its lock. A shared probe (not an exclusive one) so
+that two processes checking at once never mistake each other for the run. A lock file whose
+lock is free is an *ended* run: the file stays until someone has cleaned up after the run
+(killed what it left running) and ``forget_run`` removes it.
+
+Blocking file work: the task store calls these from worker threads.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import secrets
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+RUNS_FOLDER = ".runs"
+_RUN_ID_BYTES = 8
+_RUN_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
+_SUFFIX = ".lock"
+
+
+def new_run_id() -> str:
+    """16 random hex digits."""
+    return secrets.token_hex(_RUN_ID_BYTES)
+
+
+def is_run_id(text: str) -> bool:
+    """Whether ``text`` could be a run id (hex digits only: safe as a file name)."""
+    return isinstance(text, str) and bool(_RUN_ID_RE.match(text))
+
+
+def lock_file(folder: Path, run_id: str) -> Path:
+    if not is_run_id(run_id):
+        raise ValueError(f"not a run id: {run_id!r}")
+    return folder / f"{run_id}{_SUFFIX}"
+
+
+class HeldRun:
+    """This process's run: its lock, held until ``release()`` or the process's end."""
+
+    def __init__(self, run_id: str, file: Path, fd: int) -> None:
+        self.run_id = run_id
+        self.file = file
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """End the run: the lock is let go; the file stays, so the next start finds the run
+        ended and cleans up after it (see ``forget_run``). Safe to call twice."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor releases the flock
+
+
+def begin_run(folder: Path) -> HeldRun:
+    """A new run of this process, its lock held."""
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_id = new_run_id()
+        file = lock_file(folder, run_id)
+        try:
+            # O_CLOEXEC: no child (the claude CLI, a tool command) may keep the lock alive.
+            fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # Someone cleaning up ended runs may have seen the new file before it was locked
+            # and removed it: a lock on a removed file protects nothing, so take another id.
+            if _same_file(fd, file):
+                os.write(fd, f"pid {os.getpid()}\n".encode())  # for people looking
+                logger.debug("began run %s (%s)", run_id, file)
+                return HeldRun(run_id, file, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def run_alive(folder: Path, run_id: str) -> bool:
+    """Whether a process holds the run's lock. False for a malformed id, a missing lock file
+    and a free lock."""
+    if not is_run_id(run_id):
+        return False
+    try:
+        fd = os.open(lock_file(folder, run_id), os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        return not _try_shared(fd)
+    finally:
+        os.close(fd)
+
+
+def ended_runs(folder: Path) -> list[str]:
+    """The runs whose lock file is in ``folder`` but whose lock nobody holds."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    ids = [name.removesuffix(_SUFFIX) for name in names if name.endswith(_SUFFIX)]
+    return [run_id for run_id in ids if is_run_id(run_id) and _is_free(folder, run_id)]
+
+
+def forget_run(folder: Path, run_id: str) -> bool:
+    """Remove an ended run's lock file; True when it was removed. A run that holds its lock
+    (or began again under that id) is left alone."""
+    if not is_run_id(run_id):
+        return False
+    file = lock_file(folder, run_id)
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        # Removed while holding the shared lock: a process beginning a run on this very file
+        # waits for it, then sees the file gone (``begin_run`` checks) and takes another id.
+        if not _try_shared(fd) or not _same_file(fd, file):
+            return False
+        file.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _is_free(folder: Path, run_id: str) -> bool:
+    try:
+        fd = os.open(lock_file(folder, run_id), os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # forgotten meanwhile: nothing left to clean up
+    try:
+        return _try_shared(fd)
+    finally:
+        os.close(fd)
+
+
+def _try_shared(fd: int) -> bool:
+    """Take a shared lock without waiting; False when an exclusive holder (a live run) has it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _same_file(fd: int, file: Path) -> bool:
+    """Whether ``fd`` is still the file at ``file`` (not removed or replaced)."""
+    try:
+        named = os.stat(file)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)

@@ -1,0 +1,245 @@
+"""Hostile clicks and replies on agents' questions and approvals in Slack: a question is
+answered from its own thread only, an approval only by the task's requester or an admin, a
+closed question stays closed, and a forged button is refused with a word to the person and
+nothing in the log but the request's line. Agents are held (no CLI): the questions and
+approvals are raised the way their tools raise them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from bot.testing.slack_emulator import SlackEmulator
+from harness.agent_spec import Approval
+from harness.approvals import Approvals
+from harness.config import SlackSettings
+from harness.questions import Answer, Question
+from harness.results import ThreadRef
+from harness.testing.held_runtime import HeldRuntime
+from tests.bot.conftest import Rig, RigFactory, message_text
+
+pytestmark = [pytest.mark.anyio]
+
+WAIT = 10.0  # bounded waits: nothing here starts a process
+CLOSED = "This question is already closed."
+ELSEWHERE = "This question belongs to another thread: answer it there."
+ONLY_REQUESTER = "Only <@U1> and the bot's admins can approve what this task's agents run."
+JSON = dict[str, Any]
+
+
+async def task_in_channel(r: Rig, user: str = "U1", text: str = "fix the login bug") -> str:
+    """U1 (by default) starts a task in C1; the ts of its thread, once its agent runs."""
+    count = len(r.held.started)
+    sent = await r.say(f"<@UBOT> {text}", user=user, channel="C1")
+    await r.held.wait_started(count + 1, WAIT)
+    return str(sent.event["ts"])
+
+
+def agent_of(r: Rig, text: str = "fix the login bug") -> str:
+    return next(s.agent_id for s in r.held.started if s.prompt.rstrip().endswith(text))
+
+
+async def posted(r: Rig, thread_ts: str, needle: str) -> JSON:
+    """The bot's message in C1's thread that shows ``needle``, once posted."""
+
+    def find() -> JSON | None:
+        return next((m for m in r.bot_messages("C1", thread_ts) if needle in message_text(m)), None)
+
+    return await r.slack.wait_for(find, WAIT)
+
+
+def buttons(message: JSON) -> dict[str, JSON]:
+    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    return {e["text"]["text"]: e for e in actions["elements"]}
+
+
+async def click(
+    slack: SlackEmulator,
+    user: str,
+    message: JSON,
+    button: JSON,
+    *,
+    channel: str = "C1",
+    thread_ts: str | None = None,
+    value: str | None = None,
+) -> None:
+    delivered = await slack.block_action(
+        user,
+        channel,
+        message["ts"],
+        button["action_id"],
+        button["value"] if value is None else value,
+        thread_ts=thread_ts or message.get("thread_ts"),
+    )
+    assert delivered.status == 200
+
+
+async def told(slack: SlackEmulator, user: str, text: str, count: int = 1) -> None:
+    """Waits until ``user`` was told ``text`` ephemerally ``count`` times (bounded)."""
+    await slack.wait_for(
+        lambda: len([e for e in slack.ephemeral(user) if e.get("text") == text]) >= count, WAIT
+    )
+
+
+def ask(r: Rig, agent_id: str) -> asyncio.Future[tuple[Question, Answer | None]]:
+    """The agent asks the thread, as its ask_human tool does."""
+    return asyncio.ensure_future(
+        r.orchestrator.ask_human(agent_id, "Which database?", ("Postgres", "SQLite"), 30)
+    )
+
+
+def approve(r: Rig, agent_id: str) -> asyncio.Future[Approval]:
+    """The agent wants to run a command its role does not allow: asked in the thread."""
+    return asyncio.ensure_future(
+        Approvals(r.orchestrator).approve(agent_id, "Bash", {"command": "python3 -V"})
+    )
+
+
+async def approvals_audited(r: Rig, thread_ts: str) -> list[tuple[str, str]]:
+    """The approval decisions in the audit log of the task of C1's thread."""
+    task = await r.orchestrator.find_task(ThreadRef("C1", thread_ts))
+    assert task is not None
+    audit = await r.orchestrator.audit_log(task.slug)
+    return [(e["outcome"], e["decidedBy"]) for e in audit if e["tool"] == "approval"]
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize(
+    ("channel", "thread_ts"),
+    [("C9", None), ("C1", "1700000000.000001"), ("D1", None)],
+    ids=["another channel", "another thread of the channel", "a DM"],
+)
+async def test_an_answer_clicked_outside_the_questions_thread_is_refused(
+    rig: RigFactory, channel: str, thread_ts: str | None
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        asking = ask(r, agent_of(r))
+        question = await posted(r, ts, "Which database?")
+        sqlite = buttons(question)["SQLite"]
+
+        # The question's own button, its payload claiming another place.
+        await click(r.slack, "U1", question, sqlite, channel=channel, thread_ts=thread_ts)
+        await told(r.slack, "U1", ELSEWHERE)
+        assert [q.text for q in r.orchestrator.pending_questions()] == ["Which database?"]
+        assert not asking.done()
+
+        await click(r.slack, "U1", question, sqlite)
+        _, answer = await asyncio.wait_for(asking, WAIT)
+        assert answer == Answer("SQLite", "U1")
+
+
+async def test_an_approval_clicked_by_someone_else_is_refused_and_the_admin_decides(
+    rig: RigFactory,
+) -> None:
+    admins = SlackSettings(admins=("UADMIN",))
+    async with rig(runtime=HeldRuntime(), slack_settings=admins) as r:
+        ts = await task_in_channel(r)
+        theirs = await task_in_channel(r, user="U2", text="write the docs")
+        approving = approve(r, agent_of(r))
+        approval = await posted(r, ts, "asks to run Bash")
+        allow = buttons(approval)["Allow once"]
+
+        # U2 in U1's thread, then from U2's own task's thread (where U2 is the requester).
+        await click(r.slack, "U2", approval, allow)
+        await told(r.slack, "U2", ONLY_REQUESTER)
+        await click(r.slack, "U2", approval, allow, thread_ts=theirs)
+        await told(r.slack, "U2", ELSEWHERE)
+        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
+
+        await click(r.slack, "UADMIN", approval, allow)
+        decided = await asyncio.wait_for(approving, WAIT)
+        assert decided.allowed
+        # Decided: the requester's later Deny changes nothing.
+        await click(r.slack, "U1", approval, buttons(approval)["Deny"])
+        await told(r.slack, "U1", CLOSED)
+        assert await approvals_audited(r, ts) == [("allowed", "UADMIN (Allow once)")]
+
+
+async def test_a_thread_reply_deciding_an_approval_counts_only_from_the_requester(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        approving = approve(r, agent_of(r))
+        await posted(r, ts, "asks to run Bash")
+
+        reply = await r.say("allow", user="U2", channel="C1", thread_ts=ts)
+        [refusal] = await r.slack.wait_for(lambda: r.slack.ephemeral("U2"), WAIT)
+        assert refusal["text"] == ONLY_REQUESTER
+        assert refusal["channel"] == "C1"
+        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
+        assert len(r.held.started) == 1  # the refused reply started no follow-up either
+
+        await r.say("deny: not on the build machine", user="U1", channel="C1", thread_ts=ts)
+        decided = await asyncio.wait_for(approving, WAIT)
+        assert (decided.allowed, decided.message) == (
+            False,
+            "denied by U1: not on the build machine",
+        )
+        assert "speech_balloon" not in r.slack.reactions("C1", reply.event["ts"])
+        assert [o for o, _ in await approvals_audited(r, ts)] == ["denied"]
+
+
+async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        asking = ask(r, agent_of(r))
+        question = await posted(r, ts, "Which database?")
+        choices = buttons(question)
+
+        await click(r.slack, "U1", question, choices["Postgres"])
+        _, answer = await asyncio.wait_for(asking, WAIT)
+        assert answer == Answer("Postgres", "U1")
+        await posted(r, ts, "<@U1> answered: Postgres")
+
+        await click(r.slack, "U2", question, choices["SQLite"])
+        await told(r.slack, "U2", CLOSED)
+        settled = next(m for m in r.bot_messages("C1", ts) if m["ts"] == question["ts"])
+        assert "<@U1> answered: Postgres" in message_text(settled)
+        assert "SQLite" not in message_text(settled)
+        assert r.orchestrator.pending_questions() == []
+
+
+async def test_forged_button_values_are_refused_without_a_traceback(
+    rig: RigFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        asking = ask(r, agent_of(r))
+        question = await posted(r, ts, "Which database?")
+        button = buttons(question)["Postgres"]
+        question_id = button["value"].partition("|")[0]
+        forged = [
+            "qdeadbe|0",  # no such question
+            "",
+            "|",
+            "garbage",
+            question_id,
+            f"{question_id}|",
+            f"{question_id}|2",  # past its options
+            f"{question_id}|-1",
+            f"{question_id}|²",  # a digit to str.isdigit(), not to int()
+            f"{question_id}|0|0",
+            f"{question_id}|{'9' * 400}",
+            "q" * 5000,
+        ]
+        for n, value in enumerate(forged, start=1):
+            await click(r.slack, "U1", question, button, value=value)
+            await told(r.slack, "U1", CLOSED, count=n)
+        assert not asking.done()
+        assert tracebacks(caplog) == []
+
+        await click(r.slack, "U1", question, button)  # the real button still answers
+        _, answer = await asyncio.wait_for(asking, WAIT)
+        assert answer == Answer("Postgres", "U1")
+    assert tracebacks(caplog) == []

@@ -1,0 +1,97 @@
+"""The bot stopped and started again: deliveries it saw are not run twice, and an agent a stop
+interrupted is announced in its thread with a *Run again* button for the person who asked.
+A real Bolt app over the emulator, twice on one tasks folder; agents held by a scripted
+runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.settings import BotOptions
+from harness.testing.held_runtime import HeldRuntime
+from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
+
+pytestmark = pytest.mark.anyio
+
+FAST = BotOptions(status_interval=0.2, delivery_retry_limit=0.1, drain_timeout=1.0)
+
+
+async def finish(r: Rig, count: int) -> None:
+    """Lets the ``count``-th agent of this bot start and finish."""
+    await r.held.wait_started(count)
+    r.held.release(r.held.started[count - 1].agent_id)
+
+
+def results(r: Rig, channel: str, thread_ts: str) -> list[str]:
+    return [m for m in map(message_text, r.bot_messages(channel, thread_ts)) if "finished" in m]
+
+
+async def test_a_follow_up_delivered_again_after_a_restart_is_not_run_again(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        asked = (await r.say("fix the footer", channel="D1")).event["ts"]
+        await finish(r, 1)
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+        follow_up = await r.say("and the header", channel="D1", thread_ts=asked)
+        await finish(r, 2)
+        assert await r.final_reaction("D1", follow_up.event["ts"]) == "white_check_mark"
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as again:
+        # Slack had not seen the ack, so it delivers the follow-up again, and the first too.
+        retried = await again.slack.deliver_event(follow_up.event, retry_of=follow_up)
+        assert retried.acked
+        # Events are handled in order: once a later request runs, the retry was decided.
+        later = (await again.say("something else", channel="D2")).event["ts"]
+        await finish(again, 1)
+        assert await again.final_reaction("D2", later) == "white_check_mark"
+
+    assert [spec.prompt.splitlines()[-1] for spec in again.held.started] == ["something else"]
+    assert len(results(again, "D1", asked)) == 2
+
+
+def interrupted_notice(r: Rig, channel: str, thread_ts: str) -> dict[str, Any] | None:
+    found = [m for m in r.bot_messages(channel, thread_ts) if "was interrupted" in str(m)]
+    return found[-1] if found else None
+
+
+async def test_an_interrupted_agent_is_announced_and_run_again_once_by_the_requester(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        asked = (await r.say("fix the footer", channel="D1")).event["ts"]
+        await r.held.wait_started(1)
+    # The bot stopped while the agent worked: the thread says so, with a way to go on.
+    notice = interrupted_notice(r, "D1", asked)
+    assert notice is not None
+    text = message_text(notice)
+    assert "It had been working since" in text and "Run again" in text
+    assert "x" in r.slack.reactions("D1", asked)
+    [actions] = [b for b in notice["blocks"] if b["type"] == "actions"]
+    button = actions["elements"][0]
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as again:
+        slack = again.slack
+        await slack.block_action(
+            "U2", "D1", notice["ts"], button["action_id"], button["value"], thread_ts=asked
+        )
+        await slack.wait_for(lambda: slack.ephemeral("U2") or None, WAIT)
+        await slack.block_action(
+            "U1", "D1", notice["ts"], button["action_id"], button["value"], thread_ts=asked
+        )
+        await finish(again, 1)
+        await slack.wait_for(lambda: results(again, "D1", asked) or None, WAIT)
+        await slack.block_action(
+            "U1", "D1", notice["ts"], button["action_id"], button["value"], thread_ts=asked
+        )
+        await slack.wait_for(lambda: slack.ephemeral("U1") or None, WAIT)
+        [rerun] = again.held.started
+
+    assert "Only <@U1>" in slack.ephemeral("U2")[0]["text"]
+    assert "already been run again" in slack.ephemeral("U1")[0]["text"]
+    assert rerun.prompt.splitlines()[-1] == "fix the footer"
+    updated = interrupted_notice(again, "D1", asked)
+    assert updated is not None and f"ran it again as agent `{rerun.agent_id}`" in str(updated)
+    assert not [b for b in updated["blocks"] if b["type"] == "actions"]
