@@ -78,6 +78,8 @@ def render_agent_list(
         ]
         if a.parent_id:
             parts.append(f"drafted by `{escape(a.parent_id)}`")
+        if a.worker:
+            parts.append(f"on worker `{escape(a.worker)}`")
         values = metadata.get(a.cwd, {})
         parts += [
             f"{escape(name)}: {escape(_value(values[name]))}"

@@ -23,7 +23,7 @@ from bot.http_intake import HttpIntake
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator
+from harness.project import Project, build_orchestrator, configured_runtime
 from harness.runtime import ClaudeRuntime
 
 logger = logging.getLogger(__name__)
@@ -158,7 +158,10 @@ async def serve(
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
     # The Claude SDK is imported now, before the first event: importing it on the first
     # agent's start would hold every ack back for most of a second.
-    orchestrator = build_orchestrator(project, runtime or ClaudeRuntime())
+    if runtime is None:
+        local = project.config.runtime.kind == "local"
+        runtime = ClaudeRuntime() if local else configured_runtime(project.config.runtime)
+    orchestrator = build_orchestrator(project, runtime)
     recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(

@@ -17,7 +17,7 @@ from harness.access import qualified
 from harness.results import AgentResult
 from harness.roles import Role
 
-OutcomeStatus = Literal["completed", "failed", "killed"]
+OutcomeStatus = Literal["completed", "failed", "killed", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,8 @@ class AgentSpec:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Variables of the runtime's own environment the agent must not see (glob patterns).
     withhold_env: tuple[str, ...] = ("SLACK_*",)
+    # The task the agent works on (a runtime elsewhere names its folder after it).
+    task_slug: str = ""
 
     def to_json(self) -> dict[str, Any]:
         role = dataclasses.asdict(self.role)
@@ -93,6 +95,7 @@ class AgentSpec:
             ],
             "env": dict(self.env),
             "withholdEnv": list(self.withhold_env),
+            "taskSlug": self.task_slug,
         }
 
     @classmethod
@@ -111,6 +114,7 @@ class AgentSpec:
             ),
             env=dict(data.get("env", {})),
             withhold_env=tuple(data.get("withholdEnv", ("SLACK_*",))),
+            task_slug=str(data.get("taskSlug", "")),
         )
 
     @property
@@ -136,6 +140,8 @@ class AgentControl:
     def __init__(self) -> None:
         self.kill_reason: str | None = None
         self.activity: str = "starting"
+        # Where the agent runs, when not in this process (a worker's name).
+        self.worker: str | None = None
         self._interrupt: Callable[[], Awaitable[None]] | None = None
 
     @property

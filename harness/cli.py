@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -127,6 +129,41 @@ def build_parser() -> argparse.ArgumentParser:
     workspaces.add_argument(
         "--days", type=float, help="prune: idle for longer than this many days (default: config)"
     )
+    worker = sub.add_parser(
+        "worker",
+        parents=[common],
+        help="run agents for a harness on this machine, taken from a NATS server",
+        description="Take agent runs from the harness's JetStream work queue on a NATS server "
+        "(at most --slots at once), run each with the Claude Code CLI in a folder of its "
+        "task's under --workspaces, and report back. Needs no config.yaml and no Slack "
+        "token. The harness sends agents here when its config.yaml says `runtime: {kind: "
+        "nats, url: ...}`. SIGTERM or Ctrl-C stops the agents it runs (they end interrupted).",
+    )
+    worker.add_argument(
+        "--nats",
+        default=os.environ.get("HARNESS_NATS_URL"),
+        metavar="URL",
+        help="the NATS server (default: $HARNESS_NATS_URL), e.g. nats://10.0.0.5:4222",
+    )
+    worker.add_argument("--slots", type=int, default=4, help="agents run at once (default 4)")
+    worker.add_argument(
+        "--name",
+        default=f"{socket.gethostname()}-{os.getpid()}",
+        help="how the harness names this worker (default: <host>-<pid>)",
+    )
+    worker.add_argument(
+        "--workspaces",
+        type=Path,
+        default=Path(".agents/worker-workspaces"),
+        metavar="DIR",
+        help="where each task gets its folder (default .agents/worker-workspaces)",
+    )
+    worker.add_argument("--credentials", type=Path, metavar="FILE", help="a NATS .creds file")
+    worker.add_argument("--tls-ca", type=Path, metavar="FILE", help="the CA of the server's cert")
+    worker.add_argument(
+        "--prefix", default="harness", help="the harness's subject prefix (default harness)"
+    )
+    worker.set_defaults(log_level=logging.INFO)
     for extension in entry_points(group=COMMAND_GROUP):
         # Front ends (the Slack bot) add their own commands; harness never imports them.
         extension.load()(sub, common)
@@ -142,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
+        if args.command == "worker":  # a worker machine needs no config.yaml
+            return asyncio.run(_worker(args))
         project = load_project(config_path)
         if args.command in ("run", "tasks", "show", "repair", "audit", "workspaces"):
             return asyncio.run(_command(project, args))
@@ -195,6 +234,37 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
         return 0
     finally:
         await orchestrator.shutdown()
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from harness.nats_link import NatsSettings
+    from harness.runtime import ClaudeRuntime
+    from harness.worker import Worker
+
+    if not args.nats:
+        raise HarnessError(
+            "no NATS server named", fix="pass --nats nats://HOST:4222 or set HARNESS_NATS_URL"
+        )
+    if args.slots < 1:
+        raise HarnessError(f"--slots {args.slots}: at least 1", fix="pass --slots 1 or more")
+    settings = NatsSettings(args.nats, args.credentials, args.tls_ca, args.prefix)
+    worker = Worker(
+        settings,
+        ClaudeRuntime(),
+        name=args.name,
+        slots=args.slots,
+        workspaces=args.workspaces.absolute(),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"harness worker {args.name}: connecting to {args.nats}", file=sys.stderr, flush=True)
+    await worker.serve(stop, ready=lambda: print(
+        f"harness worker {args.name}: ready, {args.slots} slot(s)", file=sys.stderr, flush=True
+    ))  # fmt: skip
+    print(f"harness worker {args.name}: stopped", file=sys.stderr, flush=True)
+    return 0
 
 
 async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 import pydantic
 import yaml
@@ -94,6 +94,19 @@ class WorkspaceSettings:
 
 
 @dataclass(frozen=True)
+class RuntimeSettings:
+    """Where agents run: ``local`` (children of this process) or ``nats`` (``harness worker``
+    processes reached through a NATS server with JetStream)."""
+
+    kind: Literal["local", "nats"] = "local"
+    url: str | None = None
+    credentials: Path | None = None  # a NATS .creds file
+    tls_ca: Path | None = None  # the CA of the server's TLS certificate
+    prefix: str = "harness"  # subjects and streams; one prefix per harness installation
+    lost_after_seconds: float = 10.0  # a worker silent this long is lost
+
+
+@dataclass(frozen=True)
 class Config:
     file: Path
     base_dir: Path
@@ -109,6 +122,7 @@ class Config:
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
     # Environment variables (glob patterns) agents never see, on top of every SLACK_* one.
     withhold_env: tuple[str, ...] = ()
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
 
 
 # --- the file's schema: pydantic parses, the dataclasses above stay the domain values -------
@@ -337,6 +351,40 @@ class _Workspaces(_Section):
         return self
 
 
+class _Runtime(_Section):
+    kind: Literal["local", "nats"] = Field(
+        "local", examples=["nats"], description="`local` (this machine) or `nats` (workers)"
+    )
+    url: NonEmptyStr | None = Field(
+        None, examples=["nats://127.0.0.1:4222"], description="the NATS server, for `nats`"
+    )
+    credentials: NonEmptyStr | None = Field(
+        None, examples=["nats.creds"], description="a NATS credentials file (JWT and seed)"
+    )
+    tls_ca: NonEmptyStr | None = Field(
+        None, alias="tlsCa", examples=["ca.pem"], description="the CA of the server's TLS cert"
+    )
+    prefix: NonEmptyStr = Field(
+        "harness",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        examples=["harness"],
+        description="subject and stream prefix, one per installation",
+    )
+    lost_after_seconds: float = Field(
+        10,
+        alias="lostAfterSeconds",
+        gt=0,
+        examples=[10],
+        description="a worker silent this long is lost; its agent ends interrupted",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _nats_has_a_url(self) -> Self:
+        if self.kind == "nats" and self.url is None:
+            raise ValueError("`kind: nats` needs the server's `url`, e.g. nats://127.0.0.1:4222")
+        return self
+
+
 class _File(_Section):
     roles: NonEmptyStr = Field("roles", examples=["roles"], description="the roles folder")
     tasks: NonEmptyStr = Field(
@@ -360,6 +408,7 @@ class _File(_Section):
         examples=[["AWS_*", "GITHUB_TOKEN"]],
         description="environment variables (globs) agents never see, besides every SLACK_*",
     )
+    runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
@@ -431,6 +480,16 @@ def _settings(file: Path, raw: _File) -> Config:
         ),
         workspaces=_workspaces(file.parent, raw.workspaces),
         withhold_env=tuple(raw.withhold_env),
+        runtime=RuntimeSettings(
+            kind=raw.runtime.kind,
+            url=raw.runtime.url,
+            credentials=_resolve(file.parent, raw.runtime.credentials)
+            if raw.runtime.credentials
+            else None,
+            tls_ca=_resolve(file.parent, raw.runtime.tls_ca) if raw.runtime.tls_ca else None,
+            prefix=raw.runtime.prefix,
+            lost_after_seconds=float(raw.runtime.lost_after_seconds),
+        ),
     )
 
 

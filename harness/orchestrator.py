@@ -576,6 +576,7 @@ class Orchestrator:
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **run, **(workspace.env if workspace else {})},
             withhold_env=("SLACK_*", *self._config.withhold_env),
+            task_slug=entry.task_slug,
         )
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:

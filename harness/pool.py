@@ -58,6 +58,7 @@ class AgentInfo:
     started_at: str | None
     elapsed_seconds: float
     activity: str
+    worker: str | None = None  # the worker running it, when not this process
 
 
 class _Gate:
@@ -234,6 +235,7 @@ def _info(e: PoolEntry, now: float) -> AgentInfo:
         started_at=e.started_at,
         elapsed_seconds=round(now - e._started_monotonic, 1),
         activity=e.control.activity if e.state != "queued" else _queued_activity(e),
+        worker=e.control.worker,
     )
 
 

@@ -16,7 +16,7 @@ from harness.agent_spec import (
     ToolGateway,
     ToolUseSink,
 )
-from harness.config import Config, load_config
+from harness.config import Config, RuntimeSettings, load_config
 from harness.errors import ConfigError, RoleError
 from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
@@ -113,14 +113,27 @@ def _unknown_category_fix(
 
 
 def build_orchestrator(project: Project, runtime: AgentRuntime | None = None) -> Orchestrator:
-    """The orchestrator over the project's task store, serving the harness tools."""
+    """The orchestrator over the project's task store, serving the harness tools; its agents
+    run on ``runtime``, by default where config.yaml's ``runtime:`` says."""
     return Orchestrator(
         project.config,
         project.roles,
         FileTaskStore(project.config.tasks_dir),
-        runtime or _ClaudeRuntimeOnFirstRun(),
+        runtime or configured_runtime(project.config.runtime),
         tools=HarnessTools,
     )
+
+
+def configured_runtime(settings: RuntimeSettings) -> AgentRuntime:
+    """This machine's Claude runtime (``local``), or workers over NATS (``nats``)."""
+    if settings.kind == "local":
+        return _ClaudeRuntimeOnFirstRun()
+    from harness.nats_link import NatsSettings
+    from harness.nats_runtime import NatsRuntime
+
+    assert settings.url is not None  # parse_config requires it for `nats`
+    nats = NatsSettings(settings.url, settings.credentials, settings.tls_ca, settings.prefix)
+    return NatsRuntime(nats, lost_after=settings.lost_after_seconds)
 
 
 class _ClaudeRuntimeOnFirstRun:

@@ -468,15 +468,31 @@ def test_workspaces_section_parses_with_paths_relative_to_the_config_folder(
     assert docs.cache == tmp_path / "app" / "caches" / "docs"
 
 
-def test_the_shipped_example_of_workspaces_parses(tmp_path: Path) -> None:
+def shipped_example(section: str) -> object:
+    """The commented-out example of ``section`` in the shipped config.yaml, parsed."""
     lines = (REPO / "config.yaml").read_text(encoding="utf-8").splitlines()
-    start = lines.index("# workspaces:")
-    example = [line.removeprefix("#").removeprefix(" ") for line in lines[start:]]
+    start = lines.index(f"# {section}:")
+    end = next((n for n in range(start + 1, len(lines)) if not lines[n].startswith("#  ")), None)
+    example = [line.removeprefix("#").removeprefix(" ") for line in lines[start:end]]
+    return yaml.safe_load("\n".join(example))
 
-    settings = parse_config(yaml.safe_load("\n".join(example)), file=tmp_path / "c.yaml")
+
+def test_the_shipped_example_of_workspaces_parses(tmp_path: Path) -> None:
+    example = shipped_example("workspaces")
+    assert isinstance(example, dict)
+    settings = parse_config(example, file=tmp_path / "c.yaml")
 
     assert sorted(settings.workspaces.repositories) == ["api", "web"]
     assert load_config(REPO / "config.yaml").workspaces.repositories == {}
+
+
+def test_the_shipped_example_of_a_nats_runtime_parses(tmp_path: Path) -> None:
+    example = shipped_example("runtime")
+    assert isinstance(example, dict)
+    settings = parse_config(example, file=tmp_path / "c.yaml")
+
+    assert (settings.runtime.kind, settings.runtime.url) == ("nats", "nats://10.0.0.5:4222")
+    assert load_config(REPO / "config.yaml").runtime.kind == "local"
 
 
 def test_a_repository_with_both_path_and_url_is_rejected(tmp_path: Path) -> None:
@@ -575,3 +591,36 @@ def test_withheld_environment_variables_are_a_list_of_globs(tmp_path: Path) -> N
     error = parse_error({"withholdEnv": "AWS_*"}, tmp_path)
     assert error.field == "withholdEnv"
     assert "AWS_*" in str(error)
+
+
+def test_a_nats_runtime_names_its_server_and_resolves_its_files(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "runtime": {
+                "kind": "nats",
+                "url": "nats://10.0.0.5:4222",
+                "credentials": "secrets/harness.creds",
+                "prefix": "acme",
+                "lostAfterSeconds": 5,
+            }
+        },
+        file=tmp_path / "config.yaml",
+    )
+
+    runtime = config.runtime
+    assert (runtime.kind, runtime.url, runtime.prefix) == ("nats", "nats://10.0.0.5:4222", "acme")
+    assert runtime.credentials == tmp_path / "secrets" / "harness.creds"
+    assert runtime.lost_after_seconds == 5.0
+    assert parse_config({}, file=tmp_path / "config.yaml").runtime.kind == "local"
+
+
+def test_a_nats_runtime_without_a_url_says_what_to_add(tmp_path: Path) -> None:
+    error = parse_error({"runtime": {"kind": "nats"}}, tmp_path)
+    assert error.field == "runtime"
+    assert "url" in str(error) and "nats://" in str(error)
+
+
+def test_an_unknown_runtime_kind_lists_the_kinds(tmp_path: Path) -> None:
+    error = parse_error({"runtime": {"kind": "kubernetes"}}, tmp_path)
+    assert error.field == "runtime.kind"
+    assert "local" in str(error) and "nats" in str(error)

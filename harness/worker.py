@@ -1,0 +1,257 @@
+"""``harness worker``: runs agents for a harness on another machine, over NATS.
+
+The worker takes agent runs from the JetStream work queue (at most ``slots`` at once), runs
+each with the same runtime as a one-machine install (the Claude Code CLI), in a folder of its
+own per task under ``workspaces``, and reports back: the agent's events go to JetStream in
+order, a heartbeat goes out every second while it runs, and its harness tool calls and
+approval requests go to the orchestrator by request/reply. A kill request stops the agent at
+once. The worker never sees the bot's Slack secrets: it has none, and its agents run with
+``SLACK_*`` withheld like any other.
+
+A run is acknowledged (taken off the queue for good) just before its agent starts, so a worker
+that dies before then leaves the run to another worker, and one that dies after never has it
+run twice. See ``harness/remote.py`` for the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.agent_spec import (
+    AgentControl,
+    AgentRuntime,
+    AgentSpec,
+    Approval,
+    RunOutcome,
+    ToolReply,
+    ToolUse,
+)
+from harness.nats_link import NatsLink, NatsSettings, nats_errors
+from harness.remote import (
+    Event,
+    EventKind,
+    RunRequest,
+    ToolRequest,
+    decode_approval,
+    decode_reply,
+    outcome_json,
+    tool_use_json,
+)
+from harness.task_common import validate_slug
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+# A tool call may wait on another agent or a person for hours; nothing cuts it short.
+TOOL_CALL_TIMEOUT = 7 * 24 * 3600.0
+DURABLE = "harness-workers"
+
+
+class RemoteTools:
+    """The orchestrator's ToolGateway, reached by request/reply."""
+
+    def __init__(self, link: NatsLink) -> None:
+        self.link = link
+
+    async def call(self, agent_id: str, tool: str, args: Any) -> ToolReply:
+        data = await self._request(agent_id, ToolRequest("call", tool, args))
+        return decode_reply(data)
+
+    async def approve(self, agent_id: str, tool: str, args: Any) -> Approval:
+        data = await self._request(agent_id, ToolRequest("approve", tool, args))
+        return decode_approval(data)
+
+    async def _request(self, agent_id: str, request: ToolRequest) -> bytes:
+        from nats.errors import NoRespondersError
+
+        subject = self.link.subjects.tools(agent_id)
+        delay = 0.2
+        while True:
+            try:
+                reply = await self.link.nc.request(
+                    subject, request.encode(), timeout=TOOL_CALL_TIMEOUT
+                )
+                return bytes(reply.data)
+            except NoRespondersError:
+                # The orchestrator is not listening (restarting): ask again shortly.
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+class _Reporter:
+    """Publishes one run's events to JetStream, in order, each exactly once."""
+
+    def __init__(self, link: NatsLink, agent_id: str, worker: str) -> None:
+        self.link = link
+        self.agent_id = agent_id
+        self.worker = worker
+        self._seq = 0
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._publish_all())
+
+    def report(self, kind: EventKind, data: dict[str, Any]) -> None:
+        self._seq += 1
+        self._queue.put_nowait(Event(self._seq, kind, self.worker, data))
+
+    async def close(self) -> None:
+        """Every event reported so far is in JetStream."""
+        self._queue.put_nowait(None)
+        await self._task
+
+    async def _publish_all(self) -> None:
+        while (event := await self._queue.get()) is not None:
+            await self._publish(event)
+
+    async def _publish(self, event: Event) -> None:
+        subject = self.link.subjects.events(self.agent_id)
+        headers = {"Nats-Msg-Id": event.msg_id(self.agent_id)}
+        delay = 0.2
+        while True:
+            try:
+                await self.link.js.publish(subject, event.encode(), headers=headers, timeout=5)
+                return
+            except nats_errors() as exc:  # NATS down or restarting: the event must not be lost
+                logger.warning("event %s of %s not stored yet: %s", event.seq, self.agent_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: NatsSettings,
+        runtime: AgentRuntime,
+        *,
+        name: str,
+        slots: int,
+        workspaces: Path,
+    ) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.name = name
+        self.slots = slots
+        self.workspaces = workspaces
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        self._controls: dict[str, AgentControl] = {}
+
+    async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
+        """Takes and runs agents until ``stop`` is set (calling ``ready`` once it takes
+        them); then stops the agents it runs."""
+        link = await NatsLink.connect(self.settings, name=f"harness worker {self.name}")
+        free = asyncio.Semaphore(self.slots)
+        try:
+            from nats.js.api import AckPolicy, ConsumerConfig
+
+            config = ConsumerConfig(
+                durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, ack_wait=30
+            )
+            queue = await link.js.pull_subscribe(
+                link.subjects.runs, durable=DURABLE, stream=link.subjects.runs_stream,
+                config=config,
+            )  # fmt: skip
+            logger.info("worker %s: taking agents from %s (%d slots)", self.name,
+                        self.settings.url, self.slots)  # fmt: skip
+            ready()
+            while not stop.is_set():
+                await free.acquire()
+                msg = await self._next_run(queue, stop)
+                if msg is None:
+                    free.release()
+                    continue
+                task = asyncio.get_running_loop().create_task(self._serve_run(link, msg))
+                task.add_done_callback(lambda _: free.release())
+        finally:
+            for control in list(self._controls.values()):
+                await control.kill(f"the worker {self.name} stopped")
+            await asyncio.gather(*self._runs.values(), return_exceptions=True)
+            await link.close()
+
+    async def _next_run(self, queue: Any, stop: asyncio.Event) -> Msg | None:
+        from nats.errors import TimeoutError as NatsTimeout
+
+        try:
+            [msg] = await queue.fetch(1, timeout=1.0)
+        except (NatsTimeout, TimeoutError):
+            return None
+        if stop.is_set():
+            await msg.nak()
+            return None
+        return msg  # type: ignore[no-any-return]
+
+    async def _serve_run(self, link: NatsLink, msg: Msg) -> None:
+        try:
+            request = RunRequest.decode(msg.data)
+            validate_slug(request.task_slug)
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.error("worker %s: dropped a run it cannot read: %s", self.name, exc)
+            await msg.term()
+            return
+        spec = request.spec
+        agent_id = spec.agent_id
+        control = AgentControl()
+        control.worker = self.name
+
+        async def on_kill(kill: Msg) -> None:
+            await control.kill(kill.data.decode("utf-8", "replace") or "killed")
+            await kill.respond(b"{}")
+
+        kills = await link.nc.subscribe(link.subjects.kill(agent_id), cb=on_kill)
+        reporter = _Reporter(link, agent_id, self.name)
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
+        self._controls[agent_id] = control
+        self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            spec = await asyncio.to_thread(self._placed, spec, request.task_slug)
+            await msg.ack()
+            reporter.report("started", {})
+            logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
+
+            async def on_tool_use(use: ToolUse) -> None:
+                reporter.report("tool_use", tool_use_json(use))
+
+            outcome = await self.runtime.run(
+                spec,
+                control,
+                tools=RemoteTools(link),
+                on_message=lambda message: reporter.report("message", message),
+                on_tool_use=on_tool_use,
+            )
+        except Exception as exc:  # the top of a remote agent's life: the outcome must go out
+            logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
+            outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
+        finally:
+            self._controls.pop(agent_id, None)
+            self._runs.pop(agent_id, None)
+        try:
+            reporter.report("outcome", outcome_json(outcome))
+            await reporter.close()
+            logger.info("worker %s: agent %s %s", self.name, agent_id, outcome.status)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(*nats_errors()):
+                await kills.unsubscribe()
+
+    def _placed(self, spec: AgentSpec, task_slug: str) -> AgentSpec:
+        """The spec with its working folder on this machine: the role's own folder, else a
+        folder of the task's under ``workspaces``."""
+        if spec.role.cwd is not None:
+            return spec
+        folder = self.workspaces / task_slug
+        folder.mkdir(parents=True, exist_ok=True)
+        return dataclasses.replace(spec, cwd=str(folder))
+
+    async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
+        subject = link.subjects.alive(agent_id)
+        while True:
+            with contextlib.suppress(*nats_errors()):  # a missed beat is what the other side sees
+                await link.nc.publish(subject, b"")
+            await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -1,0 +1,220 @@
+"""Agents on other machines: the orchestrator sends them over a real nats-server with
+JetStream to two ``harness worker`` processes, which run the real Claude Code CLI against the
+scripted model. Everything an agent does locally works the same remotely."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.nats_link import NatsSettings
+from harness.nats_runtime import NatsRuntime
+from harness.orchestrator import Orchestrator
+from harness.project import Project, build_orchestrator
+from harness.testing.nats_server import NatsServer
+from harness.testing.processes import claude_children
+from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn, demo_script
+from tests.support import AnsweringHumans, latest_task
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+WAIT = 60.0
+ASK = "mcp__harness__ask_human"
+
+
+@dataclass
+class Cluster:
+    server: NatsServer
+    model: ScriptedModel
+    orchestrator: Orchestrator
+    workers: dict[str, asyncio.subprocess.Process]
+
+
+ClusterFactory = Callable[..., contextlib.AbstractAsyncContextManager[Cluster]]
+
+
+async def start_worker(
+    name: str, url: str, model: ScriptedModel, folder: Path, slots: int
+) -> asyncio.subprocess.Process:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    worker = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
+        *("--slots", str(slots), "--workspaces", str(folder / name)),
+        env={**env, **model.env()},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert worker.stderr is not None
+    line = b""
+    while b"ready" not in line:
+        line = await asyncio.wait_for(worker.stderr.readline(), WAIT)
+        assert line, "the worker exited before it was ready"
+    return worker
+
+
+@pytest.fixture
+def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
+    """``async with cluster(script, slots=2) as c:`` NATS, the scripted model, workers
+    ``worker-a`` and ``worker-b``, and an orchestrator sending its agents to them."""
+
+    @contextlib.asynccontextmanager
+    async def start(script: Script, *, slots: int = 2) -> AsyncIterator[Cluster]:
+        async with (
+            NatsServer(tmp_path / "nats") as server,
+            ScriptedModel(script) as model,
+        ):
+            workers = {
+                name: await start_worker(name, server.url, model, tmp_path, slots)
+                for name in ("worker-a", "worker-b")
+            }
+            runtime = NatsRuntime(NatsSettings(server.url), lost_after=3.0)
+            orchestrator = build_orchestrator(project, runtime)
+            try:
+                yield Cluster(server, model, orchestrator, workers)
+            finally:
+                await orchestrator.shutdown()
+                await runtime.close()
+                for worker in workers.values():
+                    if worker.returncode is None:
+                        worker.terminate()
+                    await worker.wait()
+
+    return start
+
+
+async def until(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+    """Polls ``predicate`` (a condition this test cannot be told of) with a bound."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+def held_until(count: int) -> Callable[[ModelRequest], Awaitable[Turn]]:
+    """A script whose agents all wait until ``count`` of them have asked, then finish."""
+    sessions: set[str] = set()
+    everyone = asyncio.Event()
+
+    async def script(request: ModelRequest) -> Turn:
+        sessions.add(request.headers.get("X-Claude-Code-Session-Id", str(request.index)))
+        if len(sessions) >= count:
+            everyone.set()
+        await everyone.wait()
+        return Turn.finish(f"done: {request.first_user_text.strip().splitlines()[-1]}")
+
+    return script
+
+
+async def test_agents_spread_over_both_workers_and_report_back(cluster: ClusterFactory) -> None:
+    async with cluster(held_until(4), slots=2) as c:
+        orchestrator = c.orchestrator
+        handles = [await orchestrator.draft("developer", f"job {n}") for n in range(4)]
+        await until(lambda: sum(1 for a in orchestrator.agents() if a.worker) == 4)
+        where = {a.agent_id: a.worker for a in orchestrator.agents()}
+        records = [await orchestrator.wait(h.agent_id, WAIT) for h in handles]
+
+    assert sorted(str(worker) for worker in where.values()) == [
+        "worker-a",
+        "worker-a",
+        "worker-b",
+        "worker-b",
+    ]
+    assert [r.status for r in records] == ["completed"] * 4
+    assert [r.result.summary if r.result else None for r in records] == [
+        f"done: job {n}" for n in range(4)
+    ]
+    journal = await orchestrator.task(handles[0].task_slug)
+    assert journal.dispatches[0].journal_file  # the journal streamed back
+
+
+async def test_an_analyst_on_one_worker_drafts_and_awaits_a_developer_on_the_other(
+    cluster: ClusterFactory,
+) -> None:
+    async with cluster(demo_script, slots=1) as c:
+        record = await asyncio.wait_for(
+            c.orchestrator.run("product-analyst", "plan: a settings page"), WAIT
+        )
+        task = await latest_task(c.orchestrator)
+        audit = await c.orchestrator.audit_log(task.slug)
+
+    assert record.status == "completed", record.error
+    analyst, developer = sorted(task.dispatches, key=lambda d: d.parent_id is not None)
+    assert developer.parent_id == analyst.agent_id and developer.status == "completed"
+    assert developer.result is not None and record.result is not None
+    assert developer.result.summary in record.result.summary
+    assert [(e["tool"], e["outcome"]) for e in audit] == [
+        ("draft_agent", "ok"),
+        ("await_agent", "ok"),
+    ]
+
+
+async def test_a_remote_agent_asks_a_human_and_hears_the_answer(cluster: ClusterFactory) -> None:
+    def script(request: ModelRequest) -> Turn:
+        if not request.all_tool_results:
+            return Turn.call(ASK, question="Which colour?", options=["red", "blue"])
+        return Turn.finish(f"painted it {request.all_tool_results[-1].text}")
+
+    async with cluster(script) as c:
+        humans = AnsweringHumans(c.orchestrator.answer_question, reply="blue")
+        c.orchestrator.add_human_channel(humans)
+        record = await asyncio.wait_for(c.orchestrator.run("developer", "paint it"), WAIT)
+
+    assert [q.text for q in humans.asked] == ["Which colour?"]
+    assert record.result is not None and "blue" in record.result.summary
+
+
+async def test_killing_a_remote_agent_stops_its_cli_on_the_worker(cluster: ClusterFactory) -> None:
+    async with cluster(lambda request: Turn(stall_seconds=120)) as c:
+        handle = await c.orchestrator.draft("developer", "a very slow job")
+        await until(lambda: bool((info := c.orchestrator.agent(handle.agent_id)) and info.worker))
+        info = c.orchestrator.agent(handle.agent_id)
+        assert info is not None and info.worker is not None
+        worker = c.workers[info.worker]
+        await until(lambda: bool(claude_children(worker.pid)))
+        assert await c.orchestrator.kill(handle.agent_id, "stopped by a test")
+        record = await c.orchestrator.wait(handle.agent_id, WAIT)
+        await until(lambda: not claude_children(worker.pid), timeout=5)
+
+    assert record.status == "killed"
+
+
+async def test_a_worker_killed_mid_agent_ends_it_interrupted_and_not_run_again(
+    cluster: ClusterFactory,
+) -> None:
+    async with cluster(lambda request: Turn(stall_seconds=120)) as c:
+        handle = await c.orchestrator.draft("developer", "a very slow job")
+        await until(lambda: bool((info := c.orchestrator.agent(handle.agent_id)) and info.worker))
+        info = c.orchestrator.agent(handle.agent_id)
+        assert info is not None and info.worker is not None
+        await c.model.wait_for_request(timeout=WAIT)  # the agent is at work
+        c.workers[info.worker].kill()
+        record = await c.orchestrator.wait(handle.agent_id, WAIT)
+        runs = len({r.headers.get("X-Claude-Code-Session-Id") for r in c.model.main_requests})
+
+    assert record.status == "interrupted"
+    assert record.error is not None and f"{info.worker} was lost" in record.error
+    assert runs == 1
+
+
+async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_too(
+    cluster: ClusterFactory,
+) -> None:
+    def script(request: ModelRequest) -> Turn:
+        if not request.all_tool_results:
+            return Turn.call("Bash", command="python3 -V")
+        return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
+
+    async with cluster(script) as c:
+        humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
+        c.orchestrator.add_human_channel(humans)
+        record = await asyncio.wait_for(c.orchestrator.run("developer", "echo it"), WAIT)
+
+    assert [q.kind for q in humans.asked] == ["approval"]
+    assert record.result is not None and "ran: Python 3" in record.result.summary
