@@ -205,7 +205,9 @@ def create_app(
         on_given_up=given_up,
         max_delay=options.delivery_retry_limit,
     )
-    watcher = AgentWatcher(orchestrator, poster, ledger, outbox, interval=options.status_interval)
+    watcher = AgentWatcher(
+        orchestrator, poster, ledger, outbox, background, interval=options.status_interval
+    )
     requesters = Requesters(config.tasks_dir)
     conversations = Conversations(
         orchestrator,

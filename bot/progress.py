@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.background import Background
 from bot.blocks import (
     diff_file_name,
     diff_fits_inline,
@@ -83,10 +84,12 @@ class AgentWatcher:
         poster: Poster,
         ledger: Ledger,
         outbox: Outbox,
+        background: Background,
         *,
         interval: float,
     ) -> None:
         self.orchestrator = orchestrator
+        self.background = background
         self.poster = poster
         self.ledger = ledger
         self.outbox = outbox
@@ -128,6 +131,13 @@ class AgentWatcher:
         if ts is not None:
             watch = dataclasses.replace(watch, status_ts=ts)
             await self.ledger.watch(agent_id, watch.to_json())
+        return await self.follow_to_end(watch, shown, intro)
+
+    async def follow_to_end(
+        self, watch: Watch, shown: str | None = None, intro: str | None = None
+    ) -> DispatchRecord:
+        """Keeps the watched agent's status message current until it ends, then settles it."""
+        agent_id, role, ts = watch.agent_id, watch.role, watch.status_ts
         while True:
             try:
                 record = await self.orchestrator.wait(agent_id, timeout=self.interval)
@@ -135,7 +145,7 @@ class AgentWatcher:
             except TimeoutError:
                 text = self.status(agent_id, role, intro)
                 if ts is not None and text is not None and text != shown:
-                    await self.poster.update(thread.channel, ts, text)
+                    await self.poster.update(watch.thread.channel, ts, text)
                     shown = text
         await self.settle(watch, record)
         return record
@@ -208,6 +218,10 @@ class AgentWatcher:
                 continue
             if record.status in FINAL_STATUSES:
                 await self.settle(watch, record)
+                done += 1
+            elif self.orchestrator.agent(agent_id) is not None:
+                # Still at work on a worker, and followed again: so is its status message.
+                self.background.spawn(self.follow_to_end(watch), name=f"follow {agent_id}")
                 done += 1
         for slug, record in interrupted:
             if record.agent_id not in watched and await self._announce(slug, record):

@@ -121,7 +121,8 @@ class BotServer:
         if self._intake is not None:
             await self._intake.drain()  # events already acked are owed an answer
         self.bot.begin_shutdown()
-        await self.bot.orchestrator.shutdown(reason)
+        # Agents on workers (a NATS runtime) go on; the bot's next start follows them again.
+        await self.bot.orchestrator.shutdown(reason, leave_remote_agents=True)
         await self.bot.close()
 
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from harness.access import qualified
 from harness.results import AgentResult
@@ -173,3 +173,26 @@ class AgentRuntime(Protocol):
         on_message: MessageSink,
         on_tool_use: ToolUseSink,
     ) -> RunOutcome: ...
+
+
+@runtime_checkable
+class AdoptingRuntime(AgentRuntime, Protocol):
+    """A runtime whose agents outlive the process that started them (workers elsewhere):
+    after a restart it can tell which still run, and follow one to its end."""
+
+    async def still_running(self, agent_id: str) -> bool: ...
+
+    async def adopt(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        tools: ToolGateway,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+        seen_messages: int,
+    ) -> RunOutcome: ...
+
+    async def close(self) -> None:
+        """Lets go of the agents (they go on running); the next process follows them."""
+        ...

@@ -107,7 +107,7 @@ class NatsLink:
         s = self.subjects
         streams = [
             StreamConfig(
-                name=s.runs_stream, subjects=[s.runs], retention=RetentionPolicy.WORK_QUEUE
+                name=s.runs_stream, subjects=[s.all_runs], retention=RetentionPolicy.WORK_QUEUE
             ),
             StreamConfig(
                 name=s.events_stream,

@@ -1,15 +1,19 @@
 """An ``AgentRuntime`` whose agents run on ``harness worker`` processes, over NATS.
 
 ``run`` puts the agent on the JetStream work queue, serves its harness tool calls and
-approval requests (request/reply on ``<p>.tools.<agent>``, answered by the orchestrator's
-ToolGateway, with no timeout: ``await_agent`` and ``ask_human`` may take hours), follows its
-events in order (journal lines, tool use, the outcome) and returns the outcome the worker
-reports. The orchestrator does not know the difference: its concurrency cap, records and
-audit stay as they are. See ``harness/remote.py`` for the protocol.
+approval requests (answered by the orchestrator's ToolGateway; ``await_agent`` and
+``ask_human`` may take hours), follows its events in order (journal lines, tool use, the
+outcome) and returns the outcome the worker reports. The orchestrator does not know the
+difference: its concurrency cap, records and audit stay as they are. See
+``harness/remote.py`` for the protocol.
 
-A worker that goes silent (no event and no heartbeat for ``lost_after`` seconds) is lost: the
-run ends ``interrupted`` and is not run again (an agent's side effects and cost are not
-repeated behind anyone's back).
+The agents outlive the orchestrator's process: after a restart, ``still_running`` tells which
+of its unfinished dispatches a worker still runs (or has finished: the outcome waits in
+JetStream), and ``adopt`` follows such an agent to its end as ``run`` would have.
+
+A worker that goes silent (no event and no heartbeat for ``lost_after`` seconds while this
+side is connected) is lost: the run ends ``interrupted`` and is not run again (an agent's side
+effects and cost are not repeated behind anyone's back).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.agent_spec import (
@@ -31,10 +36,12 @@ from harness.agent_spec import (
 from harness.errors import HarnessError
 from harness.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.remote import (
+    WORKING,
     Event,
     RunRequest,
     ToolRequest,
     encode_approval,
+    encode_done,
     encode_reply,
     outcome_from_json,
     tool_use_from_json,
@@ -46,6 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 KILL_TIMEOUT = 2.0  # a worker answers a kill request within milliseconds
+PING_SECONDS = 3.0  # "working" to a waiting worker this often while a tool call runs
 
 
 class NatsRuntime:
@@ -54,11 +62,14 @@ class NatsRuntime:
         self.lost_after = lost_after
         self._link: NatsLink | None = None
         self._connecting = asyncio.Lock()
+        self._runs: set[_RemoteRun] = set()
 
     async def link(self) -> NatsLink:
         async with self._connecting:
             if self._link is None:
-                self._link = await NatsLink.connect(self.settings, name="harness orchestrator")
+                self._link = await NatsLink.connect(
+                    self.settings, name="harness orchestrator", on_reconnect=self._reconnected
+                )
             return self._link
 
     async def close(self) -> None:
@@ -75,9 +86,68 @@ class NatsRuntime:
         on_message: MessageSink,
         on_tool_use: ToolUseSink,
     ) -> RunOutcome:
+        run = _RemoteRun(await self.link(), spec, control, tools, on_message, on_tool_use, self)
+        return await run.follow(queue=True)
+
+    async def still_running(self, agent_id: str) -> bool:
+        """Whether a worker still runs the agent (a heartbeat within ``lost_after``) or ran it
+        to its end (its outcome is in JetStream). A run no worker took yet is withdrawn from
+        the queue, and then it is not running."""
         link = await self.link()
-        run = _RemoteRun(link, spec, control, tools, on_message, on_tool_use, self.lost_after)
-        return await run.follow()
+        s = link.subjects
+        with contextlib.suppress(*nats_errors()):
+            last = await link.js.get_last_msg(s.events_stream, s.events(agent_id))
+            if last.data is not None and Event.decode(last.data).kind == "outcome":
+                return True
+        with contextlib.suppress(*nats_errors()):
+            queued = await link.js.get_last_msg(s.runs_stream, s.run(agent_id))
+            if queued.seq is not None and await link.js.delete_msg(s.runs_stream, queued.seq):
+                return False
+        heard = asyncio.Event()
+
+        async def on_alive(msg: Msg) -> None:
+            heard.set()
+
+        sub = await link.nc.subscribe(s.alive(agent_id), cb=on_alive)
+        try:
+            await asyncio.wait_for(heard.wait(), timeout=min(self.lost_after, 3.0))
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with contextlib.suppress(*nats_errors()):
+                await sub.unsubscribe()
+
+    async def adopt(
+        self,
+        spec: AgentSpec,
+        control: AgentControl,
+        *,
+        tools: ToolGateway,
+        on_message: MessageSink,
+        on_tool_use: ToolUseSink,
+        seen_messages: int,
+    ) -> RunOutcome:
+        """Follows an agent a worker runs since before this process started, to its end;
+        the first ``seen_messages`` journal lines were recorded already."""
+        run = _RemoteRun(await self.link(), spec, control, tools, on_message, on_tool_use, self)
+        run.started = True
+        run.skip_messages = seen_messages
+        return await run.follow(queue=False)
+
+    async def _reconnected(self) -> None:
+        # Silence while this side was cut off from NATS is not the workers' fault.
+        for run in list(self._runs):
+            run.heard_now()
+
+
+@dataclass
+class _Call:
+    """A tool call being answered: where to send the answer, and the answer once known."""
+
+    reply_to: str
+    answer: bytes | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 class _RemoteRun:
@@ -91,7 +161,7 @@ class _RemoteRun:
         tools: ToolGateway,
         on_message: MessageSink,
         on_tool_use: ToolUseSink,
-        lost_after: float,
+        runtime: NatsRuntime,
     ) -> None:
         self.link = link
         self.spec = spec
@@ -99,15 +169,19 @@ class _RemoteRun:
         self.tools = tools
         self.on_message = on_message
         self.on_tool_use = on_tool_use
-        self.lost_after = lost_after
+        self.runtime = runtime
         self.agent_id = spec.agent_id
+        self.started = False
+        self.skip_messages = 0
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._heard = asyncio.get_running_loop().time()
-        self._started = False
         self._queued_seq: int | None = None  # the run request's place in the work queue
-        self._calls: set[asyncio.Task[None]] = set()
+        self._calls: dict[str, _Call] = {}
 
-    async def follow(self) -> RunOutcome:
+    def heard_now(self) -> None:
+        self._heard = asyncio.get_running_loop().time()
+
+    async def follow(self, *, queue: bool) -> RunOutcome:
         nc, js, s = self.link.nc, self.link.js, self.link.subjects
         subscriptions: list[Any] = [
             await nc.subscribe(s.tools(self.agent_id), cb=self._on_tool_request),
@@ -115,29 +189,36 @@ class _RemoteRun:
             await js.subscribe(s.events(self.agent_id), ordered_consumer=True, cb=self._on_event),
         ]
         self.control.attach(self._kill)
+        self.runtime._runs.add(self)
         try:
-            request = RunRequest(self.spec, self.spec.task_slug)
-            ack = await js.publish(s.runs, request.encode(), headers={"Nats-Msg-Id": self.agent_id})
-            self._queued_seq = ack.seq
+            if queue:
+                request = RunRequest(self.spec, self.spec.task_slug).encode()
+                ack = await js.publish(
+                    s.run(self.agent_id), request, headers={"Nats-Msg-Id": self.agent_id}
+                )
+                self._queued_seq = ack.seq
             return await self._outcome()
         finally:
+            self.runtime._runs.discard(self)
             self.control.attach(None)
             for sub in subscriptions:
                 with contextlib.suppress(*nats_errors()):  # the connection may be gone
                     await sub.unsubscribe()
-            for call in list(self._calls):
-                call.cancel()
-            await asyncio.gather(*self._calls, return_exceptions=True)
+            tasks = [task for call in self._calls.values() for task in call.tasks]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _outcome(self) -> RunOutcome:
         last_seq = 0
+        messages = 0
         loop = asyncio.get_running_loop()
         while True:
             try:
                 event = await asyncio.wait_for(self._events.get(), timeout=1.0)
             except TimeoutError:
                 silent = loop.time() - self._heard
-                if self._started and silent > self.lost_after:
+                if self.started and silent > self.runtime.lost_after:
                     worker = self.control.worker or "the worker"
                     return RunOutcome(
                         status="interrupted",
@@ -148,12 +229,14 @@ class _RemoteRun:
             if event.seq <= last_seq:  # delivered again: handled once
                 continue
             last_seq = event.seq
-            self._heard = loop.time()
+            self.heard_now()
             if event.kind == "started":
-                self._started = True
+                self.started = True
                 self.control.worker = event.worker
             elif event.kind == "message":
-                self.on_message(dict(event.data))
+                messages += 1
+                if messages > self.skip_messages:  # recorded before a restart otherwise
+                    self.on_message(dict(event.data))
             elif event.kind == "tool_use":
                 await self.on_tool_use(tool_use_from_json(event.data))
             else:
@@ -168,33 +251,57 @@ class _RemoteRun:
             logger.warning("agent %s: unreadable event skipped: %s", self.agent_id, exc)
 
     async def _on_alive(self, msg: Msg) -> None:
-        self._heard = asyncio.get_running_loop().time()
+        self.heard_now()
 
     async def _on_tool_request(self, msg: Msg) -> None:
-        # Each call in its own task: an await_agent must not hold up the agent's other calls.
-        task = asyncio.get_running_loop().create_task(self._answer(msg))
-        self._calls.add(task)
-        task.add_done_callback(self._calls.discard)
-
-    async def _answer(self, msg: Msg) -> None:
-        self._heard = asyncio.get_running_loop().time()
+        self.heard_now()
+        if not msg.reply:
+            return
         try:
             request = ToolRequest.decode(msg.data)
         except (ValueError, KeyError, TypeError) as exc:
             reply = ToolReply({"error": "bad_request", "message": str(exc)}, is_error=True)
-            await msg.respond(encode_reply(reply))
+            await self._send(msg.reply, encode_done(encode_reply(reply)))
             return
+        call = self._calls.get(request.call_id) if request.call_id else None
+        if call is not None:  # sent again: answer where the worker listens now
+            call.reply_to = msg.reply
+            await self._send(msg.reply, WORKING if call.answer is None else call.answer)
+            return
+        call = _Call(msg.reply)
+        if request.call_id:
+            self._calls[request.call_id] = call
+        else:
+            self._calls[f"anonymous-{id(call)}"] = call
+        await self._send(call.reply_to, WORKING)
+        loop = asyncio.get_running_loop()
+        call.tasks += [loop.create_task(self._answer(call, request)), loop.create_task(
+            self._keep_pinging(call))]  # fmt: skip
+
+    async def _answer(self, call: _Call, request: ToolRequest) -> None:
         if request.kind == "approve":
             approval = await self.tools.approve(self.agent_id, request.tool, request.args)
-            await msg.respond(encode_approval(approval))
+            answer = encode_done(encode_approval(approval))
         else:
             reply = await self.tools.call(self.agent_id, request.tool, request.args)
-            await msg.respond(encode_reply(reply))
+            answer = encode_done(encode_reply(reply))
+        call.answer = answer
+        await self._send(call.reply_to, answer)
+
+    async def _keep_pinging(self, call: _Call) -> None:
+        while call.answer is None:
+            await asyncio.sleep(PING_SECONDS)
+            if call.answer is None:
+                await self._send(call.reply_to, WORKING)
+
+    async def _send(self, subject: str, data: bytes) -> None:
+        with contextlib.suppress(*nats_errors()):  # the worker asks again when it hears nothing
+            await self.link.nc.publish(subject, data)
 
     async def _kill(self) -> None:
         """Takes the run off the queue when no worker has it yet; else asks its worker."""
         link, reason = self.link, self.control.kill_reason or "killed"
-        if not self._started and self._queued_seq is not None:
+        if not self.started and self._queued_seq is not None:
             with contextlib.suppress(*nats_errors()):  # taken by a worker meanwhile
                 if await link.js.delete_msg(link.subjects.runs_stream, self._queued_seq):
                     outcome = {"status": "killed", "error": reason}

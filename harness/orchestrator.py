@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.agent_spec import (
+    AdoptingRuntime,
     AgentRuntime,
     AgentSpec,
     RunOutcome,
@@ -105,6 +106,8 @@ class Orchestrator:
     ) -> None:
         self._config = config
         self._roles = dict(roles)
+        # Agents left running on their workers at shutdown (a remote runtime).
+        self._detached: set[str] = set()
         self._store = store
         self._runtime = runtime
         self._router = Router(config.rules, config.default_role)
@@ -420,22 +423,68 @@ class Orchestrator:
 
     # -- life cycle ------------------------------------------------------------------------
 
-    async def shutdown(self, reason: str = "the harness shut down") -> None:
+    async def shutdown(
+        self, reason: str = "the harness shut down", *, leave_remote_agents: bool = False
+    ) -> None:
         """Stop every agent (dispatches end ``interrupted``), wait for their records, and
         close the store (every queued journal line on disk). No agent starts after this
-        began; the store still answers reads."""
+        began; the store still answers reads. With ``leave_remote_agents`` (a server being
+        restarted), agents running on workers go on, and the next start follows them."""
         self._closing = True
+        if leave_remote_agents and isinstance(self._runtime, AdoptingRuntime):
+            # Only those still waiting here for a slot are stopped.
+            running = {a.agent_id for a in self._pool.snapshot() if a.status == "running"}
+            self._detached |= running
+            detached = [run for run in self._runs if run.get_name() in running]
+            for run in detached:
+                run.cancel()
+            await asyncio.gather(*detached, return_exceptions=True)
         await self._pool.kill_all(reason, interrupted=True)
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+        if isinstance(self._runtime, AdoptingRuntime):
+            await self._runtime.close()
         await self._store.close()
 
     async def recover_interrupted(self) -> list[tuple[str, DispatchRecord]]:
         """Mark dispatches that a crashed harness left queued/running as ``interrupted``, and
-        kill the processes it left running; (task slug, record) of each marked. Begins this
+        kill the processes it left running; (task slug, record) of each marked. Agents that
+        a worker still runs (a remote runtime) are followed to their end instead. Begins this
         process's run first, so its own dispatches are never taken for a dead one's."""
         await self._store.begin_run()
-        return await recover_interrupted(self._store, utc_now())
+        return await recover_interrupted(self._store, utc_now(), still_running=self._adopt)
+
+    async def _adopt(self, slug: str, record: DispatchRecord) -> bool:
+        """Follows an agent of a stopped harness that a worker still runs; False when none
+        does (or this runtime runs agents in this process, where none outlives it)."""
+        runtime = self._runtime
+        if not isinstance(runtime, AdoptingRuntime) or record.role not in self._roles:
+            return False
+        if not await runtime.still_running(record.agent_id):
+            return False
+        role = self._roles[record.role]
+        seen = len(await self._store.read_jsonl(slug, record.journal_file))
+        entry = PoolEntry(
+            agent_id=record.agent_id,
+            role=role.name,
+            task_slug=slug,
+            cwd=Path(record.cwd),
+            parent_id=record.parent_id,
+            depth=1 if record.parent_id is None else 2,
+            queued_at=record.started_at,
+            writes=role.writes,
+        )
+        self._pool.register(entry)
+        self._finished[record.agent_id] = asyncio.get_running_loop().create_future()
+        run = asyncio.create_task(
+            self._run(entry, role, record, record.prompt, None, adopted_after=seen),
+            name=record.agent_id,
+        )
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+        logger.info("agent %s (%s) of task %s: followed again on its worker", record.agent_id,
+                    role.name, slug)  # fmt: skip
+        return True
 
     # -- internals -------------------------------------------------------------------------
 
@@ -458,39 +507,70 @@ class Orchestrator:
         record: DispatchRecord,
         prompt: str,
         workspace: Workspace | None,
+        *,
+        adopted_after: int | None = None,
     ) -> None:
+        """An agent's life from the queue to its final record. With ``adopted_after`` it
+        is an agent a worker runs since before this process started (that many journal
+        lines recorded): it is followed to its end rather than started."""
         slug = entry.task_slug
         outcome: RunOutcome | None = None
         try:
             if await self._pool.acquire(entry):
                 entry.state = "running"
-                entry.started_at = utc_now()
-                record = dataclasses.replace(record, status="running", started_at=entry.started_at)
-                task = await self._store.save_dispatch(slug, record)
-                logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
-                self._events.emit(AgentEvent("started", task, record))
-                outcome = await self._runtime.run(
-                    self._spec(entry, role, prompt, workspace, record.run_id),
-                    entry.control,
-                    tools=self._tools,
-                    on_message=lambda m: self._store.append_jsonl(slug, record.journal_file, m),
-                    on_tool_use=lambda use: self._note_tool_use(entry.agent_id, use),
-                )
+                entry.started_at = record.started_at
+                if adopted_after is None:
+                    entry.started_at = utc_now()
+                    record = dataclasses.replace(
+                        record, status="running", started_at=entry.started_at
+                    )
+                    task = await self._store.save_dispatch(slug, record)
+                    logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
+                    self._events.emit(AgentEvent("started", task, record))
+                spec = self._spec(entry, role, prompt, workspace, record.run_id)
+                journal = record.journal_file
+                sinks: dict[str, Any] = {
+                    "tools": self._tools,
+                    "on_message": lambda m: self._store.append_jsonl(slug, journal, m),
+                    "on_tool_use": lambda use: self._note_tool_use(entry.agent_id, use),
+                }
+                if adopted_after is None:
+                    outcome = await self._runtime.run(spec, entry.control, **sinks)
+                else:
+                    assert isinstance(self._runtime, AdoptingRuntime)
+                    outcome = await self._runtime.adopt(
+                        spec, entry.control, seen_messages=adopted_after, **sinks
+                    )
             else:
                 outcome = RunOutcome(status="killed", error=entry.control.kill_reason)
         except Exception as exc:  # top of an agent's life: the record must still be written
             logger.exception("agent %s crashed in the harness", entry.agent_id)
             outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
         finally:
-            final = self._final_record(record, entry, outcome)
-            try:
-                # Read while this agent still holds the writer turn, so the next writer's
-                # edits are never reported as this agent's.
-                if workspace is not None and outcome is not None:
-                    final = await self._with_changes(slug, final, workspace, commit=role.writes)
-            finally:
+            if entry.agent_id in self._detached:  # it goes on on its worker: no record yet
                 self._pool.release(entry)
-            await self._finish(slug, final)
+                self._finished.pop(entry.agent_id).cancel()
+            else:
+                await self._end(entry, role, record, outcome, workspace)
+
+    async def _end(
+        self,
+        entry: PoolEntry,
+        role: Role,
+        record: DispatchRecord,
+        outcome: RunOutcome | None,
+        workspace: Workspace | None,
+    ) -> None:
+        slug = entry.task_slug
+        final = self._final_record(record, entry, outcome)
+        try:
+            # Read while this agent still holds the writer turn, so the next writer's
+            # edits are never reported as this agent's.
+            if workspace is not None and outcome is not None:
+                final = await self._with_changes(slug, final, workspace, commit=role.writes)
+        finally:
+            self._pool.release(entry)
+        await self._finish(slug, final)
 
     async def _with_changes(
         self, slug: str, record: DispatchRecord, workspace: Workspace, *, commit: bool

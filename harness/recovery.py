@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+from collections.abc import Awaitable, Callable
 
 from harness.orphans import RUN_ID_ENV, kill_processes_of_run, processes_of_runs
 from harness.results import DispatchRecord
@@ -22,12 +23,21 @@ from harness.tasks import TaskStore
 logger = logging.getLogger(__name__)
 
 
-async def recover_interrupted(store: TaskStore, now: str) -> list[tuple[str, DispatchRecord]]:
+StillRunning = Callable[[str, DispatchRecord], Awaitable[bool]]
+
+
+async def recover_interrupted(
+    store: TaskStore, now: str, *, still_running: StillRunning | None = None
+) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
-    ended runs left running; (task slug, record as marked) of each dispatch marked."""
+    ended runs left running; (task slug, record as marked) of each dispatch marked. A
+    dispatch ``still_running`` says is alive elsewhere (an agent on a worker, taken over by
+    this process) is left as it is."""
     marked: list[tuple[str, DispatchRecord]] = []
     for slug, d in await store.unfinished():
         if await _host_alive(store, d):
+            continue
+        if still_running is not None and await still_running(slug, d):
             continue
         record = dataclasses.replace(d, status="interrupted", completed_at=now, error=_why(d))
         await store.save_dispatch(slug, record)

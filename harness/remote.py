@@ -3,16 +3,23 @@ processes on other machines, over NATS with JetStream. Pure: names and JSON, no 
 
 Subjects, under a prefix (``harness`` by default)::
 
-    <p>.runs               JetStream work queue (stream <P>_RUNS): one RunRequest per agent
+    <p>.runs.<agent>       JetStream work queue (stream <P>_RUNS): one RunRequest per agent
                            run; a worker with a free slot takes it, and acks it once the
-                           agent has started, so a run is never started twice.
+                           agent has started, so a run is never started twice. One subject
+                           per agent, so a run nobody took yet can be withdrawn.
     <p>.events.<agent>     JetStream (stream <P>_EVENTS): what the agent did, in order, each
                            with a sequence number: started, message, tool_use, outcome. They
                            wait in the stream while nobody listens (a bot restarting).
     <p>.alive.<agent>      plain NATS: the worker's heartbeat for a running agent; silence
                            for too long means the worker is lost.
-    <p>.tools.<agent>      plain NATS request/reply: the agent's harness tool calls and
-                           approval requests, answered by the orchestrator's ToolGateway.
+    <p>.tools.<agent>      plain NATS, to the orchestrator: the agent's harness tool calls and
+                           approval requests (ToolRequest, with a call id and a reply
+                           subject). The orchestrator answers on the reply subject at once
+                           with ``working``, again every few seconds while the call runs
+                           (``await_agent`` may take hours), then ``done`` with the reply. A
+                           worker that hears nothing sends the call again with the same id
+                           (the orchestrator restarted): a call still running, or answered
+                           a moment ago, is not run twice by the same orchestrator.
     <p>.kill.<agent>       plain NATS request/reply: stop the agent; answered once asked.
 
 A worker can do exactly this: take runs, publish their events and heartbeats, and ask the
@@ -38,8 +45,11 @@ class Subjects:
     prefix: str = DEFAULT_PREFIX
 
     @property
-    def runs(self) -> str:
-        return f"{self.prefix}.runs"
+    def all_runs(self) -> str:
+        return f"{self.prefix}.runs.>"
+
+    def run(self, agent_id: str) -> str:
+        return f"{self.prefix}.runs.{agent_id}"
 
     @property
     def runs_stream(self) -> str:
@@ -167,14 +177,18 @@ def outcome_from_json(data: Mapping[str, Any]) -> RunOutcome:
 
 @dataclass(frozen=True)
 class ToolRequest:
-    """A harness tool call (``call``) or a built-in tool's approval request (``approve``)."""
+    """A harness tool call (``call``) or a built-in tool's approval request (``approve``);
+    ``call_id`` is the same each time the worker sends it again."""
 
     kind: Literal["call", "approve"]
     tool: str
     args: Mapping[str, Any]
+    call_id: str = ""
 
     def encode(self) -> bytes:
-        return _dump({"kind": self.kind, "tool": self.tool, "args": dict(self.args)})
+        return _dump(
+            {"kind": self.kind, "tool": self.tool, "args": dict(self.args), "callId": self.call_id}
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> ToolRequest:
@@ -182,7 +196,25 @@ class ToolRequest:
         kind = raw["kind"]
         if kind not in ("call", "approve"):
             raise ValueError(f"unknown tool request kind {kind!r}")
-        return cls(kind, str(raw["tool"]), dict(raw.get("args") or {}))
+        return cls(kind, str(raw["tool"]), dict(raw.get("args") or {}), str(raw.get("callId", "")))
+
+
+WORKING = b'{"kind":"working"}'
+
+
+def encode_done(answer: bytes) -> bytes:
+    """The final answer to a tool request: a reply or an approval, encoded."""
+    return b'{"kind":"done","answer":' + answer + b"}"
+
+
+def decode_answer(data: bytes) -> bytes | None:
+    """The encoded answer of a ``done`` message; None for ``working``."""
+    raw = _load(data)
+    if raw.get("kind") == "working":
+        return None
+    if raw.get("kind") != "done":
+        raise ValueError(f"unknown tool answer kind {raw.get('kind')!r}")
+    return _dump(raw["answer"])
 
 
 def encode_reply(reply: ToolReply) -> bytes:

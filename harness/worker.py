@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,13 @@ from harness.agent_spec import (
     ToolUse,
 )
 from harness.nats_link import NatsLink, NatsSettings, nats_errors
+from harness.orphans import RUN_ID_ENV
 from harness.remote import (
     Event,
     EventKind,
     RunRequest,
     ToolRequest,
+    decode_answer,
     decode_approval,
     decode_reply,
     outcome_json,
@@ -51,40 +54,54 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 1.0
-# A tool call may wait on another agent or a person for hours; nothing cuts it short.
-TOOL_CALL_TIMEOUT = 7 * 24 * 3600.0
+# The orchestrator says "working" at once, then every few seconds until a tool call is done;
+# this long without a word, it is gone (restarting) and the call is sent again.
+FIRST_ANSWER_SECONDS = 2.0
+SILENCE_SECONDS = 15.0
 DURABLE = "harness-workers"
 
 
 class RemoteTools:
-    """The orchestrator's ToolGateway, reached by request/reply."""
+    """The orchestrator's ToolGateway, reached over NATS. A call is sent again (same call id)
+    whenever the orchestrator falls silent, e.g. while it restarts; nothing cuts a long
+    ``await_agent`` or ``ask_human`` short as long as the orchestrator says it is working."""
 
     def __init__(self, link: NatsLink) -> None:
         self.link = link
 
     async def call(self, agent_id: str, tool: str, args: Any) -> ToolReply:
-        data = await self._request(agent_id, ToolRequest("call", tool, args))
+        data = await self._request(agent_id, ToolRequest("call", tool, args, uuid.uuid4().hex))
         return decode_reply(data)
 
     async def approve(self, agent_id: str, tool: str, args: Any) -> Approval:
-        data = await self._request(agent_id, ToolRequest("approve", tool, args))
-        return decode_approval(data)
+        request = ToolRequest("approve", tool, args, uuid.uuid4().hex)
+        return decode_approval(await self._request(agent_id, request))
 
     async def _request(self, agent_id: str, request: ToolRequest) -> bytes:
-        from nats.errors import NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
 
-        subject = self.link.subjects.tools(agent_id)
+        nc = self.link.nc
+        inbox = nc.new_inbox()
+        answers = await nc.subscribe(inbox)
         delay = 0.2
-        while True:
-            try:
-                reply = await self.link.nc.request(
-                    subject, request.encode(), timeout=TOOL_CALL_TIMEOUT
-                )
-                return bytes(reply.data)
-            except NoRespondersError:
-                # The orchestrator is not listening (restarting): ask again shortly.
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        try:
+            while True:
+                await nc.publish(self.link.subjects.tools(agent_id), request.encode(), inbox)
+                wait = FIRST_ANSWER_SECONDS
+                try:
+                    while True:
+                        msg = await answers.next_msg(timeout=wait)
+                        answer = decode_answer(msg.data)
+                        if answer is not None:
+                            return answer
+                        wait = SILENCE_SECONDS
+                except (NatsTimeout, TimeoutError):
+                    logger.info("agent %s: the harness is silent; asking again", agent_id)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            with contextlib.suppress(*nats_errors()):
+                await answers.unsubscribe()
 
 
 class _Reporter:
@@ -155,7 +172,7 @@ class Worker:
                 durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, ack_wait=30
             )
             queue = await link.js.pull_subscribe(
-                link.subjects.runs, durable=DURABLE, stream=link.subjects.runs_stream,
+                link.subjects.all_runs, durable=DURABLE, stream=link.subjects.runs_stream,
                 config=config,
             )  # fmt: skip
             logger.info("worker %s: taking agents from %s (%d slots)", self.name,
@@ -241,13 +258,16 @@ class Worker:
                 await kills.unsubscribe()
 
     def _placed(self, spec: AgentSpec, task_slug: str) -> AgentSpec:
-        """The spec with its working folder on this machine: the role's own folder, else a
-        folder of the task's under ``workspaces``."""
+        """The spec with its working folder on this machine (the role's own folder, else a
+        folder of the task's under ``workspaces``), and this worker as the agent's run: the
+        orchestrator's run id means nothing here, and its restart must not sweep the agent
+        away."""
+        env = {**spec.env, RUN_ID_ENV: f"worker-{self.name}"}
         if spec.role.cwd is not None:
-            return spec
+            return dataclasses.replace(spec, env=env)
         folder = self.workspaces / task_slug
         folder.mkdir(parents=True, exist_ok=True)
-        return dataclasses.replace(spec, cwd=str(folder))
+        return dataclasses.replace(spec, cwd=str(folder), env=env)
 
     async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
         subject = link.subjects.alive(agent_id)

@@ -25,8 +25,8 @@ from harness.roles import Role
 
 def test_subjects_and_streams_follow_the_prefix() -> None:
     s = Subjects("acme-harness")
-    assert (s.runs, s.events("a1"), s.alive("a1"), s.tools("a1"), s.kill("a1")) == (
-        "acme-harness.runs",
+    assert (s.run("a1"), s.events("a1"), s.alive("a1"), s.tools("a1"), s.kill("a1")) == (
+        "acme-harness.runs.a1",
         "acme-harness.events.a1",
         "acme-harness.alive.a1",
         "acme-harness.tools.a1",

@@ -1,0 +1,101 @@
+"""The bot restarted while its agent works on a worker: the agent goes on, and its result
+reaches the thread once the bot is back, once. Real processes: nats-server, ``harness
+worker``, ``harness bot --mode http``; the real CLI against the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.testing.slack_emulator import SlackEmulator
+from harness.testing.nats_server import NatsServer
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
+
+
+class HeldUntilReleased:
+    """Every agent's turn waits until ``release`` is set, then finishes."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.sessions: set[str] = set()
+
+    async def __call__(self, request: ModelRequest) -> Turn:
+        self.sessions.add(session_of(request))
+        await self.release.wait()
+        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
+    env.pop("ANTHROPIC_API_KEY", None)
+    return env
+
+
+def texts(slack: SlackEmulator, channel: str, ts: str) -> list[str]:
+    return [message_text(m) for m in slack.thread(channel, ts) if m.get("bot_id")]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+async def test_the_result_of_an_agent_on_a_worker_reaches_the_thread_after_a_bot_restart(
+    project_dir: Path, tmp_path: Path, stop: signal.Signals
+) -> None:
+    script = HeldUntilReleased()
+    config = project_dir / "config.yaml"
+    async with (
+        NatsServer(tmp_path / "nats") as nats,
+        ScriptedModel(script) as model,
+        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
+    ):
+        with config.open("a", encoding="utf-8") as file:
+            file.write(f"\nruntime: {{kind: nats, url: '{nats.url}', lostAfterSeconds: 5}}\n")
+        worker = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "harness", "worker", "--nats", nats.url, "--name", "w1"),
+            *("--workspaces", str(tmp_path / "w1")),
+            env={**base_env(), **model.env()},
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert worker.stderr is not None
+            while b"ready" not in await asyncio.wait_for(worker.stderr.readline(), WAIT):
+                pass
+            env = {
+                **base_env(),
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_SIGNING_SECRET": SECRET,
+                "SLACK_API_URL": slack.api_url,
+            }
+            async with bot_process(config, slack, env) as bot:
+                asked = (await slack.user_message("U1", "D1", "fix it remotely")).event["ts"]
+                await model.wait_for_request(timeout=WAIT)  # at work on the worker
+                bot.send_signal(stop)
+                await bot.wait()
+
+            async with bot_process(config, slack, env):
+                script.release.set()
+                done = await slack.wait_for(
+                    lambda: [t for t in texts(slack, "D1", asked) if t.startswith("✅")] or None,
+                    WAIT,
+                )
+                await slack.wait_for(
+                    lambda: "white_check_mark" in slack.reactions("D1", asked) or None, WAIT
+                )
+        finally:
+            if worker.returncode is None:
+                worker.terminate()
+            await worker.wait()
+
+    assert "Done: fix it remotely" in done[0]
+    assert len(done) == 1
+    assert len(script.sessions) == 1  # the same run, never started again
+    assert not [t for t in texts(slack, "D1", asked) if "is working…" in t]
