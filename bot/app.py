@@ -151,6 +151,9 @@ class HarnessBot:
         settled = await self.conversations.watcher.resume(self.interrupted)
         if settled:
             logger.info("settled %d agent(s) that ended while the bot was away", settled)
+        replayed = await self.conversations.replay_intake()
+        if replayed:
+            logger.info("handling %d request(s) the bot had taken on before it stopped", replayed)
 
     def begin_shutdown(self) -> None:
         """From now on no message starts an agent (the orchestrator is about to stop them)."""

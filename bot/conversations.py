@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from datetime import datetime
 from typing import Any
 
 from bot.access import check_access, may_kill
@@ -55,6 +56,20 @@ from harness.questions import Answer, Question
 from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
+
+
+def intake_key(message: UserMessage) -> str:
+    """A person's message as the ledger knows it (seen, and taken on)."""
+    return f"message:{message.channel}:{message.ts}"
+
+
+def started_after(iso: str, at: float) -> bool:
+    try:
+        started = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return started.timestamp() >= at - 1.0  # clocks of one machine: a second of slack
+
 
 EYES, ANSWERED = "eyes", "speech_balloon"
 TRY_AGAIN = "try again in a moment; if it keeps failing, ask an admin to look at the bot's log."
@@ -107,11 +122,17 @@ class Conversations:
     # ------------------------------------------------------------------ intake (no awaits)
 
     def on_message_event(
-        self, event: Mapping[str, Any], *, event_id: str | None, bot_user_id: str
+        self,
+        event: Mapping[str, Any],
+        *,
+        event_id: str | None,
+        bot_user_id: str,
+        replay: bool = False,
     ) -> Decision:
         """Decides at once (nothing awaited, so duplicates cannot slip in between) and
-        starts the work in the background."""
-        if event_id and not self.dedupe.first_time(f"event:{event_id}"):
+        starts the work in the background. ``replay``: a request taken on before a restart
+        and never handled, handled now."""
+        if event_id and not replay and not self.dedupe.first_time(f"event:{event_id}"):
             return Ignore("duplicate delivery")
         if event_id:
             self._spawn(self.dedupe.save(), "remember event")
@@ -121,7 +142,7 @@ class Conversations:
         decision = decide(parsed, bound=self.index.is_bound(parsed.thread))
         if isinstance(decision, Ignore):
             return decision
-        if not self.dedupe.first_time(f"message:{parsed.channel}:{parsed.ts}"):
+        if not self.dedupe.first_time(intake_key(parsed)) and not replay:
             return Ignore("message already handled")  # the app_mention + message pair
         self._spawn(self.dedupe.save(), "remember message")
         refusal = check_access(self.settings, parsed.user, parsed.channel, is_dm=parsed.is_dm)
@@ -144,8 +165,41 @@ class Conversations:
         else:
             self.index.reserve(thread)
             job = self._guarded(parsed, lambda: self._start(decision, bot_user_id))
+        # Taken on: the ledger keeps it with its seen key until an agent or a reply has it.
+        self.dedupe.take_in(intake_key(parsed), {"event": dict(event), "botUserId": bot_user_id})
         self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
         return decision
+
+    async def replay_intake(self) -> int:
+        """At start: handles each request taken on before a stop that no agent started on
+        (one that had started is announced as interrupted instead). How many it replayed."""
+        replayed = 0
+        for key, data, at in await self.ledger.intake():
+            try:
+                event, bot_user_id = data["event"], str(data["botUserId"])
+                parsed = parse_message_event(event, bot_user_id)
+            except (KeyError, TypeError, ValueError):
+                logger.warning("unreadable request %s in the ledger: dropped", key)
+                await self.ledger.handled(key)
+                continue
+            if isinstance(parsed, Ignore) or await self._started_since(parsed.thread, at):
+                await self.ledger.handled(key)
+                continue
+            logger.info("handling %s again: the bot stopped before it started on it", key)
+            self.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
+            replayed += 1
+        return replayed
+
+    async def _started_since(self, thread: ThreadRef, at: float) -> bool:
+        """Whether an agent of the thread's task started at or after ``at`` (epoch s)."""
+        slug = self.index.slug(thread)
+        if slug is None:
+            return False
+        try:
+            task = await self.orchestrator.task(slug)
+        except HarnessError:
+            return False
+        return any(started_after(d.started_at, at) for d in task.dispatches)
 
     def _answer_question(self, message: UserMessage) -> bool:
         """A reply in a thread where an agent waits on ``ask_human`` answers it (instead of
@@ -204,6 +258,7 @@ class Conversations:
             except Exception:  # the top of one message's handling: the person must hear back
                 logger.exception("handling message %s/%s failed", message.channel, message.ts)
                 await self._fail(message, "Something went wrong on my side with this message.")
+            await self.ledger.handled(intake_key(message))
 
         return job
 
@@ -221,6 +276,7 @@ class Conversations:
                 {"op": "post", "message": notice},
                 {"op": "react", "channel": message.channel, "ts": message.ts, "name": FAILED},
             ],
+            handles=intake_key(message),
         )
 
     def choose_repository(self, thread: ThreadRef, repository: str, user: str) -> str | None:
@@ -361,7 +417,12 @@ class Conversations:
         self._current[message.thread] = (handle.role, handle.agent_id)
         try:
             await self.watcher.follow(
-                message.thread, handle.agent_id, handle.role, task_slug=slug, reply_to=message.ts
+                message.thread,
+                handle.agent_id,
+                handle.role,
+                task_slug=slug,
+                reply_to=message.ts,
+                handles=intake_key(message),
             )
         finally:
             self._current.pop(message.thread, None)

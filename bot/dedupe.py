@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from harness.ledger import Ledger
 
@@ -60,6 +61,7 @@ class Dedupe:
         self._clock = clock
         self._seen = TtlSet(keep, clock=clock)
         self._unsaved: list[str] = []
+        self._intake: dict[str, dict[str, Any]] = {}
         self._saving = asyncio.Lock()
 
     async def load(self) -> None:
@@ -74,9 +76,16 @@ class Dedupe:
         self._unsaved.append(key)
         return True
 
+    def take_in(self, key: str, data: dict[str, Any]) -> None:
+        """The request ``key`` will be acted on: saved with the seen keys, so a stop before
+        it is handled leaves it to the next start rather than marked seen and lost."""
+        self._intake[key] = data
+
     async def save(self) -> None:
-        """Every key seen before the call is in the ledger when it returns."""
+        """Every key seen (and request taken on) before the call is in the ledger when it
+        returns."""
         async with self._saving:
             keys, self._unsaved = self._unsaved, []
-            if keys:
-                await self.ledger.remember(keys)
+            intake, self._intake = self._intake, {}
+            if keys or intake:
+                await self.ledger.remember(keys, intake=intake)

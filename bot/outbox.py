@@ -132,13 +132,14 @@ class Outbox:
         *,
         agent: AgentRef | None = None,
         settles: str | None = None,
+        handles: str | None = None,
     ) -> None:
-        """Stores what the thread is owed (ending the watch of agent ``settles`` with it),
-        then has it delivered."""
+        """Stores what the thread is owed (ending the watch of agent ``settles``, and the
+        request ``handles``, with it), then has it delivered."""
         entry: Entry = {"thread": [thread.channel, thread.thread_ts], "steps": list(steps)}
         if agent is not None:
             entry["agent"] = agent
-        await self.ledger.owe(lane_of(thread), dict(entry), settles=settles)
+        await self.ledger.owe(lane_of(thread), dict(entry), settles=settles, handles=handles)
         self._idle.clear()
         self._wake.set()
 

@@ -121,11 +121,13 @@ class AgentWatcher:
         intro: str | None = None,
         drafted_by: str | None = None,
         reply_to: str | None = None,
+        handles: str | None = None,
     ) -> DispatchRecord:
         """Shows the agent in the thread until it ends, then owes the thread its result (and
         ``reply_to`` its reaction); returns the final record."""
         watch = Watch(agent_id, thread, task_slug, role, reply_to=reply_to, drafted_by=drafted_by)
-        await self.ledger.watch(agent_id, watch.to_json())
+        # The watch takes over the request ``handles`` (a person's message) in one step.
+        await self.ledger.watch(agent_id, watch.to_json(), handles=handles)
         shown = self.status(agent_id, role, intro)
         ts = await self.poster.post(thread, shown) if shown else None
         if ts is not None:

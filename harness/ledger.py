@@ -7,6 +7,10 @@
 - **Watches** (``watch``, ``watches``): the agents a front end shows in a thread, with what
   it needs to settle them (where the status message is, whom to react to). A watch whose
   agent ended while nobody was watching is settled at the next start.
+- **Intake** (``remember(..., intake=)``, ``intake``, ``handled``): a request taken on but
+  not yet handed to an agent (or answered). Kept in the same step as its seen key, so a stop
+  in between never leaves a request marked seen that nobody will act on; a watch or an owed
+  reply ends it.
 - **The outbox** (``owe``, ``pending``, ``advance``, ``postpone``, ``delivered``,
   ``give_up``): messages owed to a thread, as a list of steps in JSON the front end defines.
   An entry is stored before its first attempt; ``step`` says how far delivery got, so a retry
@@ -26,7 +30,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,6 +59,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state, id);
+CREATE TABLE IF NOT EXISTS intake (key TEXT PRIMARY KEY, data TEXT NOT NULL, at REAL NOT NULL);
 """
 
 
@@ -96,12 +101,41 @@ class Ledger:
 
     # -- seen keys -------------------------------------------------------------------------
 
-    async def remember(self, keys: Iterable[str], at: float | None = None) -> None:
-        """Note ``keys`` as seen at ``at`` (now by default); a key seen before keeps its time."""
+    async def remember(
+        self,
+        keys: Iterable[str],
+        at: float | None = None,
+        *,
+        intake: Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Note ``keys`` as seen at ``at`` (now by default; a key seen before keeps its time),
+        and, in the same step, the requests of ``intake`` as taken on."""
         when = time.time() if at is None else at
         rows = [(key, when) for key in keys]
-        if rows:
-            await self._write("INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", rows)
+        taken = [(key, _dump(data), when) for key, data in (intake or {}).items()]
+
+        def write() -> None:
+            db = self._conn()
+            with db:
+                db.executemany("INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", rows)
+                db.executemany("INSERT OR IGNORE INTO intake (key, data, at) VALUES (?, ?, ?)",
+                               taken)  # fmt: skip
+
+        if rows or taken:
+            await self._call(write)
+
+    async def intake(self) -> list[tuple[str, JSON, float]]:
+        """Requests taken on and not handled yet, oldest first: (key, data, when)."""
+
+        def read(db: sqlite3.Connection) -> list[tuple[str, JSON, float]]:
+            rows = db.execute("SELECT key, data, at FROM intake ORDER BY at").fetchall()
+            return [(str(key), json.loads(data), float(at)) for key, data, at in rows]
+
+        return await self._call(lambda: read(self._conn()))
+
+    async def handled(self, key: str) -> None:
+        """The request ``key`` is handled (an agent watched, a reply owed, or nothing to do)."""
+        await self._write("DELETE FROM intake WHERE key = ?", [(key,)])
 
     async def claim(self, key: str) -> bool:
         """True for the one caller that sees ``key`` first, across restarts too."""
@@ -128,12 +162,20 @@ class Ledger:
 
     # -- watches ---------------------------------------------------------------------------
 
-    async def watch(self, agent_id: str, data: JSON) -> None:
-        """Start (or update) the watch of an agent."""
-        await self._write(
-            "INSERT OR REPLACE INTO watches (agent_id, data) VALUES (?, ?)",
-            [(agent_id, _dump(data))],
-        )
+    async def watch(self, agent_id: str, data: JSON, *, handles: str | None = None) -> None:
+        """Start (or update) the watch of an agent; it handles the request ``handles``."""
+
+        def write() -> None:
+            db = self._conn()
+            with db:
+                db.execute(
+                    "INSERT OR REPLACE INTO watches (agent_id, data) VALUES (?, ?)",
+                    (agent_id, _dump(data)),
+                )
+                if handles is not None:
+                    db.execute("DELETE FROM intake WHERE key = ?", (handles,))
+
+        await self._call(write)
 
     async def watches(self) -> list[tuple[str, JSON]]:
         def read(db: sqlite3.Connection) -> list[tuple[str, JSON]]:
@@ -147,9 +189,11 @@ class Ledger:
 
     # -- the outbox ------------------------------------------------------------------------
 
-    async def owe(self, lane: str, data: JSON, *, settles: str | None = None) -> int:
+    async def owe(
+        self, lane: str, data: JSON, *, settles: str | None = None, handles: str | None = None
+    ) -> int:
         """Store an entry, due now; with ``settles``, that agent's watch ends in the same
-        transaction. The entry's id."""
+        transaction, and with ``handles`` that request is handled. The entry's id."""
 
         def insert(db: sqlite3.Connection) -> int:
             now = time.time()
@@ -160,6 +204,8 @@ class Ledger:
                 )
                 if settles is not None:
                     db.execute("DELETE FROM watches WHERE agent_id = ?", (settles,))
+                if handles is not None:
+                    db.execute("DELETE FROM intake WHERE key = ?", (handles,))
             assert cursor.lastrowid is not None
             return cursor.lastrowid
 

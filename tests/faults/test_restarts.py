@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 from bot.settings import BotOptions
+from bot.testing.slack_emulator import SlackEmulator
+from harness.ledger import LEDGER_FILE, Ledger
+from harness.project import Project
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 
@@ -95,3 +98,35 @@ async def test_an_interrupted_agent_is_announced_and_run_again_once_by_the_reque
     updated = interrupted_notice(again, "D1", asked)
     assert updated is not None and f"ran it again as agent `{rerun.agent_id}`" in str(updated)
     assert not [b for b in updated["blocks"] if b["type"] == "actions"]
+
+
+async def test_a_request_taken_on_just_before_a_stop_is_handled_at_the_next_start(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot acked and remembered the DM, then died before any agent started on it.
+    slack.delivery = "none"
+    delivered = await slack.user_message("U1", "D1", "fix the footer")
+    key = f"message:D1:{delivered.event['ts']}"
+    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
+    await ledger.remember(
+        [f"event:{delivered.event_id}", key],
+        intake={key: {"event": delivered.event, "botUserId": slack.identity.bot_user_id}},
+    )
+    await ledger.close()
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        await finish(r, 1)
+        asked = delivered.event["ts"]
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+        # Slack's own retry of it, now, is a duplicate.
+        assert (await r.slack.deliver_event(delivered.event, retry_of=delivered)).acked
+        later = (await r.say("something else", channel="D2")).event["ts"]
+        await finish(r, 2)
+        assert await r.final_reaction("D2", later) == "white_check_mark"
+        intake = await r.bot.ledger.intake()
+
+    assert [spec.prompt.splitlines()[-1] for spec in r.held.started] == [
+        "fix the footer",
+        "something else",
+    ]
+    assert intake == []
