@@ -136,9 +136,11 @@ class NatsRuntime:
         return await run.follow(queue=False)
 
     async def _reconnected(self) -> None:
-        # Silence while this side was cut off from NATS is not the workers' fault.
+        # Silence while this side was cut off from NATS is not the workers' fault; and a
+        # restarted server may have lost the consumers following the runs' events.
         for run in list(self._runs):
             run.heard_now()
+            await run.follow_events()
 
 
 @dataclass
@@ -177,6 +179,7 @@ class _RemoteRun:
         self._heard = asyncio.get_running_loop().time()
         self._queued_seq: int | None = None  # the run request's place in the work queue
         self._calls: dict[str, _Call] = {}
+        self._event_sub: Any = None
 
     def heard_now(self) -> None:
         self._heard = asyncio.get_running_loop().time()
@@ -186,8 +189,8 @@ class _RemoteRun:
         subscriptions: list[Any] = [
             await nc.subscribe(s.tools(self.agent_id), cb=self._on_tool_request),
             await nc.subscribe(s.alive(self.agent_id), cb=self._on_alive),
-            await js.subscribe(s.events(self.agent_id), ordered_consumer=True, cb=self._on_event),
         ]
+        await self.follow_events()
         self.control.attach(self._kill)
         self.runtime._runs.add(self)
         try:
@@ -201,13 +204,39 @@ class _RemoteRun:
         finally:
             self.runtime._runs.discard(self)
             self.control.attach(None)
-            for sub in subscriptions:
+            for sub in [*subscriptions, self._event_sub]:
                 with contextlib.suppress(*nats_errors()):  # the connection may be gone
                     await sub.unsubscribe()
             tasks = [task for call in self._calls.values() for task in call.tasks]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def follow_events(self) -> None:
+        """(Re)subscribes to the run's events from its first; those seen are skipped by
+        their sequence number."""
+        old, self._event_sub = self._event_sub, None
+        if old is not None:
+            with contextlib.suppress(*nats_errors()):
+                await old.unsubscribe()
+        subject = self.link.subjects.events(self.agent_id)
+        try:
+            self._event_sub = await self.link.js.subscribe(
+                subject, ordered_consumer=True, cb=self._on_event
+            )
+        except nats_errors() as exc:  # the next reconnect tries again; the outcome is kept
+            logger.warning("agent %s: cannot follow its events yet: %s", self.agent_id, exc)
+
+    async def _stored_outcome(self) -> RunOutcome | None:
+        """The run's outcome as stored in JetStream, if the worker reported one."""
+        s = self.link.subjects
+        with contextlib.suppress(*nats_errors(), ValueError, KeyError):
+            last = await self.link.js.get_last_msg(s.events_stream, s.events(self.agent_id))
+            if last.data is not None:
+                event = Event.decode(last.data)
+                if event.kind == "outcome":
+                    return outcome_from_json(event.data)
+        return None
 
     async def _outcome(self) -> RunOutcome:
         last_seq = 0
@@ -219,6 +248,9 @@ class _RemoteRun:
             except TimeoutError:
                 silent = loop.time() - self._heard
                 if self.started and silent > self.runtime.lost_after:
+                    stored = await self._stored_outcome()  # reported while nobody listened
+                    if stored is not None:
+                        return stored
                     worker = self.control.worker or "the worker"
                     return RunOutcome(
                         status="interrupted",

@@ -218,3 +218,21 @@ async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_t
 
     assert [q.kind for q in humans.asked] == ["approval"]
     assert record.result is not None and "ran: Python 3" in record.result.summary
+
+
+async def test_an_agent_finishes_when_nats_restarts_mid_run(cluster: ClusterFactory) -> None:
+    release = asyncio.Event()
+
+    async def script(request: ModelRequest) -> Turn:
+        await release.wait()
+        return Turn.finish("done after the outage")
+
+    async with cluster(script) as c:
+        handle = await c.orchestrator.draft("developer", "outlast it")
+        await c.model.wait_for_request(timeout=WAIT)
+        await c.server.restart()
+        release.set()
+        record = await c.orchestrator.wait(handle.agent_id, WAIT)
+
+    assert record.status == "completed", record.error
+    assert record.result is not None and record.result.summary == "done after the outage"
