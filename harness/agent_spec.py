@@ -64,6 +64,54 @@ class ToolGateway(Protocol):
 
 
 @dataclass(frozen=True)
+class WorkspaceRequest:
+    """The git workspace an agent on another machine is to work in: the task's worktree of
+    this repository, made there (a ``url`` repository is cloned into the machine's cache)."""
+
+    repository: str
+    url: str | None
+    path: str | None
+    base_branch: str
+    commit_work: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkspaceRequest:
+        return cls(
+            repository=str(data["repository"]),
+            url=data.get("url"),
+            path=data.get("path"),
+            base_branch=str(data["base_branch"]),
+            commit_work=bool(data.get("commit_work", True)),
+        )
+
+
+@dataclass(frozen=True)
+class WorkReport:
+    """Where an agent's work is, as the machine that ran it saw it: the task's branch, its
+    head commit, a diff stat and the full diff since the task's base."""
+
+    branch: str | None
+    head_commit: str
+    diff_stat: str
+    diff: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkReport:
+        return cls(
+            branch=data.get("branch"),
+            head_commit=str(data["head_commit"]),
+            diff_stat=str(data["diff_stat"]),
+            diff=str(data["diff"]),
+        )
+
+
+@dataclass(frozen=True)
 class AgentSpec:
     """Everything a runtime needs to run one agent, as plain serialisable data: a runtime
     in another process can rebuild it from ``to_json()``."""
@@ -79,6 +127,8 @@ class AgentSpec:
     withhold_env: tuple[str, ...] = ("SLACK_*",)
     # The task the agent works on (a runtime elsewhere names its folder after it).
     task_slug: str = ""
+    # For a runtime elsewhere: the git workspace to make there (None: a scratch folder).
+    workspace: WorkspaceRequest | None = None
 
     def to_json(self) -> dict[str, Any]:
         role = dataclasses.asdict(self.role)
@@ -96,6 +146,7 @@ class AgentSpec:
             "env": dict(self.env),
             "withholdEnv": list(self.withhold_env),
             "taskSlug": self.task_slug,
+            "workspace": self.workspace.to_json() if self.workspace else None,
         }
 
     @classmethod
@@ -115,6 +166,9 @@ class AgentSpec:
             env=dict(data.get("env", {})),
             withhold_env=tuple(data.get("withholdEnv", ("SLACK_*",))),
             task_slug=str(data.get("taskSlug", "")),
+            workspace=WorkspaceRequest.from_json(data["workspace"])
+            if data.get("workspace")
+            else None,
         )
 
     @property
@@ -132,6 +186,8 @@ class RunOutcome:
     cost_usd: float | None = None
     turns: int | None = None
     duration_ms: int = 0
+    # What the agent changed, when it worked in a git workspace on another machine.
+    work: WorkReport | None = None
 
 
 class AgentControl:

@@ -27,6 +27,8 @@ from harness.agent_spec import (
     ToolDeclaration,
     ToolGateway,
     ToolUse,
+    WorkReport,
+    WorkspaceRequest,
 )
 from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
@@ -63,6 +65,7 @@ from harness.workspaces import (
     WorkspaceInfo,
     Workspaces,
     choose_repository,
+    commit_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -244,9 +247,13 @@ class Orchestrator:
             if task_slug
             else self._store.create(prompt, repository=repository)
         )
-        workspace: Workspace | None = None
+        workspace: Workspace | WorkspaceRequest | None = None
         if role.cwd is not None:
             cwd = role.cwd  # a role with a fixed folder works there
+        elif isinstance(self._runtime, AdoptingRuntime):
+            # On a worker: the worker makes the task's workspace on its own machine.
+            workspace = self._workspace_request(task.repository)
+            cwd = self._config.workspaces.root / task.slug
         else:
             workspace = await self._workspaces.prepare(task.slug, task.repository)
             cwd = workspace.path
@@ -265,7 +272,7 @@ class Orchestrator:
             parent_id=parent_id,
             host_pid=os.getpid(),
             run_id=run_id,
-            branch=workspace.branch if workspace else None,
+            branch=workspace.branch if isinstance(workspace, Workspace) else None,
         )
         entry = PoolEntry(
             agent_id=agent_id,
@@ -506,7 +513,7 @@ class Orchestrator:
         role: Role,
         record: DispatchRecord,
         prompt: str,
-        workspace: Workspace | None,
+        workspace: Workspace | WorkspaceRequest | None,
         *,
         adopted_after: int | None = None,
     ) -> None:
@@ -559,15 +566,17 @@ class Orchestrator:
         role: Role,
         record: DispatchRecord,
         outcome: RunOutcome | None,
-        workspace: Workspace | None,
+        workspace: Workspace | WorkspaceRequest | None,
     ) -> None:
         slug = entry.task_slug
         final = self._final_record(record, entry, outcome)
         try:
             # Read while this agent still holds the writer turn, so the next writer's
             # edits are never reported as this agent's.
-            if workspace is not None and outcome is not None:
+            if isinstance(workspace, Workspace) and outcome is not None:
                 final = await self._with_changes(slug, final, workspace, commit=role.writes)
+            elif outcome is not None and outcome.work is not None:
+                final = await self._with_reported_work(slug, final, outcome.work)
         finally:
             self._pool.release(entry)
         await self._finish(slug, final)
@@ -580,9 +589,9 @@ class Orchestrator:
         task's branch (when the workspace settings say so)."""
         try:
             if commit:
-                await self._workspaces.commit(
-                    workspace, commit_message(slug, record), author=f"harness {record.role}"
-                )
+                summary = record.result.summary if record.result else None
+                message = commit_message(slug, record.role, record.agent_id, record.status, summary)
+                await self._workspaces.commit(workspace, message, author=f"harness {record.role}")
             changes = await self._workspaces.changes(workspace)
             if changes is None:  # a scratch folder
                 return record
@@ -600,6 +609,40 @@ class Orchestrator:
             head_commit=changes.head,
             diff_stat=changes.stat(),
             diff_file=diff_file,
+        )
+
+    async def _with_reported_work(
+        self, slug: str, record: DispatchRecord, work: WorkReport
+    ) -> DispatchRecord:
+        """The record with the work a worker reported (its diff kept in the task folder)."""
+        diff_file = None
+        if work.diff:
+            diff_file = diff_file_name(record.agent_id)
+            try:
+                await self._store.write_text(slug, diff_file, work.diff)
+            except (HarnessError, OSError) as exc:
+                logger.warning("could not keep the diff of agent %s: %s", record.agent_id, exc)
+                diff_file = None
+        return dataclasses.replace(
+            record,
+            branch=work.branch,
+            head_commit=work.head_commit,
+            diff_stat=work.diff_stat,
+            diff_file=diff_file,
+        )
+
+    def _workspace_request(self, repository: str | None) -> WorkspaceRequest | None:
+        """What a worker needs to make the task's git workspace; None for a scratch folder."""
+        settings = self._config.workspaces
+        repo = settings.repositories.get(repository.lower()) if repository else None
+        if repo is None:
+            return None
+        return WorkspaceRequest(
+            repository=repo.name,
+            url=repo.url,
+            path=str(repo.path) if repo.path else None,
+            base_branch=repo.base_branch,
+            commit_work=settings.commit_work,
         )
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
@@ -642,21 +685,23 @@ class Orchestrator:
         entry: PoolEntry,
         role: Role,
         prompt: str,
-        workspace: Workspace | None,
+        workspace: Workspace | WorkspaceRequest | None,
         run_id: str | None,
     ) -> AgentSpec:
         # The run id reaches the CLI and every process it starts: whatever of them outlives
         # this process is found by it, and killed, at the next start.
         run = {RUN_ID_ENV: run_id} if run_id else {}
+        local = workspace if isinstance(workspace, Workspace) else None
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,
             prompt=prompt,
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
-            env={**self._child_env, **run, **(workspace.env if workspace else {})},
+            env={**self._child_env, **run, **(local.env if local else {})},
             withhold_env=("SLACK_*", *self._config.withhold_env),
             task_slug=entry.task_slug,
+            workspace=workspace if isinstance(workspace, WorkspaceRequest) else None,
         )
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
@@ -681,14 +726,3 @@ def _log_finish(record: DispatchRecord, slug: str) -> None:
         seconds,
         cost,
     )
-
-
-def commit_message(slug: str, record: DispatchRecord) -> str:
-    """``developer a1b2c3d4e5: <the result's summary, or how it ended>`` and the task."""
-    if record.result is not None and record.result.summary.strip():
-        subject = record.result.summary.strip().splitlines()[0]
-    else:
-        subject = f"work left when it {record.status}"
-    if len(subject) > 72:
-        subject = subject[:71] + "…"
-    return f"{record.role} {record.agent_id}: {subject}\n\nTask: {slug}\nStatus: {record.status}\n"

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.agent_spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse
+from harness.agent_spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse, WorkReport
 from harness.results import AgentResult
 
 EventKind = Literal["started", "message", "tool_use", "outcome"]
@@ -146,6 +146,7 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
         "costUsd": outcome.cost_usd,
         "turns": outcome.turns,
         "durationMs": outcome.duration_ms,
+        "work": outcome.work.to_json() if outcome.work else None,
     }
 
 
@@ -169,6 +170,7 @@ def outcome_from_json(data: Mapping[str, Any]) -> RunOutcome:
         cost_usd=data.get("costUsd"),
         turns=data.get("turns"),
         duration_ms=int(data.get("durationMs") or 0),
+        work=WorkReport.from_json(data["work"]) if data.get("work") else None,
     )
 
 

@@ -32,7 +32,9 @@ from harness.agent_spec import (
     RunOutcome,
     ToolReply,
     ToolUse,
+    WorkReport,
 )
+from harness.config import RepositorySettings, WorkspaceSettings
 from harness.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.orphans import RUN_ID_ENV
 from harness.remote import (
@@ -47,6 +49,7 @@ from harness.remote import (
     tool_use_json,
 )
 from harness.task_common import validate_slug
+from harness.workspaces import Workspace, Workspaces, commit_message
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -158,6 +161,7 @@ class Worker:
         self.slots = slots
         self.workspaces = workspaces
         self._runs: dict[str, asyncio.Task[None]] = {}
+        self._git = Workspaces(WorkspaceSettings(root=workspaces))
         self._controls: dict[str, AgentControl] = {}
 
     async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
@@ -226,10 +230,13 @@ class Worker:
         beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
         self._controls[agent_id] = control
         self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
+        workspace: Workspace | None = None
         try:
-            spec = await asyncio.to_thread(self._placed, spec, request.task_slug)
+            # Taken for good, and said so, before the workspace is made (a clone may take a
+            # while): from now on silence means this worker is lost.
             await msg.ack()
             reporter.report("started", {})
+            spec, workspace = await self._place(spec, request.task_slug)
             logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
 
             async def on_tool_use(use: ToolUse) -> None:
@@ -242,6 +249,10 @@ class Worker:
                 on_message=lambda message: reporter.report("message", message),
                 on_tool_use=on_tool_use,
             )
+            if workspace is not None:
+                outcome = dataclasses.replace(
+                    outcome, work=await self._work(spec, workspace, outcome)
+                )
         except Exception as exc:  # the top of a remote agent's life: the outcome must go out
             logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
             outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
@@ -257,17 +268,43 @@ class Worker:
             with contextlib.suppress(*nats_errors()):
                 await kills.unsubscribe()
 
-    def _placed(self, spec: AgentSpec, task_slug: str) -> AgentSpec:
-        """The spec with its working folder on this machine (the role's own folder, else a
-        folder of the task's under ``workspaces``), and this worker as the agent's run: the
-        orchestrator's run id means nothing here, and its restart must not sweep the agent
-        away."""
+    async def _place(self, spec: AgentSpec, task_slug: str) -> tuple[AgentSpec, Workspace | None]:
+        """The spec with its working folder on this machine: the role's own folder, else the
+        task's git worktree (``spec.workspace``) or scratch folder under ``workspaces``. The
+        agent's run is this worker: the orchestrator's run id means nothing here, and its
+        restart must not sweep the agent away."""
         env = {**spec.env, RUN_ID_ENV: f"worker-{self.name}"}
         if spec.role.cwd is not None:
-            return dataclasses.replace(spec, env=env)
-        folder = self.workspaces / task_slug
-        folder.mkdir(parents=True, exist_ok=True)
-        return dataclasses.replace(spec, cwd=str(folder), env=env)
+            return dataclasses.replace(spec, env=env), None
+        request = spec.workspace
+        if request is not None:
+            self._git.add_repository(
+                RepositorySettings(
+                    name=request.repository,
+                    path=Path(request.path) if request.path and not request.url else None,
+                    url=request.url,
+                    cache=self.workspaces / ".repos" / request.repository if request.url else None,
+                    base_branch=request.base_branch,
+                )
+            )
+        workspace = await self._git.prepare(task_slug, request.repository if request else None)
+        env.update(workspace.env)
+        placed = dataclasses.replace(spec, cwd=str(workspace.path), env=env)
+        return placed, workspace if workspace.base_commit is not None else None
+
+    async def _work(self, spec: AgentSpec, workspace: Workspace, outcome: RunOutcome) -> WorkReport:
+        """Where the agent's work is: a writer's work committed on the task's branch first."""
+        request = spec.workspace
+        if spec.role.writes and request is not None and request.commit_work:
+            summary = outcome.result.summary if outcome.result else None
+            message = commit_message(
+                workspace.slug, spec.role.name, spec.agent_id, outcome.status, summary
+            )
+            await self._git.commit(workspace, message, author=f"harness {spec.role.name}")
+        changes = await self._git.changes(workspace)
+        assert changes is not None  # a worktree, not a scratch folder
+        diff = await self._git.patch(workspace) if changes.files else ""
+        return WorkReport(changes.branch, changes.head, changes.stat(), diff)
 
     async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
         subject = link.subjects.alive(agent_id)

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import logging
 import os
 import time
@@ -123,6 +124,7 @@ __all__ = [
     "WorkspaceInfo",
     "Workspaces",
     "choose_repository",
+    "commit_message",
 ]
 
 logger = logging.getLogger(__name__)
@@ -209,6 +211,15 @@ class WorkspaceInfo:
 COMMIT_EMAIL = "harness@localhost"
 
 
+def commit_message(slug: str, role: str, agent_id: str, status: str, summary: str | None) -> str:
+    """``developer a1b2c3d4e5: <the result's summary, or how it ended>`` and the task."""
+    subject = summary.strip().splitlines()[0] if summary and summary.strip() else None
+    subject = subject or f"work left when it {status}"
+    if len(subject) > 72:
+        subject = subject[:71] + "…"
+    return f"{role} {agent_id}: {subject}\n\nTask: {slug}\nStatus: {status}\n"
+
+
 class Workspaces:
     def __init__(self, settings: WorkspaceSettings) -> None:
         self.settings = settings
@@ -216,6 +227,11 @@ class Workspaces:
         self._locks: dict[str, asyncio.Lock] = {}  # "task:<slug>", "repo:<name>"
         self._fetched: dict[str, float] = {}  # repository -> monotonic time its fetch began
         self._common_dirs: dict[str, Path] = {}  # repository -> its git common dir
+
+    def add_repository(self, repo: RepositorySettings) -> None:
+        """Makes ``repo`` known: a worker learns the repositories from the runs it takes."""
+        repositories = {**self.settings.repositories, repo.name.lower(): repo}
+        self.settings = dataclasses.replace(self.settings, repositories=repositories)
 
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -17,11 +18,11 @@ import pytest
 from harness.nats_link import NatsSettings
 from harness.nats_runtime import NatsRuntime
 from harness.orchestrator import Orchestrator
-from harness.project import Project, build_orchestrator
+from harness.project import Project, build_orchestrator, load_project
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn, demo_script
-from tests.support import AnsweringHumans, latest_task
+from tests.support import AnsweringHumans, git, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -66,7 +67,9 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
     ``worker-a`` and ``worker-b``, and an orchestrator sending its agents to them."""
 
     @contextlib.asynccontextmanager
-    async def start(script: Script, *, slots: int = 2) -> AsyncIterator[Cluster]:
+    async def start(
+        script: Script, *, slots: int = 2, config: Project | None = None
+    ) -> AsyncIterator[Cluster]:
         async with (
             NatsServer(tmp_path / "nats") as server,
             ScriptedModel(script) as model,
@@ -76,7 +79,7 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
                 for name in ("worker-a", "worker-b")
             }
             runtime = NatsRuntime(NatsSettings(server.url), lost_after=3.0)
-            orchestrator = build_orchestrator(project, runtime)
+            orchestrator = build_orchestrator(config or project, runtime)
             try:
                 yield Cluster(server, model, orchestrator, workers)
             finally:
@@ -236,3 +239,38 @@ async def test_an_agent_finishes_when_nats_restarts_mid_run(cluster: ClusterFact
 
     assert record.status == "completed", record.error
     assert record.result is not None and record.result.summary == "done after the outage"
+
+
+async def test_a_remote_developer_works_on_the_tasks_branch_in_a_clone_on_its_worker(
+    cluster: ClusterFactory, project_dir: Path, tmp_path: Path
+) -> None:
+    origin = make_repository(tmp_path / "origin", {"README.md": "web\n"})
+    config = project_dir / "config.yaml"
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{url: 'file://{origin}'}}\n",
+        encoding="utf-8",
+    )
+
+    def script(request: ModelRequest) -> Turn:
+        cwd = re.search(r"Primary working directory: (\S+)", request.system_text)
+        assert cwd
+        if not request.all_tool_results:
+            return Turn.call("Write", file_path=f"{cwd.group(1)}/page.txt", content="blue\n")
+        return Turn.finish("wrote the page")
+
+    async with cluster(script, config=load_project(config)) as c:
+        handle = await c.orchestrator.draft("developer", "write the page", repository="web")
+        record = await c.orchestrator.wait(handle.agent_id, WAIT)
+        task = await latest_task(c.orchestrator)
+        diff = await c.orchestrator.diff(task.slug, record)
+
+    assert record.status == "completed", record.error
+    assert record.branch == f"harness/{task.slug}"
+    assert record.diff_stat is not None and "page.txt" in record.diff_stat
+    assert diff is not None and "+blue" in diff
+    # The work is committed on the branch, in the worker's clone (not in the origin).
+    clones = list(tmp_path.glob("worker-*/.repos/web"))
+    assert len(clones) == 1
+    assert git(clones[0], "show", f"{record.branch}:page.txt") == "blue"
+    assert not (origin / "page.txt").exists()
