@@ -139,7 +139,11 @@ class Conversations:
         parsed = parse_message_event(event, bot_user_id)
         if isinstance(parsed, Ignore):
             return parsed
-        decision = decide(parsed, bound=self.index.is_bound(parsed.thread))
+        bound = self.index.is_bound(parsed.thread)
+        decision = decide(parsed, bound=bound)
+        if replay and bound and parsed.text and isinstance(decision, Ignore):
+            # Its task was made before the stop, but no agent started on it: go on there.
+            decision = FollowUp(parsed)
         if isinstance(decision, Ignore):
             return decision
         if not self.dedupe.first_time(intake_key(parsed)) and not replay:

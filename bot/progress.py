@@ -218,6 +218,8 @@ class AgentWatcher:
                 logger.warning("watch of agent %s is unreadable: forgotten", agent_id)
                 await self.ledger.unwatch(agent_id)
                 continue
+            if watch.status_ts is None:  # stopped between posting it and noting where
+                watch = dataclasses.replace(watch, status_ts=await self._find_status(watch))
             if record.status in FINAL_STATUSES:
                 await self.settle(watch, record)
                 done += 1
@@ -229,6 +231,15 @@ class AgentWatcher:
             if record.agent_id not in watched and await self._announce(slug, record):
                 done += 1
         return done
+
+    async def _find_status(self, watch: Watch) -> str | None:
+        """The ts of the agent's status message in its thread, looked up in Slack."""
+        marker = f"… agent {watch.agent_id},"
+        for message in await self.poster.replies(watch.thread):
+            if message.get("bot_id") and marker in str(message.get("text", "")):
+                ts = message.get("ts")
+                return ts if isinstance(ts, str) else None
+        return None
 
     async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
         """Tells the task's thread that ``record``'s agent was interrupted (once)."""

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from bot.progress import Watch
 from bot.settings import BotOptions
 from bot.testing.slack_emulator import SlackEmulator
 from harness.ledger import LEDGER_FILE, Ledger
 from harness.project import Project
+from harness.results import DispatchRecord, ThreadRef
+from harness.tasks import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 
@@ -130,3 +133,66 @@ async def test_a_request_taken_on_just_before_a_stop_is_handled_at_the_next_star
         "something else",
     ]
     assert intake == []
+
+
+async def test_a_request_whose_task_was_made_before_the_stop_starts_its_agent_at_the_next_start(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot took the DM on and made its task, then died before the agent started.
+    slack.delivery = "none"
+    delivered = await slack.user_message("U1", "D1", "fix the footer")
+    asked = delivered.event["ts"]
+    key = f"message:D1:{asked}"
+    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
+    await ledger.remember(
+        [f"event:{delivered.event_id}", key],
+        intake={key: {"event": delivered.event, "botUserId": slack.identity.bot_user_id}},
+    )
+    await ledger.close()
+    store = FileTaskStore(project.config.tasks_dir)
+    await store.create("fix the footer", ThreadRef("D1", asked))
+    await store.close()
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        await finish(r, 1)
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+        [task] = await r.orchestrator.task_summaries()
+
+    assert [spec.prompt.splitlines()[-1] for spec in r.held.started] == ["fix the footer"]
+    assert task.dispatch_count == 1
+
+
+async def test_a_status_message_posted_just_before_a_kill_becomes_the_interruption_notice(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot posted the agent's status, then died before noting where it was.
+    slack.delivery = "none"
+    asked = (await slack.user_message("U1", "D1", "fix the footer")).event["ts"]
+    status = "⏳ developer is queued… agent a0123456789, 0 s, waiting for a slot"
+    slack.store.add("D1", slack.api.bot_message({"text": status, "thread_ts": asked}))
+    store = FileTaskStore(project.config.tasks_dir)
+    task = await store.create("fix the footer", ThreadRef("D1", asked))
+    record = DispatchRecord(
+        agent_id="a0123456789",
+        role="developer",
+        cwd="/w",
+        model=None,
+        started_at="2026-11-22T10:00:00Z",
+        status="interrupted",
+        journal_file="journals/a0123456789.jsonl",
+        prompt="fix the footer",
+        error="the harness process running it stopped",
+    )
+    await store.save_dispatch(task.slug, record)
+    await store.close()
+    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
+    watch = Watch("a0123456789", ThreadRef("D1", asked), task.slug, "developer", reply_to=asked)
+    await ledger.watch("a0123456789", watch.to_json())
+    await ledger.close()
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        assert await r.final_reaction("D1", asked) == "x"
+        shown = [message_text(m) for m in r.bot_messages("D1", asked)]
+
+    assert not [text for text in shown if "is queued…" in text]
+    assert len([text for text in shown if "was interrupted" in text]) == 1
