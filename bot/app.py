@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,9 @@ from harness.questions import Answer, Question
 from harness.results import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
+
+# What a thread button does: (thread, the button's value, who clicked, the payload) -> why not.
+ThreadAct = Callable[[ThreadRef, str, str, dict[str, Any]], Awaitable[str | None]]
 
 
 class _BoltNotices(logging.Filter):
@@ -301,41 +304,45 @@ def create_app(
         outcome = await answer_from_button(user, body, action, respond)
         log_request(f"action {_safe(action.get('action_id'))}", user, channel, outcome, started)
 
-    async def on_repository_button(
-        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
-    ) -> None:
-        started = time.perf_counter()
-        await ack()
-        user = str((body.get("user") or {}).get("id", ""))
-        thread = clicked_thread(body)
-        name = str(action.get("value", ""))
-        refused = conversations.choose_repository(thread, name, user)
-        if refused is not None:
-            await respond(text=refused, response_type="ephemeral", replace_original=False)
-        outcome = f"refused: {refused}" if refused else f"repository {_safe(name)}"
-        kind = f"action {_safe(action.get('action_id'))}"
-        log_request(kind, user, thread.channel, outcome, started)
+    def thread_button(act: ThreadAct, did: str) -> Callable[..., Awaitable[None]]:
+        """A button that acts in the thread it was clicked in: ``act(thread, value, user,
+        body)`` says why it may not (None when it acted); a refusal reaches the clicker."""
 
-    async def on_rerun_button(
-        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
-    ) -> None:
-        started = time.perf_counter()
-        await ack()
-        user = str((body.get("user") or {}).get("id", ""))
-        thread = clicked_thread(body)
-        agent_id = str(action.get("value", ""))
+        async def on_click(
+            ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+        ) -> None:
+            started = time.perf_counter()
+            await ack()
+            user = str((body.get("user") or {}).get("id", ""))
+            thread = clicked_thread(body)
+            value = str(action.get("value", ""))
+            refused = await act(thread, value, user, body)
+            if refused is not None:
+                await respond(text=refused, response_type="ephemeral", replace_original=False)
+            outcome = f"refused: {refused}" if refused else f"{did} {_safe(value)}"
+            kind = f"action {_safe(action.get('action_id'))}"
+            log_request(kind, user, thread.channel, outcome, started)
+
+        return on_click
+
+    async def choose_repository(
+        thread: ThreadRef, name: str, user: str, body: dict[str, Any]
+    ) -> str | None:
+        return conversations.choose_repository(thread, name, user)
+
+    async def run_again(
+        thread: ThreadRef, agent_id: str, user: str, body: dict[str, Any]
+    ) -> str | None:
         notice = body.get("message")
-        refused = await conversations.run_again(
+        return await conversations.run_again(
             thread, agent_id, user, notice if isinstance(notice, dict) else None
         )
-        if refused is not None:
-            await respond(text=refused, response_type="ephemeral", replace_original=False)
-        outcome = f"refused: {refused}" if refused else f"run {_safe(agent_id)} again"
-        log_request(f"action {RERUN_ACTION}", user, thread.channel, outcome, started)
 
-    app.action(RERUN_ACTION)(on_rerun_button)
+    app.action(RERUN_ACTION)(thread_button(run_again, "run again:"))
     app.action(ACTION_PATTERN)(on_answer_button)
-    app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(on_repository_button)
+    app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(
+        thread_button(choose_repository, "repository")
+    )
     app.event("message")(on_message)
     app.event("app_mention")(on_message)
     app.command("/harness")(on_command)

@@ -12,6 +12,7 @@ import pytest
 from bot.progress import Watch
 from bot.settings import BotOptions
 from bot.testing.slack_emulator import SlackEmulator
+from bot.testing.slack_model import DeliveredEvent
 from harness.ledger import LEDGER_FILE, Ledger
 from harness.project import Project
 from harness.results import DispatchRecord, ThreadRef
@@ -103,12 +104,10 @@ async def test_an_interrupted_agent_is_announced_and_run_again_once_by_the_reque
     assert not [b for b in updated["blocks"] if b["type"] == "actions"]
 
 
-async def test_a_request_taken_on_just_before_a_stop_is_handled_at_the_next_start(
-    rig: RigFactory, slack: SlackEmulator, project: Project
-) -> None:
-    # The bot acked and remembered the DM, then died before any agent started on it.
+async def taken_on_and_killed(slack: SlackEmulator, project: Project, text: str) -> DeliveredEvent:
+    """A DM in D1 that a bot acked and took on, then died on: in the ledger, not delivered."""
     slack.delivery = "none"
-    delivered = await slack.user_message("U1", "D1", "fix the footer")
+    delivered = await slack.user_message("U1", "D1", text)
     key = f"message:D1:{delivered.event['ts']}"
     ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
     await ledger.remember(
@@ -116,6 +115,14 @@ async def test_a_request_taken_on_just_before_a_stop_is_handled_at_the_next_star
         intake={key: {"event": delivered.event, "botUserId": slack.identity.bot_user_id}},
     )
     await ledger.close()
+    return delivered
+
+
+async def test_a_request_taken_on_just_before_a_stop_is_handled_at_the_next_start(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot acked and remembered the DM, then died before any agent started on it.
+    delivered = await taken_on_and_killed(slack, project, "fix the footer")
 
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         await finish(r, 1)
@@ -139,16 +146,8 @@ async def test_a_request_whose_task_was_made_before_the_stop_starts_its_agent_at
     rig: RigFactory, slack: SlackEmulator, project: Project
 ) -> None:
     # The bot took the DM on and made its task, then died before the agent started.
-    slack.delivery = "none"
-    delivered = await slack.user_message("U1", "D1", "fix the footer")
+    delivered = await taken_on_and_killed(slack, project, "fix the footer")
     asked = delivered.event["ts"]
-    key = f"message:D1:{asked}"
-    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
-    await ledger.remember(
-        [f"event:{delivered.event_id}", key],
-        intake={key: {"event": delivered.event, "botUserId": slack.identity.bot_user_id}},
-    )
-    await ledger.close()
     store = FileTaskStore(project.config.tasks_dir)
     await store.create("fix the footer", ThreadRef("D1", asked))
     await store.close()

@@ -17,7 +17,7 @@ import pytest
 
 from harness.nats_link import NatsSettings
 from harness.nats_runtime import NatsRuntime
-from harness.orchestrator import Orchestrator
+from harness.orchestrator import AgentHandle, Orchestrator
 from harness.project import Project, build_orchestrator, load_project
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
@@ -173,13 +173,19 @@ async def test_a_remote_agent_asks_a_human_and_hears_the_answer(cluster: Cluster
     assert record.result is not None and "blue" in record.result.summary
 
 
+async def slow_agent_on_a_worker(c: Cluster) -> tuple[AgentHandle, str]:
+    """A developer whose model turn stalls, once a worker has started it; and the worker."""
+    handle = await c.orchestrator.draft("developer", "a very slow job")
+    await until(lambda: bool((info := c.orchestrator.agent(handle.agent_id)) and info.worker))
+    info = c.orchestrator.agent(handle.agent_id)
+    assert info is not None and info.worker is not None
+    return handle, info.worker
+
+
 async def test_killing_a_remote_agent_stops_its_cli_on_the_worker(cluster: ClusterFactory) -> None:
     async with cluster(lambda request: Turn(stall_seconds=120)) as c:
-        handle = await c.orchestrator.draft("developer", "a very slow job")
-        await until(lambda: bool((info := c.orchestrator.agent(handle.agent_id)) and info.worker))
-        info = c.orchestrator.agent(handle.agent_id)
-        assert info is not None and info.worker is not None
-        worker = c.workers[info.worker]
+        handle, worker_name = await slow_agent_on_a_worker(c)
+        worker = c.workers[worker_name]
         await until(lambda: bool(claude_children(worker.pid)))
         assert await c.orchestrator.kill(handle.agent_id, "stopped by a test")
         record = await c.orchestrator.wait(handle.agent_id, WAIT)
@@ -192,17 +198,14 @@ async def test_a_worker_killed_mid_agent_ends_it_interrupted_and_not_run_again(
     cluster: ClusterFactory,
 ) -> None:
     async with cluster(lambda request: Turn(stall_seconds=120)) as c:
-        handle = await c.orchestrator.draft("developer", "a very slow job")
-        await until(lambda: bool((info := c.orchestrator.agent(handle.agent_id)) and info.worker))
-        info = c.orchestrator.agent(handle.agent_id)
-        assert info is not None and info.worker is not None
+        handle, worker_name = await slow_agent_on_a_worker(c)
         await c.model.wait_for_request(timeout=WAIT)  # the agent is at work
-        c.workers[info.worker].kill()
+        c.workers[worker_name].kill()
         record = await c.orchestrator.wait(handle.agent_id, WAIT)
         runs = len({r.headers.get("X-Claude-Code-Session-Id") for r in c.model.main_requests})
 
     assert record.status == "interrupted"
-    assert record.error is not None and f"{info.worker} was lost" in record.error
+    assert record.error is not None and f"{worker_name} was lost" in record.error
     assert runs == 1
 
 
