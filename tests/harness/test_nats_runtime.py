@@ -277,3 +277,31 @@ async def test_a_remote_developer_works_on_the_tasks_branch_in_a_clone_on_its_wo
     assert len(clones) == 1
     assert git(clones[0], "show", f"{record.branch}:page.txt") == "blue"
     assert not (origin / "page.txt").exists()
+
+
+async def test_a_worker_never_receives_the_bots_slack_secrets(
+    cluster: ClusterFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-the-bots-secret")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "the-signing-secret")
+
+    def script(request: ModelRequest) -> Turn:
+        if not request.all_tool_results:
+            return Turn.call("Bash", command="env")
+        return Turn.finish("listed", issues=[request.all_tool_results[-1].text])
+
+    async with cluster(script) as c:
+        humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
+        c.orchestrator.add_human_channel(humans)
+        listener = await NatsRuntime(NatsSettings(c.server.url)).link()
+        runs = await listener.nc.subscribe(listener.subjects.all_runs)
+        handle = await c.orchestrator.draft("developer", "show the environment")
+        sent = (await runs.next_msg(timeout=WAIT)).data  # what a worker receives
+        record = await c.orchestrator.wait(handle.agent_id, WAIT)
+        await listener.close()
+
+    assert record.result is not None and "PATH=" in record.result.issues[0]
+    assert b"show the environment" in sent
+    for secret in ("xoxb-the-bots-secret", "the-signing-secret"):
+        assert secret not in record.result.issues[0]
+        assert secret.encode() not in sent
