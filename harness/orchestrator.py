@@ -573,48 +573,34 @@ class Orchestrator:
         try:
             # Read while this agent still holds the writer turn, so the next writer's
             # edits are never reported as this agent's.
+            work = outcome.work if outcome is not None else None
             if isinstance(workspace, Workspace) and outcome is not None:
-                final = await self._with_changes(slug, final, workspace, commit=role.writes)
-            elif outcome is not None and outcome.work is not None:
-                final = await self._with_reported_work(slug, final, outcome.work)
+                work = await self._local_work(slug, final, workspace, commit=role.writes)
+            if work is not None:
+                final = await self._with_work(slug, final, work)
         finally:
             self._pool.release(entry)
         await self._finish(slug, final)
 
-    async def _with_changes(
+    async def _local_work(
         self, slug: str, record: DispatchRecord, workspace: Workspace, *, commit: bool
-    ) -> DispatchRecord:
-        """The record with where the work is: branch, head commit, what changed, and the full
-        diff kept in the task folder. A writer's uncommitted work is first committed on the
-        task's branch (when the workspace settings say so)."""
+    ) -> WorkReport | None:
+        """Where the agent's work is in its workspace here; a writer's uncommitted work is
+        first committed on the task's branch (when the workspace settings say so)."""
+        summary = record.result.summary if record.result else None
+        message = commit_message(slug, record.role, record.agent_id, record.status, summary)
         try:
-            if commit:
-                summary = record.result.summary if record.result else None
-                message = commit_message(slug, record.role, record.agent_id, record.status, summary)
-                await self._workspaces.commit(workspace, message, author=f"harness {record.role}")
-            changes = await self._workspaces.changes(workspace)
-            if changes is None:  # a scratch folder
-                return record
-            diff_file = None
-            if changes.files:
-                diff_file = diff_file_name(record.agent_id)
-                patch = await self._workspaces.patch(workspace)
-                await self._store.write_text(slug, diff_file, patch)
+            return await self._workspaces.report(
+                workspace, commit=message if commit else None, author=f"harness {record.role}"
+            )
         except (HarnessError, OSError) as exc:
             logger.warning("could not read the changes in %s: %s", workspace.path, exc)
-            return record
-        return dataclasses.replace(
-            record,
-            branch=changes.branch,
-            head_commit=changes.head,
-            diff_stat=changes.stat(),
-            diff_file=diff_file,
-        )
+            return None
 
-    async def _with_reported_work(
+    async def _with_work(
         self, slug: str, record: DispatchRecord, work: WorkReport
     ) -> DispatchRecord:
-        """The record with the work a worker reported (its diff kept in the task folder)."""
+        """The record with where the agent's work is (its diff kept in the task folder)."""
         diff_file = None
         if work.diff:
             diff_file = diff_file_name(record.agent_id)

@@ -292,19 +292,18 @@ class Worker:
         placed = dataclasses.replace(spec, cwd=str(workspace.path), env=env)
         return placed, workspace if workspace.base_commit is not None else None
 
-    async def _work(self, spec: AgentSpec, workspace: Workspace, outcome: RunOutcome) -> WorkReport:
+    async def _work(
+        self, spec: AgentSpec, workspace: Workspace, outcome: RunOutcome
+    ) -> WorkReport | None:
         """Where the agent's work is: a writer's work committed on the task's branch first."""
         request = spec.workspace
+        message = None
         if spec.role.writes and request is not None and request.commit_work:
             summary = outcome.result.summary if outcome.result else None
             message = commit_message(
                 workspace.slug, spec.role.name, spec.agent_id, outcome.status, summary
             )
-            await self._git.commit(workspace, message, author=f"harness {spec.role.name}")
-        changes = await self._git.changes(workspace)
-        assert changes is not None  # a worktree, not a scratch folder
-        diff = await self._git.patch(workspace) if changes.files else ""
-        return WorkReport(changes.branch, changes.head, changes.stat(), diff)
+        return await self._git.report(workspace, commit=message, author=f"harness {spec.role.name}")
 
     async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
         subject = link.subjects.alive(agent_id)

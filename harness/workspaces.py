@@ -15,6 +15,8 @@ API (all of it; the ``workspace_*`` modules behind it are internal)::
     await workspaces.find(slug) -> Workspace | None        the task's workspace, if it has one
     await workspaces.commit(workspace, message, author=) -> str | None
         Commits the worktree's uncommitted work on its branch (``commitWork``).
+    await workspaces.report(workspace, commit=message | None, author=) -> WorkReport | None
+        Branch, head, diff stat and diff since the base (committing first with a message).
     await workspaces.changes(workspace) -> Changes | None   None for a scratch folder
     await workspaces.patch(workspace) -> str                everything changed since the base
     await workspaces.list() -> list[WorkspaceInfo]
@@ -73,6 +75,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from harness.agent_spec import WorkReport
 from harness.config import RepositorySettings, WorkspaceSettings
 from harness.schema import did_you_mean
 from harness.task_common import SLUG_RE, validate_slug
@@ -362,6 +365,20 @@ class Workspaces:
             return None
         async with self._lock(f"task:{workspace.slug}"):
             return await commit_all(workspace.path, message, author=author, email=COMMIT_EMAIL)
+
+    async def report(
+        self, workspace: Workspace, *, commit: str | None, author: str
+    ) -> WorkReport | None:
+        """Where the work in ``workspace`` is: the branch, head, diff stat and full diff since
+        the task's base; with ``commit`` (a message), uncommitted work is committed first.
+        None for a scratch folder."""
+        if commit is not None:
+            await self.commit(workspace, commit, author=author)
+        changes = await self.changes(workspace)
+        if changes is None:
+            return None
+        diff = await self.patch(workspace) if changes.files else ""
+        return WorkReport(changes.branch, changes.head, changes.stat(), diff)
 
     # --- reading --------------------------------------------------------------------------
 
