@@ -6,6 +6,10 @@ the scripted model (``demo_script``). A simulated person DMs the bot "plan: …"
 terminal shows the thread unfold: the analyst, the developer it drafts, their results. Exits
 0 once the analyst's result is posted, 1 on a failure or after ``--timeout`` seconds.
 
+With ``--cluster`` (``make demo-cluster``) the agents run elsewhere: a NATS server with
+JetStream and two ``harness worker`` processes start on loopback, the bot sends its agents to
+them (``runtime: nats``), and the transcript says which worker ran each agent.
+
 With SLACK_BOT_TOKEN set there is nothing to simulate: it runs the real bot (`harness bot`).
 """
 
@@ -26,9 +30,13 @@ from bot.app import create_app
 from bot.server import BotServer, serve
 from bot.settings import BotOptions, SlackEnv, choose_mode
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
+from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
+from harness.nats_link import NatsSettings
+from harness.nats_runtime import NatsRuntime
 from harness.project import Project, build_orchestrator, default_config_path, load_project
 from harness.runtime import ClaudeRuntime
+from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
 DEFAULT_REQUEST = "plan: a settings page with a dark mode toggle"
@@ -46,18 +54,80 @@ def _show(call: ApiCall) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _runtime() -> AsyncIterator[ClaudeRuntime]:
+async def _model_env() -> AsyncIterator[dict[str, str]]:
+    """What the agents' CLI needs to reach a model: the real API, else the scripted one."""
     if os.environ.get("ANTHROPIC_API_KEY"):
         _print("demo: agents use the model API from ANTHROPIC_API_KEY")
-        yield ClaudeRuntime()
+        yield {}
         return
     async with ScriptedModel(demo_script) as model:
         _print(f"demo: no ANTHROPIC_API_KEY, agents talk to the scripted model at {model.base_url}")
-        yield ClaudeRuntime(base_env=model.env())
+        yield model.env()
 
 
-async def run_demo(project: Project, request: str, timeout: float) -> int:
-    async with _runtime() as runtime, SlackEmulator() as slack:
+@contextlib.asynccontextmanager
+async def _runtime(cluster: bool, folder: Path) -> AsyncIterator[AgentRuntime]:
+    async with _model_env() as model_env:
+        if not cluster:
+            yield ClaudeRuntime(base_env=model_env)
+            return
+        async with NatsServer(folder / "nats") as nats:
+            _print(f"demo: NATS with JetStream at {nats.url}")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+            workers = [
+                await _start_worker(name, nats.url, {**env, **model_env}, folder)
+                for name in ("worker-a", "worker-b")
+            ]
+            # Their logs are not part of the transcript; read so a worker never blocks.
+            logs = [asyncio.ensure_future(_drained(worker)) for worker in workers]
+            runtime = NatsRuntime(NatsSettings(nats.url))
+            try:
+                yield runtime
+            finally:
+                await runtime.close()
+                for worker in workers:
+                    if worker.returncode is None:
+                        worker.terminate()
+                    await worker.wait()
+                await asyncio.gather(*logs)
+                _print("demo: workers stopped")
+
+
+async def _drained(worker: asyncio.subprocess.Process) -> None:
+    assert worker.stderr is not None
+    await worker.stderr.read()
+
+
+async def _start_worker(
+    name: str, url: str, env: dict[str, str], folder: Path
+) -> asyncio.subprocess.Process:
+    worker = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
+        *("--slots", "2", "--workspaces", str(folder / name)),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert worker.stderr is not None
+    line = b""
+    while b"ready" not in line:
+        line = await asyncio.wait_for(worker.stderr.readline(), 30)
+        if not line:
+            raise HarnessError(
+                f"the demo's {name} exited at start", fix="run it by hand to see why"
+            )
+    _print(f"demo: {name} ready (harness worker, 2 slots)")
+    return worker
+
+
+async def run_demo(project: Project, request: str, timeout: float, *, cluster: bool = False) -> int:
+    with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
+        async with _runtime(cluster, Path(tmp)) as runtime:
+            return await _converse(project, runtime, request, timeout)
+
+
+async def _converse(project: Project, runtime: AgentRuntime, request: str, timeout: float) -> int:
+    async with SlackEmulator() as slack:
         slack.on_call(_show)
         orchestrator = build_orchestrator(project, runtime)
         env = SlackEnv(
@@ -76,7 +146,13 @@ async def run_demo(project: Project, request: str, timeout: float) -> int:
             ts = sent.event["ts"]
             _print(f"#{CHANNEL} {ts} | {USER}: {request}")
 
+            placed: set[str] = set()
+
             def ended() -> str | None:
+                for agent in orchestrator.agents():
+                    if agent.worker and agent.agent_id not in placed:
+                        placed.add(agent.agent_id)
+                        _print(f"demo: {agent.role} {agent.agent_id} runs on {agent.worker}")
                 found = slack.reactions(CHANNEL, ts) & {"white_check_mark", "x"}
                 return next(iter(found), None)
 
@@ -105,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--request", default=DEFAULT_REQUEST, help="what the person asks")
     parser.add_argument("--timeout", type=float, default=180.0, help="give up after (s)")
     parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run the agents on two `harness worker` processes through a local NATS server",
+    )
+    parser.add_argument(
         "--keep-tasks",
         action="store_true",
         help="keep the tasks and their workspaces where config.yaml says (default: a "
@@ -119,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print("demo: Slack tokens found, running the real bot (harness bot)")
             return asyncio.run(serve(project, env=env, mode=choose_mode(env, None)))
         if args.keep_tasks:
-            return asyncio.run(run_demo(project, args.request, args.timeout))
+            return asyncio.run(run_demo(project, args.request, args.timeout, cluster=args.cluster))
         with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
             config = dataclasses.replace(
                 project.config,
@@ -129,7 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ),
             )
             demo_project = Project(config=config, roles=project.roles)
-            return asyncio.run(run_demo(demo_project, args.request, args.timeout))
+            return asyncio.run(
+                run_demo(demo_project, args.request, args.timeout, cluster=args.cluster)
+            )
     except HarnessError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2

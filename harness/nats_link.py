@@ -47,6 +47,7 @@ class NatsLink:
         self.nc = nc
         self.js = js
         self.subjects = subjects
+        self._closing: list[bool] = []
 
     @classmethod
     async def connect(
@@ -83,8 +84,11 @@ class NatsLink:
         async def on_error(exc: Exception) -> None:
             logger.warning("NATS: %s", exc)
 
+        closing: list[bool] = []  # set by close(): a disconnect then is no news
+
         async def on_disconnect() -> None:
-            logger.warning("NATS: disconnected from %s; reconnecting", settings.url)
+            if not closing:
+                logger.warning("NATS: disconnected from %s; reconnecting", settings.url)
 
         try:
             nc = await nats.connect(
@@ -97,6 +101,7 @@ class NatsLink:
                 "in config.yaml / --nats",
             ) from exc
         link = cls(nc, nc.jetstream(), Subjects(settings.prefix))
+        link._closing = closing
         await link.ensure_streams()
         return link
 
@@ -123,5 +128,6 @@ class NatsLink:
                 logger.debug("stream %s: %s", config.name, exc)
 
     async def close(self) -> None:
+        self._closing.append(True)
         if not self.nc.is_closed:
             await self.nc.close()

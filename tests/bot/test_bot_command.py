@@ -135,6 +135,27 @@ def test_the_demo_shows_the_thread_unfold_and_exits_0(project_dir: Path) -> None
     assert not (project_dir / ".agents").exists()  # a temporary tasks folder by default
 
 
+def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
+    project_dir: Path,
+) -> None:
+    command = [sys.executable, "-m", "bot.demo", "--cluster"]
+    done = subprocess.run(
+        [*command, "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "worker-a ready" in out and "worker-b ready" in out
+    assert "product-analyst" in out and "runs on worker-" in out
+    assert "*product-analyst* finished" in out
+    assert out.rstrip().endswith("demo: workers stopped")
+    assert "Traceback" not in done.stderr
+
+
 def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None:
     emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
     with emulator.in_thread() as slack:
