@@ -40,6 +40,7 @@ from harness.runtime import ClaudeRuntime  # noqa: E402
 from harness.testing.nats_server import NatsServer  # noqa: E402
 from harness.testing.processes import claude_children  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+from harness.testing.workers import start_worker  # noqa: E402
 
 
 async def script(request: ModelRequest) -> Turn:
@@ -56,22 +57,6 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-async def start_worker(
-    name: str, url: str, env: dict[str, str], folder: Path, slots: int
-) -> asyncio.subprocess.Process:
-    worker = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
-        *("--slots", str(slots), "--workspaces", str(folder / name)),
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert worker.stderr is not None
-    while b"ready" not in await asyncio.wait_for(worker.stderr.readline(), 30):
-        pass
-    return worker
 
 
 @contextlib.asynccontextmanager

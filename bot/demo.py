@@ -38,6 +38,7 @@ from harness.project import Project, build_orchestrator, default_config_path, lo
 from harness.runtime import ClaudeRuntime
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ScriptedModel, demo_script
+from harness.testing.workers import start_worker
 
 DEFAULT_REQUEST = "plan: a settings page with a dark mode toggle"
 USER, CHANNEL = "UDEMO", "DDEMO"
@@ -74,10 +75,10 @@ async def _runtime(cluster: bool, folder: Path) -> AsyncIterator[AgentRuntime]:
         async with NatsServer(folder / "nats") as nats:
             _print(f"demo: NATS with JetStream at {nats.url}")
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-            workers = [
-                await _start_worker(name, nats.url, {**env, **model_env}, folder)
-                for name in ("worker-a", "worker-b")
-            ]
+            workers = []
+            for name in ("worker-a", "worker-b"):
+                workers.append(await start_worker(name, nats.url, {**env, **model_env}, folder))
+                _print(f"demo: {name} ready (harness worker, 2 slots)")
             # Their logs are not part of the transcript; read so a worker never blocks.
             logs = [asyncio.ensure_future(_drained(worker)) for worker in workers]
             runtime = NatsRuntime(NatsSettings(nats.url))
@@ -96,28 +97,6 @@ async def _runtime(cluster: bool, folder: Path) -> AsyncIterator[AgentRuntime]:
 async def _drained(worker: asyncio.subprocess.Process) -> None:
     assert worker.stderr is not None
     await worker.stderr.read()
-
-
-async def _start_worker(
-    name: str, url: str, env: dict[str, str], folder: Path
-) -> asyncio.subprocess.Process:
-    worker = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
-        *("--slots", "2", "--workspaces", str(folder / name)),
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert worker.stderr is not None
-    line = b""
-    while b"ready" not in line:
-        line = await asyncio.wait_for(worker.stderr.readline(), 30)
-        if not line:
-            raise HarnessError(
-                f"the demo's {name} exited at start", fix="run it by hand to see why"
-            )
-    _print(f"demo: {name} ready (harness worker, 2 slots)")
-    return worker
 
 
 async def run_demo(project: Project, request: str, timeout: float, *, cluster: bool = False) -> int:

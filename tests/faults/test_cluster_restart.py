@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from bot.testing.slack_emulator import SlackEmulator
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.testing.workers import start_worker
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -58,17 +58,8 @@ async def test_the_result_of_an_agent_on_a_worker_reaches_the_thread_after_a_bot
     ):
         with config.open("a", encoding="utf-8") as file:
             file.write(f"\nruntime: {{kind: nats, url: '{nats.url}', lostAfterSeconds: 5}}\n")
-        worker = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "harness", "worker", "--nats", nats.url, "--name", "w1"),
-            *("--workspaces", str(tmp_path / "w1")),
-            env={**base_env(), **model.env()},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        worker = await start_worker("w1", nats.url, {**base_env(), **model.env()}, tmp_path)
         try:
-            assert worker.stderr is not None
-            while b"ready" not in await asyncio.wait_for(worker.stderr.readline(), WAIT):
-                pass
             env = {
                 **base_env(),
                 "SLACK_BOT_TOKEN": BOT_TOKEN,

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from harness.project import Project, build_orchestrator, load_project
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn, demo_script
+from harness.testing.workers import start_worker, worker_env
 from tests.support import AnsweringHumans, git, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -41,26 +40,6 @@ class Cluster:
 ClusterFactory = Callable[..., contextlib.AbstractAsyncContextManager[Cluster]]
 
 
-async def start_worker(
-    name: str, url: str, model: ScriptedModel, folder: Path, slots: int
-) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-    env.pop("ANTHROPIC_API_KEY", None)
-    worker = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
-        *("--slots", str(slots), "--workspaces", str(folder / name)),
-        env={**env, **model.env()},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert worker.stderr is not None
-    line = b""
-    while b"ready" not in line:
-        line = await asyncio.wait_for(worker.stderr.readline(), WAIT)
-        assert line, "the worker exited before it was ready"
-    return worker
-
-
 @pytest.fixture
 def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
     """``async with cluster(script, slots=2) as c:`` NATS, the scripted model, workers
@@ -74,8 +53,9 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
             NatsServer(tmp_path / "nats") as server,
             ScriptedModel(script) as model,
         ):
+            env = worker_env(model.env())
             workers = {
-                name: await start_worker(name, server.url, model, tmp_path, slots)
+                name: await start_worker(name, server.url, env, tmp_path, slots=slots)
                 for name in ("worker-a", "worker-b")
             }
             runtime = NatsRuntime(NatsSettings(server.url), lost_after=3.0)
