@@ -5,7 +5,6 @@ worker``, ``harness bot --mode http``; the real CLI against the scripted model."
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from pathlib import Path
 
@@ -14,12 +13,10 @@ import pytest
 from bot.testing.slack_emulator import SlackEmulator
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from harness.testing.workers import start_worker
+from harness.testing.workers import start_worker, worker_env
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
 
 class HeldUntilReleased:
@@ -33,12 +30,6 @@ class HeldUntilReleased:
         self.sessions.add(session_of(request))
         await self.release.wait()
         return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
-
-
-def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
-    env.pop("ANTHROPIC_API_KEY", None)
-    return env
 
 
 def texts(slack: SlackEmulator, channel: str, ts: str) -> list[str]:
@@ -58,10 +49,10 @@ async def test_the_result_of_an_agent_on_a_worker_reaches_the_thread_after_a_bot
     ):
         with config.open("a", encoding="utf-8") as file:
             file.write(f"\nruntime: {{kind: nats, url: '{nats.url}', lostAfterSeconds: 5}}\n")
-        worker = await start_worker("w1", nats.url, {**base_env(), **model.env()}, tmp_path)
+        worker = await start_worker("w1", nats.url, worker_env(model.env()), tmp_path)
         try:
             env = {
-                **base_env(),
+                **worker_env({}),
                 "SLACK_BOT_TOKEN": BOT_TOKEN,
                 "SLACK_SIGNING_SECRET": SECRET,
                 "SLACK_API_URL": slack.api_url,
