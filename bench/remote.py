@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import os
 import statistics
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from harness.runtime import ClaudeRuntime  # noqa: E402
 from harness.testing.nats_server import NatsServer  # noqa: E402
 from harness.testing.processes import claude_children  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
-from harness.testing.workers import start_worker  # noqa: E402
+from harness.testing.workers import start_worker, worker_env  # noqa: E402
 
 
 async def script(request: ModelRequest) -> Turn:
@@ -64,10 +63,10 @@ async def cluster(
     project: Project, model: ScriptedModel, folder: Path, workers: int, slots: int
 ) -> AsyncIterator[tuple[Orchestrator, list[asyncio.subprocess.Process]]]:
     async with NatsServer(folder / f"nats-{workers}-{slots}") as nats:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-        env.pop("ANTHROPIC_API_KEY", None)
-        env.update(model.env())
-        procs = [await start_worker(f"w{n}", nats.url, env, folder, slots) for n in range(workers)]
+        env = worker_env(model.env())
+        procs = [
+            await start_worker(f"w{n}", nats.url, env, folder, slots=slots) for n in range(workers)
+        ]
         drains = [asyncio.ensure_future(p.stderr.read()) for p in procs if p.stderr]
         orchestrator = build_orchestrator(project, NatsRuntime(NatsSettings(nats.url)))
         try:
@@ -103,11 +102,12 @@ async def kill(project: Project, model: ScriptedModel, folder: Path, runs: int) 
     samples: list[float] = []
     async with cluster(project, model, folder, 1, 2) as (orchestrator, [worker]):
         for _ in range(runs):
+            asked = len(model.requests)  # this agent's model request comes after these
             handle = await orchestrator.draft("developer", "stall here")
-            while not (children := claude_children(worker.pid)):
-                await asyncio.sleep(0.01)
-            await model.wait_for_request(lambda r: "stall" in r.first_user_text, timeout=30,
-                                         after=len(model.requests) - 1)  # fmt: skip
+            await model.wait_for_request(
+                lambda r: "stall" in r.first_user_text, timeout=30, after=asked
+            )
+            children = claude_children(worker.pid)
             started = time.perf_counter()
             await orchestrator.kill(handle.agent_id, "bench")
             while claude_children(worker.pid) & children:

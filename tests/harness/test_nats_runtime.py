@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -95,23 +96,24 @@ def held_until(count: int) -> Callable[[ModelRequest], Awaitable[Turn]]:
     return script
 
 
-async def test_agents_spread_over_both_workers_and_report_back(cluster: ClusterFactory) -> None:
-    async with cluster(held_until(4), slots=2) as c:
+async def test_ten_agents_spread_over_both_workers_and_report_back(
+    cluster: ClusterFactory, project: Project
+) -> None:
+    config = dataclasses.replace(
+        project.config, mcp=dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
+    )
+    async with cluster(held_until(10), slots=5, config=Project(config, project.roles)) as c:
         orchestrator = c.orchestrator
-        handles = [await orchestrator.draft("developer", f"job {n}") for n in range(4)]
-        await until(lambda: sum(1 for a in orchestrator.agents() if a.worker) == 4)
-        where = {a.agent_id: a.worker for a in orchestrator.agents()}
+        handles = [await orchestrator.draft("developer", f"job {n}") for n in range(10)]
+        await until(lambda: sum(1 for a in orchestrator.agents() if a.worker) == 10)
+        where = [str(a.worker) for a in orchestrator.agents()]
         records = [await orchestrator.wait(h.agent_id, WAIT) for h in handles]
 
-    assert sorted(str(worker) for worker in where.values()) == [
-        "worker-a",
-        "worker-a",
-        "worker-b",
-        "worker-b",
-    ]
-    assert [r.status for r in records] == ["completed"] * 4
+    # All ten at work at once (the script holds each until the tenth asks): five per worker.
+    assert sorted(where) == ["worker-a"] * 5 + ["worker-b"] * 5
+    assert [r.status for r in records] == ["completed"] * 10
     assert [r.result.summary if r.result else None for r in records] == [
-        f"done: job {n}" for n in range(4)
+        f"done: job {n}" for n in range(10)
     ]
     journal = await orchestrator.task(handles[0].task_slug)
     assert journal.dispatches[0].journal_file  # the journal streamed back
