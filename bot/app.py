@@ -26,18 +26,21 @@ from bot.background import Background
 from bot.blocks import REPOSITORY_ACTION_PREFIX, RERUN_ACTION
 from bot.commands import Commands
 from bot.conversations import Conversations
+from bot.home import HomeTab
 from bot.outbox import AgentRef, Outbox
 from bot.parsing import (
     Decision,
     FollowUp,
     Ignore,
     MentionInUnboundThread,
+    clicked_thread,
 )
 from bot.poster import Poster
 from bot.progress import AgentWatcher
 from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
+from bot.surfaces import register_surfaces
 from harness.ledger import LEDGER_FILE, Ledger
 from harness.orchestrator import Orchestrator
 from harness.questions import Answer, Question
@@ -104,15 +107,6 @@ def event_kind(event: Mapping[str, Any]) -> str:
     subtype = event.get("subtype")
     kind = f"event {_safe(event.get('type'))}"
     return f"{kind}/{_safe(subtype)}" if subtype else kind
-
-
-def clicked_thread(body: Mapping[str, Any]) -> ThreadRef:
-    """The thread a button was clicked in: its message's thread (or the message itself)."""
-    container = body.get("container") or {}
-    message = body.get("message") or {}
-    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
-    ts = container.get("thread_ts") or message.get("thread_ts") or container.get("message_ts")
-    return ThreadRef(channel, str(ts or ""))
 
 
 def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebClient:
@@ -212,7 +206,13 @@ def create_app(
         max_delay=options.delivery_retry_limit,
     )
     watcher = AgentWatcher(
-        orchestrator, poster, ledger, outbox, background, interval=options.status_interval
+        orchestrator,
+        poster,
+        ledger,
+        outbox,
+        background,
+        interval=options.status_interval,
+        streaming=options.stream_replies,
     )
     requesters = Requesters(config.tasks_dir)
     conversations = Conversations(
@@ -257,7 +257,10 @@ def create_app(
         kind = f"command {_safe(command.get('command'))}"
         log_request(kind, command.get("user_id"), command.get("channel_id"), outcome, started)
 
+    home = HomeTab(client, orchestrator, poster, requesters, background, settings=config.slack,
+                   recent=options.recent_tasks)  # fmt: skip
     humans = SlackHumanChannel(poster)
+    humans.on_change = home.changed
     orchestrator.add_human_channel(humans)
 
     async def answer_from_button(
@@ -346,6 +349,8 @@ def create_app(
     app.event("message")(on_message)
     app.event("app_mention")(on_message)
     app.command("/harness")(on_command)
+    register_surfaces(app, orchestrator=orchestrator, conversations=conversations,
+                      commands=commands, poster=poster, home=home)  # fmt: skip
     return HarnessBot(
         app=app,
         client=client,

@@ -53,7 +53,24 @@ class ActionsBlock(TypedDict):
     elements: list[ButtonElement]
 
 
-Block = SectionBlock | ContextBlock | ActionsBlock
+class FeedbackButton(TypedDict):
+    text: TextObject
+    value: str
+
+
+class FeedbackButtons(TypedDict):
+    type: Literal["feedback_buttons"]
+    action_id: str
+    positive_button: FeedbackButton
+    negative_button: FeedbackButton
+
+
+class ContextActionsBlock(TypedDict):
+    type: Literal["context_actions"]
+    elements: list[FeedbackButtons]
+
+
+Block = SectionBlock | ContextBlock | ActionsBlock | ContextActionsBlock
 
 
 class SlackMessage(TypedDict):

@@ -170,7 +170,7 @@ class Commands:
         if parsed.name == "help":
             await ack(text=HELP)
         elif parsed.name == "kill" and parsed.agent_id is not None:
-            answer, outcome = self._kill(parsed.agent_id, user)
+            answer, outcome = self.kill(parsed.agent_id, user)
             await ack(text=answer)
             return f"kill {parsed.agent_id}: {outcome}"
         elif not command.get("response_url"):
@@ -199,7 +199,7 @@ class Commands:
             logger.exception("/harness %s failed", name)
             return "Sorry, that did not work; an admin can find the details in the bot's log."
 
-    def _kill(self, agent_id: str, user: str) -> tuple[str, str]:
+    def kill(self, agent_id: str, user: str, via: str = "/harness kill") -> tuple[str, str]:
         """Decides at once (so the answer is the ack) and stops the agent in the background;
         the answer, and the outcome in a few words."""
         entry = self.orchestrator.agent(agent_id)
@@ -219,7 +219,7 @@ class Commands:
             )
         self.watcher.stopped_by[agent_id] = user
         self.background.spawn(
-            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with /harness kill"),
+            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with {via}"),
             name=f"kill {agent_id}",
         )
         return (

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.access import check_access, may_kill
+from bot.assistant import FIRST_STATUS
 from bot.background import Background
 from bot.blocks import (
     SlackMessage,
@@ -161,6 +162,7 @@ class Conversations:
         if isinstance(decision, FollowUp) and self._answer_question(parsed):
             return decision
         self._spawn(self.poster.react(parsed.channel, parsed.ts, EYES), "eyes")
+        self._spawn(self.watcher.thread_status.show(thread, FIRST_STATUS), "status")
         if isinstance(decision, FollowUp):
             busy = self._busy_agents(thread)
             if busy or self.lanes.busy(thread):
@@ -382,6 +384,7 @@ class Conversations:
             self.index.release(thread)
             raise
         self.index.bind(thread, task.slug)
+        self._spawn(self.watcher.thread_status.title(thread, task.description), "title")
         self.requesters.remember(task.slug, message.user)
         self._spawn(self.requesters.save(), "save requesters")  # not on the way to the agent
         await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)
@@ -427,6 +430,7 @@ class Conversations:
                 task_slug=slug,
                 reply_to=message.ts,
                 handles=intake_key(message),
+                recipient=message.user,
             )
         finally:
             self._current.pop(message.thread, None)
@@ -468,6 +472,7 @@ class Conversations:
                 task_slug=slug,
                 intro=intro,
                 drafted_by=drafted_by,
+                recipient=self.requesters.get(slug),
             )
         except Exception:  # the top of a drafted agent's thread view
             logger.exception("showing drafted agent %s in %s failed", record.agent_id, thread)

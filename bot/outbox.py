@@ -58,6 +58,15 @@ class DeleteStep(TypedDict):
     ts: str
 
 
+class StopStreamStep(TypedDict):
+    """Close a streamed reply with ``message``; when it is no longer a stream, edit it to
+    ``message`` instead (and when it is gone, post it)."""
+
+    op: Literal["stop_stream"]
+    ts: str
+    message: SlackMessage
+
+
 class ReactStep(TypedDict):
     op: Literal["react"]
     channel: str
@@ -76,7 +85,7 @@ class UploadStep(TypedDict):
     comment: str
 
 
-Step = PostStep | UpdateStep | DeleteStep | ReactStep | UploadStep
+Step = PostStep | UpdateStep | StopStreamStep | DeleteStep | ReactStep | UploadStep
 
 
 class AgentRef(TypedDict):
@@ -244,13 +253,16 @@ class Outbox:
         if step["op"] == "post":
             await self._post(thread, step["message"])
         elif step["op"] == "update":
+            await self._update(thread, step["ts"], step["message"])
+        elif step["op"] == "stop_stream":
             try:
-                await self._call(self.client.chat_update, channel=thread.channel, ts=step["ts"],
-                                 **message_content(step["message"]))  # fmt: skip
+                await self._call(self.client.chat_stopStream, channel=thread.channel,
+                                 ts=step["ts"], blocks=step["message"]["blocks"])  # fmt: skip
             except DeliveryError as exc:
-                if exc.transient or exc.error not in _MESSAGE_GONE:
+                if exc.transient:
                     raise
-                await self._post(thread, step["message"])
+                logger.info("stream %s not stopped (%s): edited instead", step["ts"], exc.error)
+                await self._update(thread, step["ts"], step["message"])
         elif step["op"] == "delete":
             try:
                 await self._call(self.client.chat_delete, channel=thread.channel, ts=step["ts"])
@@ -281,6 +293,15 @@ class Outbox:
                 logger.info("reaction :%s: not added: %s", step["name"], exc.error)
         else:
             await self._upload(thread, step)
+
+    async def _update(self, thread: ThreadRef, ts: str, message: SlackMessage | str) -> None:
+        try:
+            await self._call(self.client.chat_update, channel=thread.channel, ts=ts,
+                             **message_content(message))  # fmt: skip
+        except DeliveryError as exc:
+            if exc.transient or exc.error not in _MESSAGE_GONE:
+                raise
+            await self._post(thread, message)
 
     async def _post(self, thread: ThreadRef, message: SlackMessage | str) -> None:
         response = await self._call(

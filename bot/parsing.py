@@ -153,6 +153,15 @@ def classify(event: Mapping[str, Any], bot_user_id: str, *, bound: bool) -> Deci
     return parsed if isinstance(parsed, Ignore) else decide(parsed, bound=bound)
 
 
+def clicked_thread(body: Mapping[str, Any]) -> ThreadRef:
+    """The thread a button was clicked in: its message's thread (or the message itself)."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    ts = container.get("thread_ts") or message.get("thread_ts") or container.get("message_ts")
+    return ThreadRef(channel, str(ts or ""))
+
+
 # ------------------------------------------------------------------ thread context
 
 

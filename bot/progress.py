@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.assistant import ThreadStatus, assistant_status
 from bot.background import Background
 from bot.blocks import (
     diff_file_name,
@@ -26,8 +27,18 @@ from bot.blocks import (
     with_rerun_button,
 )
 from bot.outbox import Outbox, Step
-from bot.poster import Poster
+from bot.poster import CALL_ERRORS, Poster, classify
+from bot.streaming import (
+    Recipient,
+    ReplyStream,
+    TaskLine,
+    stream_header,
+    task_status,
+    task_title,
+    with_feedback,
+)
 from harness.errors import AgentNotFoundError, HarnessError
+from harness.events import AgentEvent
 from harness.ledger import Ledger
 from harness.orchestrator import Orchestrator
 from harness.results import FINAL_STATUSES, DispatchRecord, ThreadRef
@@ -48,9 +59,11 @@ class Watch:
     status_ts: str | None = None  # the status message, once posted
     reply_to: str | None = None  # ts of the person's message that gets ✅ / ❌
     drafted_by: str | None = None
+    streaming: bool = False  # the status message is a stream the result closes
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "streaming": self.streaming,
             "thread": [self.thread.channel, self.thread.thread_ts],
             "taskSlug": self.task_slug,
             "role": self.role,
@@ -70,6 +83,7 @@ class Watch:
             status_ts=data.get("statusTs"),
             reply_to=data.get("replyTo"),
             drafted_by=data.get("draftedBy"),
+            streaming=data.get("streaming") is True,
         )
 
 
@@ -87,6 +101,7 @@ class AgentWatcher:
         background: Background,
         *,
         interval: float,
+        streaming: bool = False,
     ) -> None:
         self.orchestrator = orchestrator
         self.background = background
@@ -96,6 +111,12 @@ class AgentWatcher:
         self.interval = interval
         # agent id -> Slack user who stopped it with /harness kill (shown in its thread).
         self.stopped_by: dict[str, str] = {}
+        self.streaming = streaming
+        self.thread_status = ThreadStatus(poster.client)
+        # agent id -> its live reply stream (its drafted agents show up there as task lines).
+        self._streams: dict[str, ReplyStream] = {}
+        self._team: str | None = None
+        orchestrator.subscribe(self._on_agent_event)
 
     def status(self, agent_id: str, role: str, intro: str | None = None) -> str | None:
         """The status line of a live agent; None once it is no longer live."""
@@ -122,35 +143,94 @@ class AgentWatcher:
         drafted_by: str | None = None,
         reply_to: str | None = None,
         handles: str | None = None,
+        recipient: str | None = None,
     ) -> DispatchRecord:
         """Shows the agent in the thread until it ends, then owes the thread its result (and
-        ``reply_to`` its reaction); returns the final record."""
+        ``reply_to`` its reaction); returns the final record. With streaming on, the agent's
+        reply streams to ``recipient`` (whom a stream in a channel is for)."""
         watch = Watch(agent_id, thread, task_slug, role, reply_to=reply_to, drafted_by=drafted_by)
         # The watch takes over the request ``handles`` (a person's message) in one step.
         await self.ledger.watch(agent_id, watch.to_json(), handles=handles)
         shown = self.status(agent_id, role, intro)
-        ts = await self.poster.post(thread, shown) if shown else None
+        stream = await self._open_stream(watch, intro, recipient) if shown else None
+        if stream is not None:
+            ts: str | None = stream.ts
+            watch = dataclasses.replace(watch, streaming=True)
+        else:
+            ts = await self.poster.post(thread, shown) if shown else None
         if ts is not None:
             watch = dataclasses.replace(watch, status_ts=ts)
             await self.ledger.watch(agent_id, watch.to_json())
-        return await self.follow_to_end(watch, shown, intro)
+        try:
+            return await self.follow_to_end(watch, shown, intro)
+        finally:
+            self._streams.pop(agent_id, None)
+
+    async def _open_stream(
+        self, watch: Watch, intro: str | None, recipient: str | None
+    ) -> ReplyStream | None:
+        if not self.streaming:
+            return None
+        team = await self._team_id() if recipient else None
+        who = Recipient(recipient, team) if recipient and team else None
+        stream = ReplyStream(self.poster.client, watch.thread, watch.task_slug, who)
+        header = stream_header(watch.role, watch.agent_id, intro)
+        if await stream.start(header) is None:
+            return None
+        self._streams[watch.agent_id] = stream
+        return stream
+
+    async def _team_id(self) -> str | None:
+        if self._team is None:
+            try:
+                self._team = str((await self.poster.client.auth_test()).get("team_id") or "")
+            except CALL_ERRORS as exc:
+                logger.info("no team id for streams in channels: %s", classify(exc).error)
+        return self._team or None
 
     async def follow_to_end(
         self, watch: Watch, shown: str | None = None, intro: str | None = None
     ) -> DispatchRecord:
-        """Keeps the watched agent's status message current until it ends, then settles it."""
+        """Keeps the watched agent's status message (or stream, and an assistant thread's
+        status line) current until it ends, then settles it."""
         agent_id, role, ts = watch.agent_id, watch.role, watch.status_ts
+        stream = self._streams.get(agent_id)
+        said = 0
         while True:
             try:
                 record = await self.orchestrator.wait(agent_id, timeout=self.interval)
                 break
             except TimeoutError:
+                info = self.orchestrator.agent(agent_id)
+                if info is not None and watch.drafted_by is None:
+                    await self.thread_status.show(watch.thread, assistant_status(info))
+                if stream is not None and not stream.over:
+                    texts = self.orchestrator.agent_said(agent_id, said)
+                    said += len(texts)
+                    for piece in texts:
+                        stream.say(piece)
+                    await stream.flush()
+                    continue
                 text = self.status(agent_id, role, intro)
-                if ts is not None and text is not None and text != shown:
+                if ts is not None and text is not None and text != shown and not watch.streaming:
                     await self.poster.update(watch.thread.channel, ts, text)
                     shown = text
+        if stream is not None:  # what it said last, before the result closes the stream
+            for piece in (await self.orchestrator.said(watch.task_slug, record))[said:]:
+                stream.say(piece)
+            await stream.flush()
         await self.settle(watch, record)
+        if watch.drafted_by is None:
+            await self.thread_status.show(watch.thread, "")
         return record
+
+    def _on_agent_event(self, event: AgentEvent) -> None:
+        """A drafted agent's state, as a task line in its parent's stream."""
+        record = event.record
+        stream = self._streams.get(record.parent_id) if record.parent_id else None
+        if stream is not None:
+            title = task_title(record.role, record.prompt)
+            stream.task(TaskLine(record.agent_id, title, task_status(record.status)))
 
     async def settle(self, watch: Watch, record: DispatchRecord) -> None:
         """Owes the thread the agent's result in place of its status message, then the
@@ -169,7 +249,10 @@ class AgentWatcher:
         first, rest = messages[0], messages[1:]
         steps: list[Step] = []
         ts = watch.status_ts
-        if ts is not None and self.poster.is_newest(thread, ts):
+        if ts is not None and watch.streaming:
+            closing = with_feedback(first, watch.task_slug, record.agent_id)
+            steps.append({"op": "stop_stream", "ts": ts, "message": closing})
+        elif ts is not None and self.poster.is_newest(thread, ts):
             steps.append({"op": "update", "ts": ts, "message": first})
         else:
             if ts is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bot.blocks import Block, SlackMessage, context_block, escape, mention, section_block
 from bot.poster import Poster
@@ -96,6 +96,8 @@ class SlackHumanChannel:
     def __init__(self, poster: Poster) -> None:
         self.poster = poster
         self._posted: dict[str, tuple[ThreadRef, str]] = {}
+        # Told when a question opens or closes (the home tabs list what waits on people).
+        self.on_change: Callable[[], None] = lambda: None
 
     def reaches(self, task: Task) -> bool:
         return task.thread is not None
@@ -106,8 +108,10 @@ class SlackHumanChannel:
         ts = await self.poster.post(task.thread, question_message(question), attempts=4)
         if ts is not None:
             self._posted[question.question_id] = (task.thread, ts)
+        self.on_change()
 
     async def settle(self, question: Question, answer: Answer | None) -> None:
+        self.on_change()
         posted = self._posted.pop(question.question_id, None)
         if posted is not None:
             thread, ts = posted

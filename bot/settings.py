@@ -72,6 +72,9 @@ class BotOptions:
 
     # How often a status message is edited while its agent works (Slack-friendly: ~1 per 2.5 s).
     status_interval: float = 2.5
+    # Stream each agent's reply into its thread (chat.startStream); off, or where Slack
+    # refuses streaming, a status message is edited instead.
+    stream_replies: bool = True
     # How long deliveries are remembered, across restarts too (Slack retries for an hour).
     dedupe_ttl: float = 7200.0
     # On shutdown, how long to wait for the bot's own work (final posts) before cancelling it.

@@ -34,6 +34,14 @@ LogEntries = list[dict[str, Any]]
 FolderOpener = Callable[[str], AbstractContextManager[Path]]
 
 
+def said_in(entry: dict[str, Any]) -> list[str]:
+    """The text an agent says in one journal entry (an assistant message's text blocks)."""
+    blocks = entry.get("content") if entry.get("type") == "AssistantMessage" else None
+    if not isinstance(blocks, list):
+        return []
+    return [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+
+
 @dataclass(frozen=True)
 class _Line:
     slug: str

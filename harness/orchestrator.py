@@ -34,6 +34,7 @@ from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
 from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
+from harness.journal import said_in
 from harness.metadata import FieldValue, MetadataCollector
 from harness.orphans import RUN_ID_ENV
 from harness.pool import AgentInfo, AgentPool, PoolEntry
@@ -43,6 +44,8 @@ from harness.results import (
     Decision,
     DispatchRecord,
     DispatchStatus,
+    Feedback,
+    FeedbackValue,
     Progress,
     Task,
     TaskSummary,
@@ -326,6 +329,19 @@ class Orchestrator:
         record = await self._store.record(agent_id)
         await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
 
+    async def record_feedback(
+        self, task_slug: str, agent_id: str, user: str, value: FeedbackValue
+    ) -> DispatchRecord:
+        """Keeps ``user``'s verdict on the agent's result on its dispatch (their latest one)."""
+        task = await self._store.get(task_slug)
+        record = next((d for d in task.dispatches if d.agent_id == agent_id), None)
+        if record is None:
+            raise AgentNotFoundError(agent_id)
+        kept = tuple(f for f in record.feedback if f.user != user)
+        record = dataclasses.replace(record, feedback=(*kept, Feedback(user, value, utc_now())))
+        await self._store.save_dispatch(task_slug, record)
+        return record
+
     async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
         """The full diff of the task's workspace when the agent ended; None when it changed
         nothing or did not work in a git workspace."""
@@ -342,12 +358,29 @@ class Orchestrator:
         return self._pool.info(agent_id)
 
     @property
+    def roles(self) -> Mapping[str, Role]:
+        return self._roles
+
+    @property
     def metadata_fields(self) -> tuple[MetadataField, ...]:
         return self._metadata.fields
 
     async def collect_metadata(self, cwds: Iterable[Path]) -> dict[Path, dict[str, FieldValue]]:
         """The metadata fields of agents' folders (cached briefly, collected in parallel)."""
         return await self._metadata.collect_many(cwds)
+
+    def agent_said(self, agent_id: str, since: int = 0) -> list[str]:
+        """What a live agent has said (its texts, in order) from the ``since``-th on; [] once
+        it has ended (its journal keeps everything)."""
+        entry = self._pool.get(agent_id)
+        return entry.said[since:] if entry is not None else []
+
+    async def said(self, task_slug: str, record: DispatchRecord) -> list[str]:
+        """Everything an agent said (its texts, in order), from its journal."""
+        if not record.journal_file:
+            return []
+        entries = await self._store.read_jsonl(task_slug, record.journal_file)
+        return [text for entry in entries for text in said_in(entry) if text]
 
     def note_activity(self, agent_id: str, activity: str) -> None:
         """What a live agent is doing now, as its status line shows it."""
@@ -538,7 +571,7 @@ class Orchestrator:
                 journal = record.journal_file
                 sinks: dict[str, Any] = {
                     "tools": self._tools,
-                    "on_message": lambda m: self._store.append_jsonl(slug, journal, m),
+                    "on_message": lambda m: self._on_message(entry, journal, m),
                     "on_tool_use": lambda use: self._note_tool_use(entry.agent_id, use),
                 }
                 if adopted_after is None:
@@ -689,6 +722,10 @@ class Orchestrator:
             task_slug=entry.task_slug,
             workspace=workspace if isinstance(workspace, WorkspaceRequest) else None,
         )
+
+    def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
+        self._store.append_jsonl(entry.task_slug, journal, message)
+        entry.said.extend(text for text in said_in(message) if text)
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
         self.note_activity(agent_id, f"using {use.name}")

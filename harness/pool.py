@@ -39,6 +39,8 @@ class PoolEntry:
     # An agent that can change files: one at a time per task (they share its workspace).
     writes: bool = False
     holds_task: bool = False
+    # What the agent has said so far (its text blocks, in order), for front ends that show it.
+    said: list[str] = field(default_factory=list)
     _started_monotonic: float = field(default_factory=time.monotonic)
     _killed: asyncio.Event = field(default_factory=asyncio.Event)
 

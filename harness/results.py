@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
+FeedbackValue = Literal["good", "bad"]
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed", "interrupted"})
 
 # The JSON schema every agent's final answer must match (through the CLI's StructuredOutput).
@@ -98,6 +99,15 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """A person's verdict on an agent's result (the feedback buttons under it)."""
+
+    user: str
+    value: FeedbackValue
+    at: str
+
+
+@dataclass(frozen=True)
 class DispatchRecord:
     agent_id: str
     role: str
@@ -134,6 +144,8 @@ class DispatchRecord:
     # Why the result could not be delivered to where it was asked for (e.g. a Slack thread
     # the bot lost access to); None when it was, or when nobody was owed it.
     undelivered: str | None = None
+    # One verdict per person, the latest kept.
+    feedback: tuple[Feedback, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ class Role:
     # allow rules cover run without asking, and every other use is asked of a human.
     allow: tuple[PermissionRule, ...] = ()
     deny: tuple[PermissionRule, ...] = ()
+    # An example request for this role, offered to people as a suggested prompt.
+    example: str | None = None
 
     def __post_init__(self) -> None:
         # A role rebuilt from JSON (an AgentSpec sent to a worker) carries its rules as lists
@@ -177,6 +179,11 @@ class _FrontMatter(pydantic.BaseModel):
         None, examples=[".."], description="relative to config.yaml's folder"
     )
     model: NonEmptyStr | None = Field(None, examples=["sonnet"])
+    example: NonEmptyStr | None = Field(
+        None,
+        examples=["plan: a settings page with a dark mode toggle"],
+        description="an example request, offered in Slack as a suggested prompt",
+    )
     tools: list[Annotated[str, pydantic.AfterValidator(_builtin_tool)]] | None = Field(
         None,
         examples=[_TOOLS_EXAMPLE],
@@ -295,6 +302,7 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
         max_budget_usd=meta.max_budget_usd,
         allow=tuple(parse_rule(text) for text in meta.allow),
         deny=tuple(parse_rule(text) for text in meta.deny),
+        example=meta.example.strip() if meta.example else None,
     )
 
 

@@ -19,7 +19,15 @@ from pydantic.alias_generators import to_camel
 
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
-from harness.results import AgentResult, Decision, DispatchRecord, Progress, Task, ThreadRef
+from harness.results import (
+    AgentResult,
+    Decision,
+    DispatchRecord,
+    Feedback,
+    Progress,
+    Task,
+    ThreadRef,
+)
 from harness.schema import TOP_LEVEL, Problem, problems
 
 
@@ -53,6 +61,12 @@ class _ProgressJson(_Json):
     at: str
 
 
+class _FeedbackJson(_Json):
+    user: str
+    value: Literal["good", "bad"]
+    at: str
+
+
 class _DispatchJson(_Json):
     agent_id: str
     role: str
@@ -78,6 +92,7 @@ class _DispatchJson(_Json):
     diff_stat: str | None = None
     diff_file: str | None = None
     undelivered: str | None = None
+    feedback: list[_FeedbackJson] | None = None
 
 
 class _DecisionJson(_Json):
@@ -196,6 +211,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         diff_stat=item.diff_stat,
         diff_file=item.diff_file,
         undelivered=item.undelivered,
+        feedback=tuple(Feedback(f.user, f.value, f.at) for f in item.feedback or ()),
     )
 
 
@@ -296,4 +312,6 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         diff_stat=record.diff_stat,
         diff_file=record.diff_file,
         undelivered=record.undelivered,
+        feedback=[_FeedbackJson(user=f.user, value=f.value, at=f.at) for f in record.feedback]
+        or None,
     )

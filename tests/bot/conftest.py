@@ -165,7 +165,9 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
                 signing_secret=SECRET,
                 api_url=slack.api_url,
             )
-            bot = create_app(orchestrator, env, options=options or BotOptions(status_interval=0.5))
+            # Edited status messages unless a test asks for streamed replies.
+            options = options or BotOptions(status_interval=0.5, stream_replies=False)
+            bot = create_app(orchestrator, env, options=options)
             server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0)
             await server.start()
             stack.push_async_callback(server.stop)

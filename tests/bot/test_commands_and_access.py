@@ -54,7 +54,7 @@ async def test_the_status_message_shows_elapsed_time_and_activity(rig: RigFactor
             return Turn(tool_calls=(ToolCall("Glob", {"pattern": "*.py"}),), stall_seconds=1.5)
         return Turn.finish("Looked around")
 
-    async with rig(script, options=BotOptions(status_interval=0.2)) as r:
+    async with rig(script, options=BotOptions(status_interval=0.2, stream_replies=False)) as r:
         sent = await r.say("look around")
         ts = sent.event["ts"]
         update = await r.slack.wait_for_call(

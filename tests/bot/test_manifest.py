@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from bot.surfaces import SHORTCUT
+
 MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
 
 
@@ -19,7 +21,10 @@ def load() -> dict[str, Any]:
 def test_the_manifest_subscribes_to_the_events_the_bot_handles() -> None:
     settings = load()["settings"]
     assert sorted(settings["event_subscriptions"]["bot_events"]) == [
+        "app_home_opened",
         "app_mention",
+        "assistant_thread_context_changed",
+        "assistant_thread_started",
         "message.channels",
         "message.groups",
         "message.im",
@@ -40,6 +45,7 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
         "reactions:write",
         "files:write",
         "commands",
+        "assistant:write",
     } <= scopes
     [command] = manifest["features"]["slash_commands"]
     assert command["command"] == "/harness"
@@ -47,5 +53,9 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
     home = manifest["features"]["app_home"]
     assert home["messages_tab_enabled"] is True
     assert home["messages_tab_read_only_enabled"] is False
+    assert home["home_tab_enabled"] is True
+    assert manifest["features"]["assistant_view"]["assistant_description"]
+    [shortcut] = manifest["features"]["shortcuts"]
+    assert (shortcut["type"], shortcut["callback_id"]) == ("message", SHORTCUT)
     assert manifest["features"]["bot_user"]["display_name"]
     assert len(manifest["display_information"]["name"]) <= 35

@@ -22,7 +22,9 @@ from tests.bot.conftest import WAIT, Rig, RigFactory
 
 pytestmark = pytest.mark.anyio
 
-FAST = BotOptions(status_interval=0.2, delivery_retry_limit=0.1, drain_timeout=1.0)
+FAST = BotOptions(
+    status_interval=0.2, delivery_retry_limit=0.1, drain_timeout=1.0, stream_replies=False
+)
 
 
 async def finish(r: Rig, count: int) -> None:

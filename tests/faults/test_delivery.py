@@ -16,7 +16,9 @@ from tests.support import latest_task
 pytestmark = pytest.mark.anyio
 
 # Retries a tenth of a second apart, and a short wait for Slack at shutdown.
-FAST = BotOptions(status_interval=0.2, delivery_retry_limit=0.1, drain_timeout=1.0)
+FAST = BotOptions(
+    status_interval=0.2, delivery_retry_limit=0.1, drain_timeout=1.0, stream_replies=False
+)
 
 
 def result_messages(r: Rig, channel: str, thread_ts: str) -> list[str]:

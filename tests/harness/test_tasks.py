@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError, InvalidSlugError
-from harness.results import AgentResult, Decision, Progress, ThreadRef
+from harness.results import AgentResult, Decision, Feedback, Progress, ThreadRef
 from harness.tasks import (
     FileTaskStore,
     MemoryTaskStore,
@@ -167,6 +167,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         diff_stat=" a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
         diff_file="diffs/a1.diff",
         undelivered="channel_not_found",
+        feedback=(Feedback("U1", "good", "2026-01-01T10:06:00Z"),),
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -214,6 +215,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "diffStat": " a.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)",
             "diffFile": "diffs/a1.diff",
             "undelivered": "channel_not_found",
+            "feedback": [{"user": "U1", "value": "good", "at": "2026-01-01T10:06:00Z"}],
         }
     ]
     assert list(data["dispatches"][0]) == list(

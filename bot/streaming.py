@@ -1,0 +1,194 @@
+"""An agent's reply streamed into its thread: ``chat.startStream`` opens the message, the
+agent's text and its drafted agents (task lines of a plan: pending → in progress → complete or
+error) are appended as they come, and the structured result closes it (``chat.stopStream``,
+sent by the outbox so it is never lost).
+
+Appends are coalesced: the watcher flushes what gathered once per status tick, so a chatty
+agent costs one call per tick, well under the method's rate tier. A stream Slack refuses
+(``start`` returns None) or ends early leaves the thread to today's edited status message.
+Streamed text stops short of Slack's size limit with a note; the whole text stays in the
+agent's journal, and the result is sent in full either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
+from bot.parsing import AGENT_ID_RE
+from bot.poster import CALL_ERRORS, DeliveryError, classify
+from harness.results import DispatchStatus, FeedbackValue, ThreadRef
+
+logger = logging.getLogger(__name__)
+
+TaskStatus = Literal["pending", "in_progress", "complete", "error"]
+
+# Slack refuses a streamed message over 40,000 characters of text; appends stop short of it.
+STREAM_TEXT_LIMIT = 36_000
+CUT_NOTE = "\n\n_(the rest of what the agent said is in its journal: `harness show {slug}`)_"
+# Errors that say the message is no longer a stream (it was stopped, or Slack timed it out).
+STREAM_OVER = frozenset({"message_not_in_streaming_state", "message_not_found"})
+FEEDBACK_ACTION = "harness_feedback"
+
+
+def task_status(status: DispatchStatus) -> TaskStatus:
+    if status == "queued":
+        return "pending"
+    if status == "running":
+        return "in_progress"
+    return "complete" if status == "completed" else "error"
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """A drafted agent as one line of its parent's plan."""
+
+    agent_id: str
+    title: str
+    status: TaskStatus
+
+    def chunk(self) -> dict[str, Any]:
+        return {"type": "task_update", "id": self.agent_id, "title": self.title,
+                "status": self.status}  # fmt: skip
+
+
+def task_title(role: str, prompt: str) -> str:
+    return f"{role}: {excerpt(' '.join(prompt.split()), 120)}"
+
+
+def stream_header(role: str, agent_id: str, intro: str | None) -> str:
+    """The first line of an agent's streamed reply."""
+    line = f"*{escape(role)}* (agent `{escape(agent_id)}`):"
+    return f"{intro}\n{line}" if intro else line
+
+
+def with_feedback(message: SlackMessage, task_slug: str, agent_id: str) -> SlackMessage:
+    """The result with Slack's feedback buttons under it (their value names the agent)."""
+
+    def button(text: str, verdict: str) -> FeedbackButton:
+        value = f"{verdict}:{agent_id}:{task_slug}"
+        return {"text": {"type": "plain_text", "text": text}, "value": value}
+
+    buttons: ContextActionsBlock = {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION,
+                "positive_button": button("Good result", "good"),
+                "negative_button": button("Bad result", "bad"),
+            }
+        ],
+    }
+    return {"text": message["text"], "blocks": [*message["blocks"], buttons]}
+
+
+def parse_feedback(value: str) -> tuple[FeedbackValue, str, str] | None:
+    """``"good:a1b2:some-task"`` -> ("good", "a1b2", "some-task"); None for anything else
+    (values are untrusted)."""
+    verdict, agent_id, slug = [*value.split(":", 2), "", ""][:3]
+    if verdict not in ("good", "bad") or not AGENT_ID_RE.match(agent_id) or not slug:
+        return None
+    return ("good" if verdict == "good" else "bad"), agent_id, slug
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """Who a stream in a channel is for (Slack requires it outside DMs)."""
+
+    user: str
+    team: str
+
+
+class ReplyStream:
+    def __init__(
+        self, client: AsyncWebClient, thread: ThreadRef, task_slug: str, recipient: Recipient | None
+    ) -> None:
+        self.client = client
+        self.thread = thread
+        self.task_slug = task_slug
+        self.recipient = recipient
+        self.ts: str | None = None
+        self.over = False  # Slack ended it, or would take no more
+        self.appends = 0
+        self._streamed = 0
+        self._cut = False
+        self._text: list[str] = []
+        self._tasks: dict[str, TaskLine] = {}
+        self._shown: dict[str, TaskLine] = {}
+
+    async def start(self, header: str) -> str | None:
+        """Opens the stream with ``header``; its ts, or None when Slack refuses streaming."""
+        params: dict[str, Any] = {"channel": self.thread.channel,
+                                  "thread_ts": self.thread.thread_ts,
+                                  "markdown_text": header, "task_display_mode": "plan"}  # fmt: skip
+        if self.recipient is not None and not self.thread.channel.startswith("D"):
+            params |= {"recipient_user_id": self.recipient.user,
+                       "recipient_team_id": self.recipient.team}  # fmt: skip
+        try:
+            response = await self.client.chat_startStream(**params)
+        except CALL_ERRORS as exc:
+            logger.info("streaming refused in %s (%s): editing a status message instead",
+                        self.thread.channel, classify(exc).error)  # fmt: skip
+            return None
+        ts = response.get("ts")
+        self.ts = ts if isinstance(ts, str) else None
+        self._streamed = len(header)
+        return self.ts
+
+    def say(self, text: str) -> None:
+        """Queues agent text for the next flush (cut with a note near the size limit)."""
+        if self._cut or not text.strip():
+            return
+        pending = sum(len(t) + 2 for t in self._text)
+        if self._streamed + pending + len(text) + 2 > STREAM_TEXT_LIMIT:
+            self._text.append(CUT_NOTE.format(slug=self.task_slug).strip())
+            self._cut = True
+            return
+        self._text.append(text)
+
+    def task(self, line: TaskLine) -> None:
+        """Queues a drafted agent's task line, when it changed."""
+        if self._shown.get(line.agent_id) != line:
+            self._tasks[line.agent_id] = line
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._text or self._tasks)
+
+    async def flush(self) -> None:
+        """One append with everything queued since the last; a transient failure keeps it for
+        the next flush, a stream Slack ended takes no more."""
+        if self.ts is None or self.over or not self.pending:
+            return
+        text = "\n\n" + "\n\n".join(self._text) if self._text else ""
+        chunks = [line.chunk() for line in self._tasks.values()]
+        if text:
+            chunks.insert(0, {"type": "markdown_text", "text": text})
+        try:
+            await self.client.chat_appendStream(
+                channel=self.thread.channel, ts=self.ts, chunks=chunks
+            )
+        except CALL_ERRORS as exc:
+            error = classify(exc)
+            if error.transient:
+                return
+            self._give_up(error)
+            return
+        self.appends += 1
+        self._streamed += len(text)
+        self._shown.update(self._tasks)
+        self._text.clear()
+        self._tasks.clear()
+
+    def _give_up(self, error: DeliveryError) -> None:
+        if error.error in STREAM_OVER:
+            self.over = True
+        else:  # e.g. msg_too_long: this text is dropped (the journal keeps it), not retried
+            logger.warning("append to the stream in %s refused: %s", self.thread, error.error)
+        self._text.clear()
+        self._tasks.clear()

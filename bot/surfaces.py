@@ -1,0 +1,163 @@
+"""Slack's surfaces for agent apps, wired into the Bolt app: the assistant thread (Bolt's
+``AsyncAssistant``: a greeting and suggested prompts when it starts), the App Home tab with its
+*Kill* buttons, the "Send to harness" message shortcut, and the feedback buttons under a
+streamed result.
+
+Messages in assistant threads are not taken by the assistant: they reach the app's ``message``
+listener like any DM, so a thread works the same in the split view and in the DM tab.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_bolt.context.say.async_say import AsyncSay
+from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import (
+    AsyncSetSuggestedPrompts,
+)
+from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
+
+from bot.access import check_access
+from bot.assistant import GREETING, suggested_prompts
+from bot.commands import Commands
+from bot.conversations import Conversations
+from bot.home import KILL_ACTION, HomeTab
+from bot.parsing import MAX_TEXT_CHARS, Ignore, clicked_thread
+from bot.poster import Poster
+from bot.streaming import FEEDBACK_ACTION, parse_feedback
+from harness.errors import HarnessError
+from harness.orchestrator import Orchestrator
+from harness.results import ThreadRef
+
+logger = logging.getLogger(__name__)
+
+SHORTCUT = "send_to_harness"
+
+
+def shortcut_request(text: str, author: str | None, permalink: str | None) -> str:
+    """The request a message becomes: its text, then who wrote it and where it is."""
+    source = f"<@{author}>'s message" if author else "a message"
+    where = f" ({permalink})" if permalink else ""
+    return f"{text.strip()}\n\n(Sent to harness from {source}{where}.)"
+
+
+def shortcut_event(payload: Mapping[str, Any], request: str, bot_user_id: str) -> dict[str, Any]:
+    """The shortcut as the message event the bot already handles: from the person who used
+    it, addressed to the bot, in the message's thread (a top-level message starts its own)."""
+    channel = str((payload.get("channel") or {}).get("id") or "")
+    message = payload.get("message") or {}
+    ts = str(message.get("ts") or payload.get("message_ts") or "")
+    event = {
+        "type": "message",
+        "user": str((payload.get("user") or {}).get("id") or ""),
+        "channel": channel,
+        "channel_type": "im" if channel.startswith("D") else "channel",
+        "ts": ts,
+        "text": f"<@{bot_user_id}> {request}"[:MAX_TEXT_CHARS],
+    }
+    if message.get("thread_ts"):
+        event["thread_ts"] = str(message["thread_ts"])
+    return event
+
+
+def register_surfaces(
+    app: AsyncApp,
+    *,
+    orchestrator: Orchestrator,
+    conversations: Conversations,
+    commands: Commands,
+    poster: Poster,
+    home: HomeTab,
+) -> None:
+    settings = orchestrator.config.slack
+    assistant = AsyncAssistant()
+
+    @assistant.thread_started
+    async def greet(say: AsyncSay, set_suggested_prompts: AsyncSetSuggestedPrompts) -> None:
+        await say(GREETING)
+        prompts = suggested_prompts(orchestrator.roles)
+        if prompts:
+            await set_suggested_prompts(
+                prompts=[{"title": p["title"], "message": p["message"]} for p in prompts],
+                title="Try one of these:",
+            )
+
+    @assistant.thread_context_changed
+    async def context_changed() -> None:
+        """The channel the person looks at changed; the bot does not use it (Bolt's default
+        would store it in a message)."""
+
+    app.use(assistant)
+
+    async def on_home_opened(event: dict[str, Any]) -> None:
+        if event.get("tab") in (None, "home"):
+            await home.publish(str(event.get("user") or ""))
+
+    async def on_home_kill(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        user = str((body.get("user") or {}).get("id") or "")
+        answer, outcome = commands.kill(str(action.get("value") or ""), user, via="the App Home")
+        logger.info("home kill by %s: %s", user, outcome)
+        if outcome != "stopping":  # a refusal or a gone agent: said where the person is
+            await poster.client.chat_postMessage(channel=user, text=answer)
+        await home.publish(user)
+
+    async def on_feedback(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        user = str((body.get("user") or {}).get("id") or "")
+        picked = parse_feedback(str(action.get("value") or ""))
+        if picked is None:
+            return
+        verdict, agent_id, slug = picked
+        try:
+            task = await orchestrator.task(slug)
+            if task.thread != clicked_thread(body):  # a value forged for another thread
+                return
+            await orchestrator.record_feedback(slug, agent_id, user, verdict)
+        except HarnessError as exc:
+            logger.info("feedback on %s not recorded: %s", agent_id, exc)
+        logger.info("feedback from %s on %s: %s", user, agent_id, verdict)
+
+    async def on_shortcut(
+        ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, respond: AsyncRespond
+    ) -> None:
+        started = time.perf_counter()
+        await ack()
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or "")
+        message = body.get("message") or {}
+        refusal = check_access(settings, user, channel, is_dm=channel.startswith("D"))
+        text = str(message.get("text") or "")
+        if refusal is not None or not text.strip():
+            why = refusal.text if refusal is not None else "That message has no text to send."
+            await respond(text=why, response_type="ephemeral", replace_original=False)
+            return
+        ts = str(message.get("ts") or "")
+        link = await poster.permalink(ThreadRef(channel, ts))
+        request = shortcut_request(text, message.get("user"), link)
+        event = shortcut_event(body, request, context.bot_user_id or "")
+        decision = conversations.on_message_event(
+            event, event_id=None, bot_user_id=context.bot_user_id or ""
+        )
+        logger.info("shortcut from %s in %s: %s (%.1f ms)", user, channel,
+                    type(decision).__name__, (time.perf_counter() - started) * 1000)  # fmt: skip
+        if isinstance(decision, Ignore):
+            await respond(
+                text="That message is already a task of mine: reply in its thread instead.",
+                response_type="ephemeral",
+                replace_original=False,
+            )
+
+    app.event("app_home_opened")(on_home_opened)
+    app.action(KILL_ACTION)(on_home_kill)
+    app.action(FEEDBACK_ACTION)(on_feedback)
+    app.shortcut(SHORTCUT)(on_shortcut)
