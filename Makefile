@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# A .venv made before the distribution was renamed holds `harness`: both claim bin/harness.
+	$(BIN)/pip uninstall --quiet --yes harness 2>/dev/null || true
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

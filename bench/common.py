@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import sys
 import time
@@ -15,6 +14,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from harness.results import RESULT_SCHEMA  # noqa: E402
+from harness.scaffold import init_project  # noqa: E402
 
 
 async def bare_query(env: dict[str, str], prompt: str) -> float:
@@ -31,8 +31,7 @@ async def bare_query(env: dict[str, str], prompt: str) -> float:
 
 def copy_project(folder: Path) -> Path:
     """The shipped config.yaml and roles/ in ``folder`` (so tasks land there); the config."""
-    shutil.copy(REPO / "config.yaml", folder / "config.yaml")
-    shutil.copytree(REPO / "roles", folder / "roles")
+    init_project(folder)
     return folder / "config.yaml"
 
 

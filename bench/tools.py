@@ -27,6 +27,7 @@ from harness.mcp import HarnessTools  # noqa: E402
 from harness.metadata import MetadataCollector  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
 from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.scaffold import DEFAULTS  # noqa: E402
 from harness.testing.held_runtime import HeldRuntime  # noqa: E402
 from harness.testing.scripted_model import ScriptedModel, Turn  # noqa: E402
 
@@ -38,11 +39,11 @@ FIELDS = [
 
 
 def make_project(root: Path) -> Path:
-    config = (REPO / "config.yaml").read_text(encoding="utf-8")
+    config = (DEFAULTS / "config.yaml").read_text(encoding="utf-8")
     # Ten agents live at once (the default cap is 4).
     config = config.replace("maxConcurrentAgents: 4", f"maxConcurrentAgents: {AGENTS}")
     (root / "config.yaml").write_text(config, encoding="utf-8")
-    shutil.copytree(REPO / "roles", root / "roles")
+    shutil.copytree(DEFAULTS / "roles", root / "roles")
     developer = (root / "roles" / "developer.md").read_text(encoding="utf-8")
     for n in range(AGENTS):
         (root / f"w{n}").mkdir()

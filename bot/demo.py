@@ -34,8 +34,9 @@ from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
 from harness.nats_link import NatsSettings
 from harness.nats_runtime import NatsRuntime
-from harness.project import Project, build_orchestrator, default_config_path, load_project
+from harness.project import Project, build_orchestrator, load_project
 from harness.runtime import ClaudeRuntime
+from harness.scaffold import config_for_demo
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ScriptedModel, demo_script
 from harness.testing.workers import start_worker
@@ -173,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        project = load_project(args.config or default_config_path())
+        project = load_project(config_for_demo(args.config))
         env = SlackEnv.from_environ(os.environ)
         if env.bot_token:
             _print("demo: Slack tokens found, running the real bot (harness bot)")

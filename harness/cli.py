@@ -1,20 +1,21 @@
-"""The terminal front end: ``harness run | tasks | show | repair | bot``. Thin over the
-orchestrator."""
+"""The terminal front end: ``harness init | run | tasks | show | rm | repair | bot | ...``.
+A thin parser and dispatcher over the orchestrator and the commands' own modules."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
-import os
 import signal
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from importlib.metadata import entry_points
 from pathlib import Path
 
+from harness import offline, scaffold, task_commands
+from harness.agent_spec import AgentRuntime
+from harness.cli_parser import build_parser
 from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.orchestrator import Orchestrator
@@ -28,13 +29,12 @@ from harness.render import (
     render_task_list,
     render_workspaces,
 )
-from harness.terminal import TerminalChannel
+from harness.terminal import TerminalChannel, confirm
 
 logger = logging.getLogger(__name__)
 
-# Entry points in this group are ``register(subparsers, common_parser)`` functions; the
-# parsers they add call ``set_defaults(handler=...)`` with a CommandHandler.
-COMMAND_GROUP = "harness.commands"
+# What the parsers that front ends add (``harness.cli_parser.COMMAND_GROUP``) set as their
+# handler.
 CommandHandler = Callable[[Project, argparse.Namespace], int]
 
 EXIT_FAILED = 1
@@ -42,136 +42,12 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    # SUPPRESS: given before or after the command, the option is kept (not reset to a default).
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="path to config.yaml (default: $HARNESS_CONFIG, else ./config.yaml)",
-    )
-    common.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="log the harness's debug details (the Slack SDK's request dumps stay out)",
-    )
-    common.add_argument(
-        "--log-file",
-        type=Path,
-        default=argparse.SUPPRESS,
-        metavar="PATH",
-        help="append the log to this file instead of standard error",
-    )
-
-    parser = argparse.ArgumentParser(
-        prog="harness",
-        description="Turn requests into tasks worked by teams of Claude agents.",
-        parents=[common],
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = sub.add_parser(
-        "run",
-        parents=[common],
-        help="run one agent from the terminal and print its structured result",
-        description="Run one agent. Without --role the routing rules in config.yaml pick "
-        "it; with --task the agent joins that task and sees its history first.",
-    )
-    run.add_argument("prompt", help="what the agent should do")
-    run.add_argument("--role", help="the role to run (a file in roles/, without .md)")
-    run.add_argument("--task", metavar="SLUG", help="add to this existing task")
-
-    sub.add_parser(
-        "tasks",
-        parents=[common],
-        help="list tasks (slug, created, dispatch count, description)",
-        description="List the tasks, newest first.",
-    )
-    show = sub.add_parser(
-        "show",
-        parents=[common],
-        help="show a task: its reconstructed context and every dispatch",
-        description="Show a task's reconstructed context and each dispatch with its result.",
-    )
-    show.add_argument("slug", help="the task's slug (see `harness tasks`)")
-    repair = sub.add_parser(
-        "repair",
-        parents=[common],
-        help="repair a task whose task.json cannot be read",
-        description="Keep the damaged task.json as task.json.damaged-<UTC time> (never "
-        "deleted) and write a fresh task.json with everything of it that still reads: the "
-        "task's date, description, Slack thread and repository, and each dispatch record and "
-        "decision that still validates. Says what it kept and what it dropped. A task that "
-        "reads fine is left alone.",
-    )
-    repair.add_argument("slug", help="the task's slug (see `harness tasks`)")
-    audit = sub.add_parser(
-        "audit",
-        parents=[common],
-        help="print a task's audit log of harness tool calls",
-        description="Every harness MCP tool call made on a task, refused ones included: "
-        "time, caller, tool, outcome or error code, duration, input.",
-    )
-    audit.add_argument("slug", help="the task's slug (see `harness tasks`)")
-    workspaces = sub.add_parser(
-        "workspaces",
-        parents=[common],
-        help="list the tasks' workspaces, or prune the idle ones",
-        description="Each task works in its own folder: a git worktree on branch "
-        "harness/<slug> of a repository named in config.yaml, or a scratch folder. `prune` "
-        "removes those of tasks idle longer than workspaces.pruneAfterDays (or --days); "
-        "uncommitted work is saved to a patch file first, and branches are kept.",
-    )
-    workspaces.add_argument("action", choices=("list", "prune"), help="what to do")
-    workspaces.add_argument(
-        "--days", type=float, help="prune: idle for longer than this many days (default: config)"
-    )
-    worker = sub.add_parser(
-        "worker",
-        parents=[common],
-        help="run agents for a harness on this machine, taken from a NATS server",
-        description="Take agent runs from the harness's JetStream work queue on a NATS server "
-        "(at most --slots at once), run each with the Claude Code CLI in a folder of its "
-        "task's under --workspaces, and report back. Needs no config.yaml and no Slack "
-        "token. The harness sends agents here when its config.yaml says `runtime: {kind: "
-        "nats, url: ...}`. SIGTERM or Ctrl-C stops the agents it runs (they end interrupted).",
-    )
-    worker.add_argument(
-        "--nats",
-        default=os.environ.get("HARNESS_NATS_URL"),
-        metavar="URL",
-        help="the NATS server (default: $HARNESS_NATS_URL), e.g. nats://10.0.0.5:4222",
-    )
-    worker.add_argument("--slots", type=int, default=4, help="agents run at once (default 4)")
-    worker.add_argument(
-        "--name",
-        default=f"{socket.gethostname()}-{os.getpid()}",
-        help="how the harness names this worker (default: <host>-<pid>)",
-    )
-    worker.add_argument(
-        "--workspaces",
-        type=Path,
-        default=Path(".agents/worker-workspaces"),
-        metavar="DIR",
-        help="where each task gets its folder (default .agents/worker-workspaces)",
-    )
-    worker.add_argument("--credentials", type=Path, metavar="FILE", help="a NATS .creds file")
-    worker.add_argument("--tls-ca", type=Path, metavar="FILE", help="the CA of the server's cert")
-    worker.add_argument(
-        "--prefix", default="harness", help="the harness's subject prefix (default harness)"
-    )
-    worker.set_defaults(log_level=logging.INFO)
-    for extension in entry_points(group=COMMAND_GROUP):
-        # Front ends (the Slack bot) add their own commands; harness never imports them.
-        extension.load()(sub, common)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `harness`: what it can do
+        parser.print_help()
+        return 0
     configure_logging(
         verbose=getattr(args, "verbose", False),
         log_file=getattr(args, "log_file", None),
@@ -181,8 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "worker":  # a worker machine needs no config.yaml
             return asyncio.run(_worker(args))
+        if args.command == "init":
+            report = scaffold.init_project(args.dir, force=args.force)
+            print(scaffold.render_init(report, cwd=Path.cwd()))
+            return 0
         project = load_project(config_path)
-        if args.command in ("run", "tasks", "show", "repair", "audit", "workspaces"):
+        if args.command in _CORE_COMMANDS:
             return asyncio.run(_command(project, args))
         handler: CommandHandler = args.handler
         return handler(project, args)
@@ -209,11 +89,37 @@ def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> No
         logging.getLogger(name).setLevel(max(level, logging.INFO))
 
 
+_CORE_COMMANDS = ("run", "tasks", "show", "rm", "prune-tasks", "repair", "audit", "workspaces")
+
+
 async def _command(project: Project, args: argparse.Namespace) -> int:
-    orchestrator = build_orchestrator(project)
+    scripted = args.command == "run" and args.scripted
+    if args.command == "run":  # before anything is created
+        offline.check_before_run(project.config.runtime.kind, scripted=scripted)
+    async with contextlib.AsyncExitStack() as stack:
+        runtime: AgentRuntime | None = None
+        if scripted:
+            runtime = await stack.enter_async_context(offline.scripted_runtime())
+            print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
+        return await _on(build_orchestrator(project, runtime), args)
+
+
+async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             return await _run(orchestrator, args.prompt, args.role, args.task)
+        if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
+            done, said = await (
+                task_commands.remove_task(
+                    orchestrator, args.slug, yes=args.yes, force=args.force, confirm=confirm
+                )
+                if args.command == "rm"
+                else task_commands.prune_tasks(
+                    orchestrator, args.days, yes=args.yes, dry_run=args.dry_run, confirm=confirm
+                )
+            )
+            print(said)
+            return 0 if done else EXIT_FAILED
         if args.command == "tasks":
             tasks = await orchestrator.task_summaries()
             print(render_task_list(tasks, await orchestrator.damaged_tasks()))

@@ -114,6 +114,8 @@ class Config:
     tasks_dir: Path
     default_role: str
     rules: tuple[RoutingRule, ...]
+    # `harness prune-tasks` deletes tasks idle longer than this; None keeps them forever.
+    prune_tasks_after_days: float | None = None
     context_budget_chars: int = 24_000
     ask_timeout_seconds: float = 900.0
     mcp: McpSettings = field(default_factory=McpSettings)
@@ -390,6 +392,13 @@ class _File(_Section):
     tasks: NonEmptyStr = Field(
         ".agents/tasks", examples=[".agents/tasks"], description="the task store's folder"
     )
+    prune_tasks_after_days: float | None = Field(
+        None,
+        alias="pruneTasksAfterDays",
+        gt=0,
+        examples=[90],
+        description="`harness prune-tasks` deletes tasks idle longer than this; null keeps them",
+    )
     default_role: NonEmptyStr = Field("developer", alias="defaultRole", examples=["developer"])
     routing: list[_Rule] = Field([], examples=[[{"pattern": "^review\\b", "role": "reviewer"}]])
     context: _Context = Field(default_factory=lambda: _Context.model_validate({}))
@@ -447,6 +456,9 @@ def _settings(file: Path, raw: _File) -> Config:
         base_dir=file.parent,
         roles_dir=_resolve(file.parent, raw.roles),
         tasks_dir=_resolve(file.parent, raw.tasks),
+        prune_tasks_after_days=(
+            float(raw.prune_tasks_after_days) if raw.prune_tasks_after_days is not None else None
+        ),
         default_role=raw.default_role,
         rules=tuple(
             RoutingRule(pattern=re.compile(rule.pattern, re.IGNORECASE), role=rule.role)
@@ -520,12 +532,13 @@ def load_config(path: Path) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
+        folder = "" if str(path.parent) == "." else f" {path.parent}"
         raise ConfigError(
             name,
             "(file)",
             "file not found",
-            fix="create it (copy the config.yaml shipped with the harness), or point to one "
-            "with --config PATH or the HARNESS_CONFIG environment variable",
+            fix=f"run `harness init{folder}` to write the shipped config.yaml and roles/ (then "
+            "edit them), or point to a config.yaml with --config PATH or $HARNESS_CONFIG",
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.events import AgentEvent
-from harness.project import build_orchestrator, default_config_path, load_project
+from harness.project import build_orchestrator, load_project
 from harness.render import render_record
+from harness.scaffold import config_for_demo
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
 REQUEST = "plan: a settings page where users change their display name and email"
@@ -95,7 +96,7 @@ def main() -> int:
     with model_environment() as where:
         say(f"harness demo, agents talk to {where}")
         say()
-        return asyncio.run(run(args.config or default_config_path()))
+        return asyncio.run(run(config_for_demo(args.config)))
 
 
 if __name__ == "__main__":

@@ -32,15 +32,16 @@ from harness.agent_spec import (
 )
 from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
-from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
+from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
 from harness.journal import said_in
 from harness.metadata import FieldValue, MetadataCollector
 from harness.orphans import RUN_ID_ENV
 from harness.pool import AgentInfo, AgentPool, PoolEntry
 from harness.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
-from harness.recovery import recover_interrupted
+from harness.recovery import host_alive, recover_interrupted
 from harness.results import (
+    FINAL_STATUSES,
     Decision,
     DispatchRecord,
     DispatchStatus,
@@ -53,6 +54,7 @@ from harness.results import (
 )
 from harness.roles import Role
 from harness.routing import Router
+from harness.task_removal import busy_error, damaged_error
 from harness.tasks import (
     DamagedTask,
     LogEntries,
@@ -205,6 +207,39 @@ class Orchestrator:
     async def repair_task(self, slug: str) -> RepairReport:
         """Make a damaged task readable again (see ``TaskStore.repair``)."""
         return await self._store.repair(slug)
+
+    async def tasks(self) -> list[Task]:
+        """Every readable task in full, newest first."""
+        return await self._store.list()
+
+    async def deletable_task(self, slug: str, *, force: bool = False) -> Task | None:
+        """The task ``delete_task`` would delete (None: it cannot be read). Raises when an
+        agent is queued or running on it (here or in another live harness process), and
+        when it cannot be read, unless ``force``; TaskNotFoundError when there is none."""
+        try:
+            task = await self._store.get(slug)
+        except TaskDamagedError:
+            if not force:
+                raise damaged_error(slug) from None
+            return None
+        if not force:
+            here = {info.agent_id for info in self._pool.snapshot() if info.task_slug == slug}
+            busy = [
+                d
+                for d in task.dispatches
+                if d.status not in FINAL_STATUSES
+                and (d.agent_id in here or await host_alive(self._store, d))
+            ]
+            if busy:
+                raise busy_error(slug, busy)
+        return task
+
+    async def delete_task(self, slug: str, *, force: bool = False) -> Task | None:
+        """Delete a task with all its files (``TaskStore.delete``), on the terms of
+        ``deletable_task``; the task as it was. Its workspace is left alone."""
+        task = await self.deletable_task(slug, force=force)
+        await self._store.delete(slug)
+        return task
 
     async def task_context(self, slug: str) -> str:
         task = await self._store.get(slug)

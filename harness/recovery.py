@@ -35,7 +35,7 @@ async def recover_interrupted(
     this process) is left as it is."""
     marked: list[tuple[str, DispatchRecord]] = []
     for slug, d in await store.unfinished():
-        if await _host_alive(store, d):
+        if await host_alive(store, d):
             continue
         if still_running is not None and await still_running(slug, d):
             continue
@@ -77,7 +77,8 @@ async def kill_leftovers(store: TaskStore) -> list[int]:
     return killed
 
 
-async def _host_alive(store: TaskStore, record: DispatchRecord) -> bool:
+async def host_alive(store: TaskStore, record: DispatchRecord) -> bool:
+    """Whether the harness process that ran the dispatch still lives (its run, else pid)."""
     if record.run_id is not None:
         return await store.run_alive(record.run_id)
     return _pid_alive(record.host_pid)

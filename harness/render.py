@@ -108,16 +108,24 @@ def render_repair(report: RepairReport) -> str:
     return "\n".join(lines)
 
 
+def render_cost(cost_usd: float | None) -> str:
+    """A cost in USD as listings show it; an em dash when no agent reported one."""
+    return "—" if cost_usd is None else f"${cost_usd:.4f}"
+
+
 def _task_table(tasks: Sequence[TaskSummary]) -> str:
-    rows = [("SLUG", "CREATED", "DISPATCHES", "DESCRIPTION")]
+    rows = [("SLUG", "CREATED", "STATUS", "COST", "DISPATCHES", "DESCRIPTION")]
     for t in tasks:
         description = " ".join(t.description.split())
         if len(description) > 60:
             description = description[:59] + "…"
-        rows.append((t.slug, t.created[:19].replace("T", " "), str(t.dispatch_count), description))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        created = t.created[:19].replace("T", " ")
+        cost = render_cost(t.cost_usd)
+        rows.append((t.slug, created, t.status, cost, str(t.dispatch_count), description))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    aligned = "<<<>>"  # text left, numbers right
     return "\n".join(
-        f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows
+        "  ".join(f"{r[i]:{aligned[i]}{widths[i]}}" for i in range(5)) + f"  {r[5]}" for r in rows
     )
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
 FeedbackValue = Literal["good", "bad"]
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed", "interrupted"})
+# A task's status in listings: a dispatch status, or "new" for a task no agent worked on yet.
+TaskStatus = Literal["new", "queued", "running", "completed", "failed", "killed", "interrupted"]
 
 # The JSON schema every agent's final answer must match (through the CLI's StructuredOutput).
 RESULT_SCHEMA: dict[str, Any] = {
@@ -174,6 +177,8 @@ class TaskSummary:
     # The most recent dispatch, if any.
     last_role: str | None = None
     last_status: DispatchStatus | None = None
+    status: TaskStatus = "new"  # see ``task_status``
+    cost_usd: float | None = None  # see ``task_cost``
 
     @classmethod
     def of(cls, task: Task) -> TaskSummary:
@@ -186,4 +191,27 @@ class TaskSummary:
             thread=task.thread,
             last_role=last.role if last else None,
             last_status=last.status if last else None,
+            status=task_status(task.dispatches),
+            cost_usd=task_cost(task.dispatches),
         )
+
+
+def task_status(dispatches: Sequence[DispatchRecord]) -> TaskStatus:
+    """Running while any of its agents runs (queued while the only ones left wait for a
+    slot); else how the latest request a person made ended (an agent another drafted is
+    part of its drafter's work, which reports on it); "new" before any agent."""
+    if not dispatches:
+        return "new"
+    statuses = {d.status for d in dispatches}
+    if "running" in statuses:
+        return "running"
+    if "queued" in statuses:
+        return "queued"
+    asked = [d for d in dispatches if d.parent_id is None] or list(dispatches)
+    return asked[-1].status
+
+
+def task_cost(dispatches: Sequence[DispatchRecord]) -> float | None:
+    """What the task's agents cost in USD, as far as known; None when no agent reported it."""
+    costs = [d.cost_usd for d in dispatches if d.cost_usd is not None]
+    return sum(costs) if costs else None

@@ -19,6 +19,8 @@ import dataclasses
 import fcntl
 import logging
 import os
+import secrets
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -69,6 +71,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# Deleted task folders on their way out (a dot name: never a slug, so never listed).
+_TRASH_PREFIX = ".deleted-"
+
 
 class FileTaskStore:
     """Plain files, one folder per task: git-friendly and safe across processes."""
@@ -116,6 +121,11 @@ class FileTaskStore:
     async def repair(self, slug: str) -> RepairReport:
         validate_slug(slug)
         return await asyncio.to_thread(self._repair, slug)
+
+    async def delete(self, slug: str) -> None:
+        validate_slug(slug)
+        await self.flush()  # the task's queued lines land in it, not in a later namesake
+        await asyncio.to_thread(self._delete, slug)
 
     async def record(self, agent_id: str) -> DispatchRecord:
         return await asyncio.to_thread(self._record, agent_id)
@@ -288,6 +298,22 @@ class FileTaskStore:
             task = change(self._read(slug))
             self._commit(task)
         return task
+
+    def _delete(self, slug: str) -> None:
+        with self._locked(slug) as folder:
+            if not (folder / TASK_FILE).exists():
+                raise TaskNotFoundError(slug)  # a folder still being created is no task yet
+            # Renamed first, under the task's lock: the task leaves listings and lookups at
+            # once, and a crash mid-way leaves a dot folder (never read as a task) that the
+            # next delete removes.
+            trash = self.tasks_dir / f"{_TRASH_PREFIX}{slug}-{secrets.token_hex(4)}"
+            os.rename(folder, trash)
+            self._index.forget(slug)
+        with os.scandir(self.tasks_dir) as entries:
+            leftovers = [entry.path for entry in entries if entry.name.startswith(_TRASH_PREFIX)]
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True)
+        logger.info("deleted task %s", slug)
 
     def _read_log(self, slug: str, name: str) -> LogEntries:
         with self._locked(slug) as folder:

@@ -1,9 +1,10 @@
 """The task index: ``<tasks dir>/.index.sqlite3``, a derived cache of the task.json files.
 
 The files are the truth; the index only saves reading them all. Per task it keeps what a
-listing shows (created, description, dispatch count, thread, last role and status) and the
-fingerprint (mtime_ns, size, inode) of the task.json it was taken from; per agent, its task
-and status. Writers update it under the task's lock right after writing task.json.
+listing shows (created, description, dispatch count, thread, last role and status, the task's
+status and cost) and the fingerprint (mtime_ns, size, inode) of the task.json it was taken
+from; per agent, its task and status. Writers update it under the task's lock right after
+writing task.json.
 
 Listings first ``refresh``: one scandir of the tasks folder plus a stat of each task.json;
 rows whose fingerprint differs, or is missing, are re-read from task.json and rows of
@@ -31,7 +32,15 @@ from pathlib import Path
 from typing import Any, TypeVar, cast, get_args
 
 from harness.errors import HarnessError, repair_command
-from harness.results import FINAL_STATUSES, DispatchStatus, Task, TaskSummary, ThreadRef
+from harness.results import (
+    FINAL_STATUSES,
+    DispatchStatus,
+    Task,
+    TaskSummary,
+    ThreadRef,
+    task_cost,
+    task_status,
+)
 from harness.task_common import (
     INDEX_FILE,
     SLUG_RE,
@@ -48,7 +57,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 2
+_VERSION = 3
 _TABLES = (
     # problem is set when task.json could not be read: listings skip the row, damaged()
     # lists it (see the module doc).
@@ -62,6 +71,8 @@ _TABLES = (
         thread_ts TEXT,
         last_role TEXT,
         last_status TEXT,
+        status TEXT,
+        cost_usd REAL,
         mtime_ns INTEGER NOT NULL,
         size INTEGER NOT NULL,
         ino INTEGER NOT NULL,
@@ -82,7 +93,7 @@ _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _SUMMARIES = (
     "SELECT slug, mtime_ns, size, ino, created, description, dispatch_count, channel, "
-    f"thread_ts, last_role, last_status, problem FROM tasks {_NEWEST_FIRST}"
+    f"thread_ts, last_role, last_status, status, cost_usd, problem FROM tasks {_NEWEST_FIRST}"
 )
 _Row = tuple[Any, ...]  # the columns of _SUMMARIES, in that order
 
@@ -113,7 +124,12 @@ class TaskIndex:
         if self._catch_up(on_disk, {row[0]: row[1:4] for row in found}):
             found = rows()
         summaries = []
-        for slug, _, _, _, created, description, count, channel, ts, role, status, problem in found:
+        for row in found:
+            slug, created, description, count, channel, ts, role, last, status, cost = (
+                row[0],
+                *row[4:13],
+            )
+            problem = row[13]
             if problem is not None:
                 # One bad file must not hide every other task: say so on every listing.
                 logger.warning(
@@ -133,7 +149,9 @@ class TaskIndex:
                     dispatch_count=count,
                     thread=thread,
                     last_role=role,
-                    last_status=status,
+                    last_status=last,
+                    status=status,
+                    cost_usd=cost,
                 )
             )
         return summaries
@@ -252,6 +270,20 @@ class TaskIndex:
         except sqlite3.Error as exc:
             logger.warning("index %s not updated for task %s: %s", self.file, task.slug, exc)
 
+    def forget(self, slug: str) -> None:
+        """Drop a deleted task's rows. A failure only costs a refresh later (its folder is
+        gone, so the next listing drops them)."""
+
+        def drop(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.execute("DELETE FROM tasks WHERE slug = ?", (slug,))
+                db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
+
+        try:
+            self._use(drop)
+        except sqlite3.Error as exc:
+            logger.warning("index %s not updated for deleted task %s: %s", self.file, slug, exc)
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
@@ -348,6 +380,8 @@ def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
         thread.thread_ts if thread else None,
         last.role if last else None,
         last.status if last else None,
+        task_status(task.dispatches),
+        task_cost(task.dispatches),
     )
     db.executemany(
         "INSERT OR REPLACE INTO agents (agent_id, slug, status) VALUES (?, ?, ?)",
@@ -355,8 +389,8 @@ def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     )
     db.execute(
         "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
-        "channel, thread_ts, last_role, last_status, mtime_ns, size, ino, problem) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "channel, thread_ts, last_role, last_status, status, cost_usd, mtime_ns, size, ino, "
+        "problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*row, *print_, None),
     )
 

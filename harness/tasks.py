@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,6 +96,13 @@ class TaskStore(Protocol):
         """Make a damaged task readable again: its damaged form is kept aside (never deleted)
         and the task keeps every part that still reads; the report says what was kept and
         dropped. A task that reads fine is left alone (``report.repaired`` is False)."""
+        ...
+
+    async def delete(self, slug: str) -> None:
+        """Delete the task with every file of it (task.json, journals, diffs, audit log),
+        damaged or not: it leaves listings and lookups at once, its log lines still queued
+        are written first (never to a later task of the same slug), and its slug is free
+        again. Raises as ``get`` for a malformed or missing slug."""
         ...
 
     async def record(self, agent_id: str) -> DispatchRecord:
@@ -227,6 +235,14 @@ class MemoryTaskStore:
 
     async def find_by_thread(self, thread: ThreadRef) -> Task | None:
         return next((task for task in await self.list() if task.thread == thread), None)
+
+    async def delete(self, slug: str) -> None:
+        validate_slug(slug)
+        await self.flush()
+        with self._lock:
+            self._get(slug)
+            del self._tasks[slug]
+        await asyncio.to_thread(shutil.rmtree, self.journal_dir / slug, ignore_errors=True)
 
     async def record(self, agent_id: str) -> DispatchRecord:
         return record_in(await self.list(), agent_id)

@@ -1,7 +1,8 @@
-"""The terminal as a HumanChannel: ``ask_human`` from ``harness run`` asks on the terminal.
+"""The terminal as a HumanChannel: ``ask_human`` from ``harness run`` asks on the terminal;
+and ``confirm``, the yes/no question before a command deletes something.
 
 Without a terminal (stdin not a TTY: CI, cron, a pipe) it reaches nobody, so ``ask_human``
-fails at once with a clear error instead of hanging.
+fails at once with a clear error instead of hanging, and so does ``confirm``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from harness.errors import HarnessError
 from harness.questions import Answer, Question
 from harness.results import Task
 
@@ -59,3 +61,30 @@ class TerminalChannel:
         if answer is None:
             self.out.write(f"\n[{question.agent_id}] no answer in time; the agent goes on.\n")
             self.out.flush()
+
+
+async def confirm(question: str, *, stdin: TextIO | None = None, out: TextIO | None = None) -> bool:
+    """Ask ``question`` on the terminal; True for "y" or "yes". Reads without blocking the
+    event loop (Ctrl-C still stops the command). Raises when there is no terminal to ask."""
+    stdin = stdin or sys.stdin
+    out = out or sys.stderr
+    if not stdin.isatty():
+        raise HarnessError(
+            "this asks for a confirmation, and standard input is not a terminal",
+            fix="pass --yes to go ahead without asking",
+        )
+    out.write(f"{question} [y/N] ")
+    out.flush()
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def on_line() -> None:
+        if not line.done():
+            line.set_result(stdin.readline())
+
+    loop.add_reader(stdin.fileno(), on_line)
+    try:
+        answer = await line
+    finally:
+        loop.remove_reader(stdin.fileno())
+    return answer.strip().lower() in {"y", "yes"}

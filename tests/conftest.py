@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.project import Project, load_project
+from harness.scaffold import init_project
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,11 +33,10 @@ def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Iterator[Path]:
-    """The shipped config.yaml and roles/, copied so that tasks land in tmp_path."""
+    """The shipped config.yaml and roles/, written as `harness init` does, so that tasks land
+    in tmp_path."""
     folder = tmp_path / "project"
-    folder.mkdir()
-    shutil.copy(REPO / "config.yaml", folder / "config.yaml")
-    shutil.copytree(REPO / "roles", folder / "roles")
+    init_project(folder)
     yield folder
 
 

@@ -117,6 +117,8 @@ class TaskStoreConformance:
             await store.read_jsonl(slug, "audit.jsonl")
         with pytest.raises(InvalidSlugError):
             await store.repair(slug)
+        with pytest.raises(InvalidSlugError):
+            await store.delete(slug)
 
     async def test_list_and_summaries_are_newest_first(self, store: TaskStore) -> None:
         for name in ("first", "second", "third"):
@@ -148,6 +150,66 @@ class TaskStoreConformance:
             None,
             None,
         )
+
+    async def test_summaries_give_each_tasks_status_and_cost(self, store: TaskStore) -> None:
+        done = (await store.create("Done")).slug
+        busy = (await store.create("Busy")).slug
+        fresh = (await store.create("Fresh")).slug
+        await store.save_dispatch(done, make_record("a1", status="completed", cost_usd=0.25))
+        await store.save_dispatch(done, make_record("a2", status="failed", cost_usd=0.5))
+        await store.save_dispatch(busy, make_record("b1", status="completed", cost_usd=1.0))
+        await store.save_dispatch(busy, make_record("b2", status="running", parent_id="b1"))
+
+        lines = {line.slug: line for line in await store.summaries()}
+
+        assert (lines[done].status, lines[done].cost_usd) == ("failed", 0.75)
+        assert (lines[busy].status, lines[busy].cost_usd) == ("running", 1.0)
+        assert (lines[fresh].status, lines[fresh].cost_usd) == ("new", None)
+
+    # ---------------------------------------------------------------- deleting
+
+    async def test_a_deleted_task_is_gone_with_its_logs_and_text_files(
+        self, store: TaskStore
+    ) -> None:
+        thread = ThreadRef("C1", "1.1")
+        slug = (await store.create("Do it", thread)).slug
+        other = (await store.create("Keep it")).slug
+        await store.save_dispatch(slug, make_record("a1", status="completed"))
+        store.append_jsonl(slug, "journals/a1.jsonl", {"n": 1})
+        await store.write_text(slug, "diffs/a1.diff", "+ x\n")
+
+        await store.delete(slug)
+
+        with pytest.raises(TaskNotFoundError):
+            await store.get(slug)
+        with pytest.raises(TaskNotFoundError):
+            await store.read_jsonl(slug, "journals/a1.jsonl")
+        with pytest.raises(AgentNotFoundError):
+            await store.record("a1")
+        assert not await store.knows_agent("a1")
+        assert await store.find_by_thread(thread) is None
+        assert [task.slug for task in await store.list()] == [other]
+        assert [line.slug for line in await store.summaries()] == [other]
+        assert await store.unfinished() == []
+
+    async def test_deleting_a_missing_task_raises_task_not_found(self, store: TaskStore) -> None:
+        with pytest.raises(TaskNotFoundError):
+            await store.delete("no-such-task")
+
+    async def test_a_deleted_slug_is_free_for_a_new_task_that_starts_empty(
+        self, store: TaskStore
+    ) -> None:
+        slug = (await store.create("Fix the bug")).slug
+        await store.save_dispatch(slug, make_record("a1", status="completed"))
+        store.append_jsonl(slug, "audit.jsonl", {"old": True})  # still queued when deleted
+
+        await store.delete(slug)
+        again = await store.create("Fix the bug")
+
+        assert again.slug == slug
+        assert again.dispatches == ()
+        assert await store.read_jsonl(slug, "audit.jsonl") == []
+        assert await store.read_text(slug, "diffs/a1.diff") is None
 
     # ---------------------------------------------------------------- damaged tasks
     # (Damaging a task is the file store's own business: tests/harness/test_task_repair.py.)

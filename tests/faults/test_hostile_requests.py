@@ -23,8 +23,8 @@ from bot.commands import HELP
 from bot.http_intake import MAX_BODY, Accepted, Problem, check_request
 from bot.testing.slack_emulator import SlackEmulator
 from bot.testing.slack_model import sign
+from harness.scaffold import init_project
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process
-from tests.conftest import REPO
 
 pytestmark = [pytest.mark.anyio]
 
@@ -95,10 +95,7 @@ def clean_env(api_url: str) -> dict[str, str]:
 async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bot]:
     """``harness bot --mode http`` with the shipped config, serving a Slack emulator."""
     folder = tmp_path_factory.mktemp("project")
-    (folder / "config.yaml").write_bytes((REPO / "config.yaml").read_bytes())
-    (folder / "roles").mkdir()
-    for role in (REPO / "roles").glob("*.md"):
-        (folder / "roles" / role.name).write_bytes(role.read_bytes())
+    init_project(folder)
     async with (
         SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
         bot_process(folder / "config.yaml", slack, clean_env(slack.api_url)) as process,

@@ -9,8 +9,7 @@ from harness.config import load_config, parse_config
 from harness.errors import ConfigError
 from harness.project import check_categories
 from harness.roles import Role
-
-REPO = Path(__file__).resolve().parents[2]
+from harness.scaffold import DEFAULTS
 
 FULL_CONFIG = """\
 roles: my-roles
@@ -470,7 +469,7 @@ def test_workspaces_section_parses_with_paths_relative_to_the_config_folder(
 
 def shipped_example(section: str) -> object:
     """The commented-out example of ``section`` in the shipped config.yaml, parsed."""
-    lines = (REPO / "config.yaml").read_text(encoding="utf-8").splitlines()
+    lines = (DEFAULTS / "config.yaml").read_text(encoding="utf-8").splitlines()
     start = lines.index(f"# {section}:")
     end = next((n for n in range(start + 1, len(lines)) if not lines[n].startswith("#  ")), None)
     example = [line.removeprefix("#").removeprefix(" ") for line in lines[start:end]]
@@ -483,7 +482,7 @@ def test_the_shipped_example_of_workspaces_parses(tmp_path: Path) -> None:
     settings = parse_config(example, file=tmp_path / "c.yaml")
 
     assert sorted(settings.workspaces.repositories) == ["api", "web"]
-    assert load_config(REPO / "config.yaml").workspaces.repositories == {}
+    assert load_config(DEFAULTS / "config.yaml").workspaces.repositories == {}
 
 
 def test_the_shipped_example_of_a_nats_runtime_parses(tmp_path: Path) -> None:
@@ -492,7 +491,7 @@ def test_the_shipped_example_of_a_nats_runtime_parses(tmp_path: Path) -> None:
     settings = parse_config(example, file=tmp_path / "c.yaml")
 
     assert (settings.runtime.kind, settings.runtime.url) == ("nats", "nats://10.0.0.5:4222")
-    assert load_config(REPO / "config.yaml").runtime.kind == "local"
+    assert load_config(DEFAULTS / "config.yaml").runtime.kind == "local"
 
 
 def test_a_repository_with_both_path_and_url_is_rejected(tmp_path: Path) -> None:
@@ -624,3 +623,29 @@ def test_an_unknown_runtime_kind_lists_the_kinds(tmp_path: Path) -> None:
     error = parse_error({"runtime": {"kind": "kubernetes"}}, tmp_path)
     assert error.field == "runtime.kind"
     assert "local" in str(error) and "nats" in str(error)
+
+
+# --- task retention (pruneTasksAfterDays, applied by `harness prune-tasks`) ---------------
+
+
+def test_tasks_are_kept_forever_unless_a_retention_is_set(tmp_path: Path) -> None:
+    assert parse_config({}, file=tmp_path / "config.yaml").prune_tasks_after_days is None
+    assert load_config(DEFAULTS / "config.yaml").prune_tasks_after_days is None
+    config = parse_config({"pruneTasksAfterDays": 90}, file=tmp_path / "config.yaml")
+    assert config.prune_tasks_after_days == 90.0
+
+
+def test_a_retention_of_zero_days_names_the_field_and_an_example(tmp_path: Path) -> None:
+    error = parse_error({"pruneTasksAfterDays": 0}, tmp_path)
+
+    assert error.field == "pruneTasksAfterDays"
+    assert "90" in error.fix
+
+
+def test_a_missing_config_file_says_to_run_harness_init(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "config.yaml")
+
+    assert caught.value.problem == "file not found"
+    assert f"harness init {tmp_path}" in caught.value.fix
+    assert "--config PATH" in caught.value.fix

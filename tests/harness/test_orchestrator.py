@@ -96,3 +96,36 @@ async def test_no_agent_starts_once_shutdown_began(
     with pytest.raises(HarnessError, match="shutting down"):
         await orchestrator.draft("developer", "too late")
     assert runtime.started == []
+
+
+async def test_a_task_is_not_deleted_under_its_running_agent_unless_forced(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    handle = await orchestrator.draft("developer", "build it")
+    await runtime.wait_started(1)
+
+    with pytest.raises(HarnessError, match=f"has agents at work: developer {handle.agent_id}"):
+        await orchestrator.delete_task(handle.task_slug)
+    assert [t.slug for t in await orchestrator.task_summaries()] == [handle.task_slug]
+
+    runtime.release()
+    await orchestrator.wait(handle.agent_id)
+    deleted = await orchestrator.delete_task(handle.task_slug)
+    assert deleted is not None and deleted.dispatches[0].status == "completed"
+    assert await orchestrator.task_summaries() == []
+
+
+async def test_a_task_that_cannot_be_read_is_deleted_only_when_forced(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, _ = held
+    task = await orchestrator.create_task("build it")
+    (orchestrator.config.tasks_dir / task.slug / "task.json").write_text("{", encoding="utf-8")
+
+    with pytest.raises(HarnessError, match="cannot be read") as caught:
+        await orchestrator.delete_task(task.slug)
+    assert f"harness repair {task.slug}" in caught.value.fix
+
+    assert await orchestrator.delete_task(task.slug, force=True) is None
+    assert await orchestrator.damaged_tasks() == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.render import render_record, render_task
-from harness.results import AgentResult, DispatchRecord, Task
+from harness.render import render_record, render_task, render_task_list
+from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3d4e5",
@@ -43,3 +43,27 @@ def test_show_names_the_tasks_workspace_branch_and_repository_and_each_kept_diff
     text = render_task(task, "context")
     assert "Workspace: /w on branch harness/add-a-page (repository web)" in text
     assert "Diff: diffs/a1b2c3d4e5.diff" in text
+
+
+def test_the_task_list_shows_each_tasks_status_and_cost_in_columns() -> None:
+    tasks = [
+        TaskSummary(
+            "add-a-page",
+            "2026-01-02T10:00:00.123Z",
+            "add a page",
+            3,
+            status="running",
+            cost_usd=0.12345,
+        ),
+        TaskSummary("fix-it", "2026-01-01T09:00:00Z", "fix   it\n now", 0),
+    ]
+
+    assert render_task_list(tasks).splitlines() == [
+        "SLUG        CREATED              STATUS      COST  DISPATCHES  DESCRIPTION",
+        "add-a-page  2026-01-02 10:00:00  running  $0.1235           3  add a page",
+        "fix-it      2026-01-01 09:00:00  new            —           0  fix it now",
+    ]
+
+
+def test_an_empty_task_list_says_how_to_start_a_task() -> None:
+    assert render_task_list([]) == 'No tasks yet. Start one with: harness run "your request"'

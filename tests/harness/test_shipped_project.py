@@ -1,4 +1,5 @@
-"""The config.yaml and roles/ shipped at the repository root load, validate and route."""
+"""The config.yaml and roles/ shipped in the package (harness/defaults/) load, validate and
+route."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from harness.permissions import decide
 from harness.project import load_project
 from harness.roles import BUILTIN_TOOLS, load_roles
 from harness.routing import Router, validate_routing
-
-REPO = Path(__file__).resolve().parents[2]
+from harness.scaffold import DEFAULTS
 
 
 def test_shipped_config_and_roles_load_and_validate() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     roles = load_roles(config.roles_dir, base_dir=config.base_dir)
 
     validate_routing(config, roles)
@@ -27,7 +27,7 @@ def test_shipped_config_and_roles_load_and_validate() -> None:
 
 
 def test_shipped_routing_sends_messages_to_the_documented_roles() -> None:
-    router = Router.from_config(load_config(REPO / "config.yaml"))
+    router = Router.from_config(load_config(DEFAULTS / "config.yaml"))
 
     assert router.route("Plan the settings page") == "product-analyst"
     assert router.route("feature: dark mode") == "product-analyst"
@@ -37,7 +37,7 @@ def test_shipped_routing_sends_messages_to_the_documented_roles() -> None:
 
 
 def test_shipped_roles_have_the_documented_categories_and_tools() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     roles = load_roles(config.roles_dir, base_dir=config.base_dir)
 
     assert roles["product-analyst"].category in config.mcp.full_access_categories
@@ -49,7 +49,7 @@ def test_shipped_roles_have_the_documented_categories_and_tools() -> None:
 
 
 def test_shipped_reviewer_cannot_write_edit_or_run_commands() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     reviewer = load_roles(config.roles_dir, base_dir=config.base_dir)["reviewer"]
 
     assert reviewer.tools is not None
@@ -57,7 +57,7 @@ def test_shipped_reviewer_cannot_write_edit_or_run_commands() -> None:
 
 
 def test_shipped_role_prompts_ask_for_the_structured_result() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     roles = load_roles(config.roles_dir, base_dir=config.base_dir)
 
     for role in roles.values():
@@ -66,7 +66,7 @@ def test_shipped_role_prompts_ask_for_the_structured_result() -> None:
 
 
 def test_shipped_analyst_prompt_explains_the_harness_tools() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     prompt = load_roles(config.roles_dir, base_dir=config.base_dir)["product-analyst"].prompt
 
     for tool in ("draft_agent", "await_agent", "kill_agent", "list_agents", "get_task_context"):
@@ -74,7 +74,7 @@ def test_shipped_analyst_prompt_explains_the_harness_tools() -> None:
 
 
 def test_shipped_project_passes_the_cross_checks_between_config_and_roles() -> None:
-    project = load_project(REPO / "config.yaml")
+    project = load_project(DEFAULTS / "config.yaml")
 
     categories = {role.category for role in project.roles.values()}
     assert set(project.config.mcp.full_access_categories) <= categories
@@ -85,8 +85,8 @@ def test_shipped_project_passes_the_cross_checks_between_config_and_roles() -> N
 def test_a_misspelled_category_in_a_copy_of_the_shipped_project_fails_at_load(
     tmp_path: Path,
 ) -> None:
-    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
-    shutil.copytree(REPO / "roles", tmp_path / "roles")
+    shutil.copy(DEFAULTS / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(DEFAULTS / "roles", tmp_path / "roles")
     analyst = tmp_path / "roles" / "product-analyst.md"
     text = analyst.read_text(encoding="utf-8")
     analyst.write_text(
@@ -102,7 +102,7 @@ def test_a_misspelled_category_in_a_copy_of_the_shipped_project_fails_at_load(
 
 
 def test_shipped_developer_runs_tests_and_asks_for_anything_else(tmp_path: Path) -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     developer = load_roles(config.roles_dir, base_dir=config.base_dir)["developer"]
 
     def decision(tool: str, tool_input: dict[str, object]) -> str:
@@ -124,7 +124,7 @@ def test_shipped_developer_runs_tests_and_asks_for_anything_else(tmp_path: Path)
 
 
 def test_shipped_developer_prompt_says_other_commands_are_asked() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     prompt = load_roles(config.roles_dir, base_dir=config.base_dir)["developer"].prompt
 
     assert "asked of a human" in prompt
@@ -132,7 +132,7 @@ def test_shipped_developer_prompt_says_other_commands_are_asked() -> None:
 
 
 def test_shipped_reviewer_allows_only_read_only_git() -> None:
-    config = load_config(REPO / "config.yaml")
+    config = load_config(DEFAULTS / "config.yaml")
     reviewer = load_roles(config.roles_dir, base_dir=config.base_dir)["reviewer"]
 
     assert {rule.text for rule in reviewer.allow} == {

@@ -412,3 +412,48 @@ async def test_two_processes_saving_20_records_each_keep_all_40(
     audit = await files.read_jsonl(slug, "audit.jsonl")
     for prefix in ("p1", "p2"):
         assert [e["n"] for e in audit if e["writer"] == prefix] == list(range(20))
+
+
+# ------------------------------------------------------------------ deleting
+
+
+async def test_deleting_a_task_removes_its_folder_and_leaves_no_trash(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it")).slug
+    await files.save_dispatch(slug, make_record("a1", status="completed"))
+    files.append_jsonl(slug, "journals/a1.jsonl", {"n": 1})
+    await files.flush()
+
+    await files.delete(slug)
+
+    assert not (tmp_path / slug).exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".deleted-")] == []
+
+
+async def test_a_task_whose_task_json_cannot_be_read_can_still_be_deleted(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    slug = (await files.create("Do it")).slug
+    (tmp_path / slug / "task.json").write_text("{not json", encoding="utf-8")
+    assert [damaged.slug for damaged in await files.damaged()] == [slug]
+
+    await files.delete(slug)
+
+    assert not (tmp_path / slug).exists()
+    assert await files.damaged() == []
+
+
+async def test_a_folder_an_interrupted_delete_left_is_never_listed_and_goes_with_the_next(
+    files: FileTaskStore, tmp_path: Path
+) -> None:
+    # What a crash between the rename and the removal leaves behind.
+    leftover = tmp_path / ".deleted-old-task-0a1b2c3d"
+    (leftover / "journals").mkdir(parents=True)
+    (leftover / "task.json").write_text("{}", encoding="utf-8")
+    slug = (await files.create("Do it")).slug
+
+    assert [line.slug for line in await files.summaries()] == [slug]
+    await files.delete(slug)
+
+    assert not leftover.exists()
