@@ -384,7 +384,7 @@ class Conversations:
             self.index.release(thread)
             raise
         self.index.bind(thread, task.slug)
-        self._spawn(self.watcher.thread_status.title(thread, task.description), "title")
+        self._spawn(self.watcher.thread_status.title(thread, prompt), "title")
         self.requesters.remember(task.slug, message.user)
         self._spawn(self.requesters.save(), "save requesters")  # not on the way to the agent
         await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)

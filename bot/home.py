@@ -29,7 +29,7 @@ from harness.events import AgentEvent
 from harness.orchestrator import Orchestrator
 from harness.pool import AgentInfo
 from harness.questions import Question
-from harness.results import Task
+from harness.results import Task, task_cost, task_status
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +51,9 @@ class TaskLine:
 
 
 def task_line(task: Task, link: str | None) -> TaskLine:
-    last = task.dispatches[-1] if task.dispatches else None
-    costs = [d.cost_usd for d in task.dispatches if d.cost_usd is not None]
     branch = next((d.branch for d in reversed(task.dispatches) if d.branch), None)
-    return TaskLine(task.slug, task.description, last.status if last else "new", branch,
-                    sum(costs) if costs else None, link)  # fmt: skip
+    status, cost = task_status(task.dispatches), task_cost(task.dispatches)
+    return TaskLine(task.slug, task.description, status, branch, cost, link)
 
 
 def _section(text: str, accessory: dict[str, Any] | None = None) -> dict[str, Any]:

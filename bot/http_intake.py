@@ -198,9 +198,10 @@ def _check_block_actions(payload: Mapping[str, Any]) -> Problem | None:
     for name in ("channel", "container", "message"):
         if not isinstance(payload.get(name) or {}, dict):
             return Problem(400, f"{name} is not an object")
-    # The bot answers a click through its response_url (Slack sends one with every click on
-    # a message, and the bot's buttons are all on messages).
-    if not isinstance(payload.get("response_url"), str):
+    # The bot answers a click on a message through its response_url (Slack sends one with
+    # every such click); a click in the Home tab (a view) comes without one.
+    on_view = (payload.get("container") or {}).get("type") == "view"
+    if not on_view and not isinstance(payload.get("response_url"), str):
         return Problem(400, "block_actions without a response_url")
     return None
 

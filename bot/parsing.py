@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bot.assistant import GREETING
 from bot.blocks import escape
 from harness.results import ThreadRef
 
@@ -185,6 +186,8 @@ def earlier_messages(
         ts, text = _str(m, "ts"), _str(m, "text")
         if not ts or key(ts) >= key(before_ts) or not text.strip():
             continue
+        if m.get("subtype") == "assistant_app_thread" or text == GREETING:
+            continue  # an assistant thread's root and the bot's greeting say nothing of the task
         is_bot = bool(m.get("bot_id")) or _str(m, "user") == bot_user_id
         who = "the bot" if is_bot else (_str(m, "user") or "someone")
         found.append(EarlierMessage(who, unescape(strip_mention(text, bot_user_id))))

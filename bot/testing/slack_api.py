@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from bot.testing.slack_agent_api import AgentSurfaces
 from bot.testing.slack_model import JSON, ApiError, Identity, MessageStore, channel_type_of
 
 Handler = Callable[[JSON], JSON]
@@ -49,7 +50,9 @@ class WebApi:
         self.users = users
         self._issue_socket_url = issue_socket_url
         self._upload_url = upload_url
+        self.agent = AgentSurfaces(store, identity, self.bot_message)
         self.methods: dict[str, Handler] = {
+            **self.agent.methods,
             "auth.test": self.auth_test,
             "apps.connections.open": lambda _: {"url": self._issue_socket_url()},
             "chat.postMessage": self.post_message,
@@ -126,6 +129,7 @@ class WebApi:
         if not (params.get("text") or params.get("blocks") or params.get("attachments")):
             raise ApiError("no_text")
         stored = self.store.add(channel, self.bot_message(params))
+        self.agent.replied(channel, stored.get("thread_ts"))
         return {"channel": channel, "ts": stored["ts"], "message": copy.deepcopy(stored)}
 
     def _own(self, params: JSON, error: str) -> tuple[str, JSON]:

@@ -17,11 +17,13 @@ JSON = dict[str, Any]
 
 
 class ApiError(Exception):
-    """A Web API error, answered as HTTP 200 `{"ok": false, "error": ...}`."""
+    """A Web API error, answered as HTTP 200 `{"ok": false, "error": ...}` (or with `status`,
+    e.g. 429 for a rate limit, which gets a Retry-After)."""
 
-    def __init__(self, error: str, **extra: Any) -> None:
+    def __init__(self, error: str, *, status: int = 200, **extra: Any) -> None:
         super().__init__(error)
         self.error = error
+        self.status = status
         self.extra = extra
 
 
@@ -241,6 +243,17 @@ def message_summary(params: JSON, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
+def _stream_summary(params: JSON, width: int) -> str:
+    """An append to a stream: its task lines (``[developer: … → complete]``), then its text."""
+    given = params.get("chunks")
+    chunks: list[JSON] = [c for c in given or [] if isinstance(c, dict)]
+    texts = [str(params.get("markdown_text") or "")]
+    texts += [str(c.get("text")) for c in chunks if c.get("type") == "markdown_text"]
+    tasks = [f"[{c.get('title')} → {c.get('status')}]" for c in chunks
+             if c.get("type") == "task_update"]  # fmt: skip
+    return message_summary({"text": " ".join([*tasks, *texts])}, width)
+
+
 def transcript_line(call: ApiCall, width: int = 100) -> str | None:
     """Renders a Web API call as a short terminal line; None for calls a reader does not need.
 
@@ -263,5 +276,13 @@ def transcript_line(call: ApiCall, width: int = 100) -> str | None:
         "chat.delete": f"{here} | bot deleted a message",
         "reactions.add": f"{here} | bot reacted :{p.get('name')}:",
         "reactions.remove": f"{here} | bot removed :{p.get('name')}:",
+        "chat.startStream": f"{where} | bot (streaming): "
+        f"{message_summary({'text': p.get('markdown_text')}, width)}",
+        "chat.appendStream": f"{here} | bot (streaming): {_stream_summary(p, width)}",
+        "chat.stopStream": f"{here} | bot (stream done): {message_summary(p, width)}",
+        "assistant.threads.setStatus": f"#{p.get('channel_id')} thread {p.get('thread_ts')} | "
+        f"status: {p.get('status') or '(cleared)'}",
+        "assistant.threads.setTitle": f"#{p.get('channel_id')} | title: {p.get('title')}",
+        "views.publish": f"home tab of {p.get('user_id')} | published",
     }
     return lines.get(call.method)

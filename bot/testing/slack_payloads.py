@@ -165,6 +165,55 @@ def block_actions(
     }
 
 
+def assistant_thread_event(
+    ident: Identity, kind: str, user: str, channel: str, thread_ts: str, context: JSON | None
+) -> JSON:
+    """`assistant_thread_started` / `assistant_thread_context_changed`."""
+    return {
+        "type": kind,
+        "assistant_thread": {
+            "user_id": user,
+            "context": context
+            or {"channel_id": None, "team_id": ident.team_id, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": f"{time.time():.6f}",
+    }
+
+
+def message_action(
+    ident: Identity,
+    *,
+    user: str,
+    channel: str,
+    message: JSON,
+    callback_id: str,
+    response_url: str,
+) -> JSON:
+    """A message shortcut (`type: message_action`) used on a stored message."""
+    return {
+        "type": "message_action",
+        "token": "emulated-verification-token",
+        "action_ts": f"{time.time():.6f}",
+        "callback_id": callback_id,
+        "trigger_id": trigger_id(),
+        "team": {"id": ident.team_id, "domain": ident.team_domain},
+        "user": {
+            "id": user,
+            "username": user.lower(),
+            "name": user.lower(),
+            "team_id": ident.team_id,
+        },
+        "channel": {"id": channel, "name": channel.lower()},
+        "is_enterprise_install": False,
+        "enterprise": None,
+        "message_ts": message["ts"],
+        "message": message,
+        "response_url": response_url,
+    }
+
+
 def envelope(kind: str, payload: JSON, *, retry_attempt: int, retry_reason: str) -> JSON:
     """A Socket Mode envelope."""
     return {

@@ -23,7 +23,7 @@ from bot.testing.slack_api import WebApi, user_record
 from bot.testing.slack_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
 
 logger = logging.getLogger(__name__)
-_DECODED = ("blocks", "attachments", "metadata", "files")
+_DECODED = ("blocks", "attachments", "metadata", "files", "chunks", "prompts", "view")
 
 
 @dataclass
@@ -248,6 +248,9 @@ class EmulatorServer:
             body = self.api.handle(method, params, token)
         except ApiError as exc:
             body = {"ok": False, "error": exc.error, **exc.extra}
+            if exc.status != 200:
+                await self._record(method, params, exc.status, body)
+                return web.json_response(body, status=exc.status, headers={"Retry-After": "1"})
         await self._record(method, params, 200, body)
         return web.json_response(body)
 

@@ -71,8 +71,10 @@ async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly
             )
             shown = [message_text(m) for m in slack.thread("D1", ts) if m.get("bot_id")]
             assert "*developer* finished" in "\n".join(shown)
-            assert "*product-analyst* finished" in shown[-1]
-            assert "drafted developer a" in shown[-1] and "which reported: Done:" in shown[-1]
+            # The analyst's reply streamed from the start, so its result closes the message
+            # above the developer's.
+            [analyst] = [text for text in shown if "*product-analyst* finished" in text]
+            assert "drafted developer a" in analyst and "which reported: Done:" in analyst
 
             retry = await slack.deliver_event(sent.event, retry_of=sent)
             assert retry.status == 200
@@ -129,7 +131,8 @@ def test_the_demo_shows_the_thread_unfold_and_exits_0(project_dir: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "UDEMO: plan: a settings page" in out
-    assert out.index("product-analyst is working") < out.index("drafted *developer*")
+    assert out.index("*product-analyst* (agent") < out.index("drafted *developer*")
+    assert "[developer: Implement step 1" in out  # the analyst's plan: its drafted agent
     assert out.index("*developer* finished") < out.index("*product-analyst* finished")
     assert out.rstrip().endswith("demo: done, the analyst's result is in the thread")
     assert not (project_dir / ".agents").exists()  # a temporary tasks folder by default
