@@ -20,16 +20,19 @@ test: $(STAMP)
 	$(BIN)/mypy
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/pytest
 
+# The demos are offline whatever is exported; REAL=1 uses the Slack tokens and model key set.
+DEMO_FLAGS := $(if $(REAL),--real)
+
 # The terminal-only demo: a planned task and a follow-up agent that builds on it.
 demo-cli: $(STAMP)
-	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m harness.demo
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m harness.demo $(DEMO_FLAGS)
 
 demo: $(STAMP)
-	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m bot.demo
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m bot.demo $(DEMO_FLAGS)
 
 # The same, with the agents on two `harness worker` processes behind a local NATS server.
 demo-cluster: $(STAMP)
-	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m bot.demo --cluster
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m bot.demo --cluster $(DEMO_FLAGS)
 
 bench: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python bench/dispatch_overhead.py

@@ -213,6 +213,7 @@ def create_app(
         background,
         interval=options.status_interval,
         streaming=options.stream_replies,
+        simulated_costs=options.simulated_costs,
     )
     requesters = Requesters(config.tasks_dir)
     conversations = Conversations(

@@ -10,7 +10,10 @@ With ``--cluster`` (``make demo-cluster``) the agents run elsewhere: a NATS serv
 JetStream and two ``harness worker`` processes start on loopback, the bot sends its agents to
 them (``runtime: nats``), and the transcript says which worker ran each agent.
 
-With SLACK_BOT_TOKEN set there is nothing to simulate: it runs the real bot (`harness bot`).
+It is offline whatever is exported: Slack tokens and model keys are left unused (it says
+so) unless ``--real`` (``make demo REAL=1``) asks for them: then a SLACK_BOT_TOKEN runs the
+real bot (`harness bot`) and an API key the real model. The tasks stay where config.yaml puts
+them and the transcript is written next to them; the last lines say what to try next.
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from bot.app import create_app
 from bot.server import BotServer, serve
 from bot.settings import BotOptions, SlackEnv, choose_mode
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
 from harness.agent_spec import AgentRuntime
+from harness.atomic import write_atomic
 from harness.errors import HarnessError
 from harness.nats_link import NatsSettings
 from harness.nats_runtime import NatsRuntime
+from harness.offline import exported_keys, harness_command, scripted_env
 from harness.project import Project, build_orchestrator, load_project
 from harness.runtime import ClaudeRuntime
 from harness.scaffold import config_for_demo
@@ -45,7 +51,12 @@ DEFAULT_REQUEST = "plan: a settings page with a dark mode toggle"
 USER, CHANNEL = "UDEMO", "DDEMO"
 
 
+_transcript: list[str] = []
+_shown_task: list[str] = []  # the slug of the task the demo made
+
+
 def _print(line: str) -> None:
+    _transcript.append(line)
     print(line, flush=True)
 
 
@@ -56,20 +67,22 @@ def _show(call: ApiCall) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _model_env() -> AsyncIterator[dict[str, str]]:
-    """What the agents' CLI needs to reach a model: the real API, else the scripted one."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        _print("demo: agents use the model API from ANTHROPIC_API_KEY")
+async def _model_env(real: bool) -> AsyncIterator[dict[str, str]]:
+    """What the agents' CLI needs to reach a model: the scripted one, or with ``real`` the
+    model API the environment names."""
+    if real and os.environ.get("ANTHROPIC_API_KEY"):
+        _print("demo: --real: agents use the model API from ANTHROPIC_API_KEY")
         yield {}
         return
     async with ScriptedModel(demo_script) as model:
-        _print(f"demo: no ANTHROPIC_API_KEY, agents talk to the scripted model at {model.base_url}")
-        yield model.env()
+        _print(f"demo: agents talk to the scripted model at {model.base_url} (offline; its "
+               "costs are simulated)")  # fmt: skip
+        yield scripted_env(model.env())
 
 
 @contextlib.asynccontextmanager
-async def _runtime(cluster: bool, folder: Path) -> AsyncIterator[AgentRuntime]:
-    async with _model_env() as model_env:
+async def _runtime(cluster: bool, folder: Path, real: bool) -> AsyncIterator[AgentRuntime]:
+    async with _model_env(real) as model_env:
         if not cluster:
             yield ClaudeRuntime(base_env=model_env)
             return
@@ -100,13 +113,18 @@ async def _drained(worker: asyncio.subprocess.Process) -> None:
     await worker.stderr.read()
 
 
-async def run_demo(project: Project, request: str, timeout: float, *, cluster: bool = False) -> int:
+async def run_demo(
+    project: Project, request: str, timeout: float, *, cluster: bool = False, real: bool = False
+) -> int:
     with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
-        async with _runtime(cluster, Path(tmp)) as runtime:
-            return await _converse(project, runtime, request, timeout)
+        async with _runtime(cluster, Path(tmp), real) as runtime:
+            simulated = not (real and os.environ.get("ANTHROPIC_API_KEY"))
+            return await _converse(project, runtime, request, timeout, simulated=simulated)
 
 
-async def _converse(project: Project, runtime: AgentRuntime, request: str, timeout: float) -> int:
+async def _converse(
+    project: Project, runtime: AgentRuntime, request: str, timeout: float, *, simulated: bool
+) -> int:
     async with SlackEmulator() as slack:
         slack.on_call(_show)
         orchestrator = build_orchestrator(project, runtime)
@@ -115,7 +133,8 @@ async def _converse(project: Project, runtime: AgentRuntime, request: str, timeo
             signing_secret=slack.identity.signing_secret,
             api_url=slack.api_url,
         )
-        bot = create_app(orchestrator, env, options=BotOptions(status_interval=2.5))
+        options = BotOptions(status_interval=2.5, simulated_costs=simulated)
+        bot = create_app(orchestrator, env, options=options)
         server = BotServer(bot, "http", host="127.0.0.1", port=0)
         await server.start()
         slack.bot_url = server.url
@@ -141,9 +160,9 @@ async def _converse(project: Project, runtime: AgentRuntime, request: str, timeo
             except TimeoutError:
                 _print(f"demo: no result within {timeout:g} s")
                 return 1
-            last = [m for m in slack.thread(CHANNEL, ts) if m.get("bot_id")][-1:]
-            for message in last:  # the end of the thread, in full
-                _print("\n".join(f"    {row}" for row in str(message.get("text")).splitlines()))
+            _shown_task.extend(t.slug for t in (await orchestrator.task_summaries())[:1])
+            for text in _results(slack.thread(CHANNEL, ts)):  # each result, in full
+                _print("\n".join(f"    {row}" for row in text.splitlines()))
         finally:
             await server.stop("the demo ended")
     if outcome != "white_check_mark":
@@ -151,6 +170,31 @@ async def _converse(project: Project, runtime: AgentRuntime, request: str, timeo
         return 1
     _print("demo: done, the analyst's result is in the thread")
     return 0
+
+
+def _results(thread: Sequence[dict[str, Any]]) -> list[str]:
+    """The results the bot put in the thread (each the text of its sections)."""
+    found = []
+    for message in thread:
+        sections = [b["text"]["text"] for b in message.get("blocks") or []
+                    if b.get("type") == "section" and isinstance(b.get("text"), dict)]  # fmt: skip
+        if message.get("bot_id") and sections and sections[0].startswith(("✅", "❌")):
+            found.append("\n".join(sections))
+    return found
+
+
+def _next_steps(project: Project, config: Path, slug: str | None) -> list[str]:
+    harness = harness_command()
+    if config.resolve() != Path("config.yaml").resolve():
+        harness += f" --config {config}"
+    show = f"{harness} show {slug}" if slug else f"{harness} tasks"
+    return [
+        "Try next:",
+        f"  {show:<60} # the task: context, every dispatch, the results",
+        f"  {harness + ' tasks':<60} # every task with its status and (simulated) cost",
+        f"  {'make demo-cluster':<60} # the same with the agents on two harness workers",
+        f"  {harness + ' bot':<60} # the real bot: README, Running the Slack bot",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,33 +210,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the agents on two `harness worker` processes through a local NATS server",
     )
     parser.add_argument(
-        "--keep-tasks",
+        "--real",
         action="store_true",
-        help="keep the tasks and their workspaces where config.yaml says (default: a "
-        "temporary folder)",
+        help="use what the environment names: SLACK_BOT_TOKEN runs the real bot, "
+        "ANTHROPIC_API_KEY the real model (default: offline, whatever is exported)",
+    )
+    parser.add_argument(
+        "--temporary",
+        action="store_true",
+        help="keep the tasks and workspaces in a temporary folder removed at exit (default: "
+        "where config.yaml says, next to the transcript)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        project = load_project(config_for_demo(args.config))
+        config_path = config_for_demo(args.config)
+        project = load_project(config_path)
         env = SlackEnv.from_environ(os.environ)
-        if env.bot_token:
-            _print("demo: Slack tokens found, running the real bot (harness bot)")
+        if args.real and env.bot_token:
+            _print("demo: --real and Slack tokens found: running the real bot (harness bot)")
             return asyncio.run(serve(project, env=env, mode=choose_mode(env, None)))
-        if args.keep_tasks:
-            return asyncio.run(run_demo(project, args.request, args.timeout, cluster=args.cluster))
-        with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
-            config = dataclasses.replace(
-                project.config,
-                tasks_dir=Path(tmp) / "tasks",
-                workspaces=dataclasses.replace(
-                    project.config.workspaces, root=Path(tmp) / "workspaces"
-                ),
-            )
-            demo_project = Project(config=config, roles=project.roles)
-            return asyncio.run(
-                run_demo(demo_project, args.request, args.timeout, cluster=args.cluster)
-            )
+        unused = exported_keys(os.environ)
+        if unused and not args.real:
+            _print(f"demo: {', '.join(unused)} set but not used: the demo is offline "
+                   "(make demo REAL=1 uses them)")  # fmt: skip
+        if args.temporary:
+            with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
+                config = dataclasses.replace(
+                    project.config,
+                    tasks_dir=Path(tmp) / "tasks",
+                    workspaces=dataclasses.replace(
+                        project.config.workspaces, root=Path(tmp) / "workspaces"
+                    ),
+                )
+                return asyncio.run(run_demo(Project(config=config, roles=project.roles),
+                                            args.request, args.timeout, cluster=args.cluster,
+                                            real=args.real))  # fmt: skip
+        code = asyncio.run(
+            run_demo(project, args.request, args.timeout, cluster=args.cluster, real=args.real)
+        )
+        tasks_dir = project.config.tasks_dir
+        transcript = tasks_dir.parent / "demo-transcript.txt"
+        _print(f"demo: the transcript is in {transcript}, the tasks in {tasks_dir}")
+        for line in _next_steps(project, config_path, _shown_task[-1] if _shown_task else None):
+            _print(line)
+        write_atomic(transcript, ("\n".join(_transcript) + "\n").encode("utf-8"))
+        return code
     except HarnessError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 2

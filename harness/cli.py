@@ -107,7 +107,7 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
-            return await _run(orchestrator, args.prompt, args.role, args.task)
+            return await _run(orchestrator, args.prompt, args.role, args.task, args.scripted)
         if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
             done, said = await (
                 task_commands.remove_task(
@@ -173,7 +173,9 @@ async def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
+async def _run(
+    orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None, scripted: bool
+) -> int:
     await orchestrator.recover_interrupted()
     repository = None
     if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
@@ -194,7 +196,7 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()
-    print(render_record(record, task_slug=handle.task_slug))
+    print(render_record(record, task_slug=handle.task_slug, simulated=scripted))
     if record.status == "completed":
         return 0
     return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED

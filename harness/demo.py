@@ -1,7 +1,8 @@
 """The terminal demo: a task planned by one agent, then a follow-up agent that builds on it.
 
-Without ANTHROPIC_API_KEY the agents talk to the scripted model on loopback, so this runs
-offline; with a key they use the real API. Run: ``make demo-cli`` or ``python -m harness.demo``.
+The agents talk to the scripted model on loopback, so this runs offline whatever is exported;
+``--real`` (``make demo-cli REAL=1``) uses the model API the environment names. The tasks stay
+where config.yaml puts them. Run: ``make demo-cli`` or ``python -m harness.demo``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.events import AgentEvent
+from harness.offline import exported_keys, harness_command, scripted_env
 from harness.project import build_orchestrator, load_project
 from harness.render import render_record
 from harness.scaffold import config_for_demo
@@ -25,16 +27,18 @@ FOLLOW_UP = "review the plan and the developer's change for missing validation"
 
 
 @contextlib.contextmanager
-def model_environment() -> Iterator[str]:
-    """The real API when a key is set, else the scripted model (its env applied to ours)."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        yield "the Anthropic API (ANTHROPIC_API_KEY is set)"
+def model_environment(real: bool) -> Iterator[str]:
+    """With ``real``, the model API the environment names; else the scripted model (its env
+    applied to ours, every other route to a model blanked)."""
+    if real:
+        yield "the model API the environment names (--real)"
         return
     with ScriptedModel.in_thread(demo_script) as model:
-        saved = {k: os.environ.get(k) for k in model.env()}
-        os.environ.update(model.env())
+        env = scripted_env(model.env())
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
-            yield f"the scripted model at {model.base_url} (no ANTHROPIC_API_KEY)"
+            yield f"the scripted model at {model.base_url} (offline; costs are simulated)"
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -56,7 +60,7 @@ def on_event(event: AgentEvent) -> None:
         say(f"  ■ {r.role} agent {r.agent_id} {r.status}")
 
 
-async def run(config: Path) -> int:
+async def run(config: Path, *, simulated: bool) -> int:
     orchestrator = build_orchestrator(load_project(config))
     await orchestrator.recover_interrupted()
     orchestrator.subscribe(on_event)
@@ -67,7 +71,7 @@ async def run(config: Path) -> int:
         first = await orchestrator.wait(handle.agent_id)
         slug = handle.task_slug
         say()
-        say(render_record(first, task_slug=slug))
+        say(render_record(first, task_slug=slug, simulated=simulated))
         if first.status != "completed":
             return 1
 
@@ -81,9 +85,15 @@ async def run(config: Path) -> int:
             say(f"   | {line}")
         second = await orchestrator.run(role, FOLLOW_UP, task_slug=slug)
         say()
-        say(render_record(second, task_slug=slug))
+        say(render_record(second, task_slug=slug, simulated=simulated))
         say()
-        say(f"See it all with: harness show {slug}   (and `harness tasks`)")
+        harness = harness_command()
+        if config.resolve() != Path("config.yaml").resolve():
+            harness += f" --config {config}"
+        say("Try next:")
+        say(f"  {harness} show {slug}      # everything about the task")
+        say(f"  {harness} tasks            # every task, its status and cost")
+        say(f'  {harness} run --scripted "review: the plan"   # any command, offline')
         return 0 if second.status == "completed" else 1
     finally:
         await orchestrator.shutdown()
@@ -92,11 +102,17 @@ async def run(config: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=None, help="path to config.yaml")
+    parser.add_argument(
+        "--real", action="store_true", help="use the model API the environment names"
+    )
     args = parser.parse_args()
-    with model_environment() as where:
+    unused = exported_keys(os.environ)
+    if unused and not args.real:
+        say(f"demo: {', '.join(unused)} set but not used: the demo is offline (--real uses them)")
+    with model_environment(args.real) as where:
         say(f"harness demo, agents talk to {where}")
         say()
-        return asyncio.run(run(config_for_demo(args.config)))
+        return asyncio.run(run(config_for_demo(args.config), simulated=not args.real))
 
 
 if __name__ == "__main__":

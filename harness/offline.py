@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -87,6 +88,30 @@ async def scripted_runtime() -> AsyncIterator[AgentRuntime]:
     from harness.testing.scripted_model import ScriptedModel, demo_script
 
     async with ScriptedModel(demo_script) as model:
-        # Blank the other routes to a model, so none of them takes the agents elsewhere.
-        others = {name: "" for name in (*KEY_VARIABLES, *PROVIDER_SWITCHES)}
-        yield ClaudeRuntime(base_env={**others, **model.env()})
+        yield ClaudeRuntime(base_env=scripted_env(model.env()))
+
+
+def scripted_env(model_env: Mapping[str, str]) -> dict[str, str]:
+    """The agents' environment for the scripted model: the other routes to a model blanked,
+    so no key that happens to be exported takes the agents (and a bill) elsewhere."""
+    others = {name: "" for name in (*KEY_VARIABLES, *PROVIDER_SWITCHES)}
+    return {**others, **model_env}
+
+
+def exported_keys(environ: Mapping[str, str]) -> list[str]:
+    """The model and Slack credentials set in ``environ`` (names only), for saying that an
+    offline demo leaves them unused."""
+    names = [*KEY_VARIABLES, "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"]
+    return [name for name in names if environ.get(name)]
+
+
+def harness_command() -> str:
+    """How to run ``harness`` from here: the script installed next to this Python (a .venv's
+    bin/ is seldom on PATH), else ``python -m harness``."""
+    script = Path(sys.executable).parent / "harness"
+    if script.exists():
+        try:
+            return str(script.relative_to(Path.cwd()))
+        except ValueError:
+            return str(script)
+    return f"{sys.executable} -m harness"

@@ -30,25 +30,28 @@ def render_result(result: AgentResult) -> str:
     return "\n".join(lines)
 
 
-def usage_parts(record: DispatchRecord) -> list[str]:
-    """What a dispatch took, as far as it is known: duration, cost, turns."""
+def usage_parts(record: DispatchRecord, *, simulated: bool = False) -> list[str]:
+    """What a dispatch took, as far as it is known: duration, cost (``simulated`` when the
+    agent talked to the scripted model, whose prices mean nothing), turns."""
     parts = []
     if record.duration_ms is not None:
         parts.append(f"{record.duration_ms / 1000:.1f} s")
     if record.cost_usd is not None:
-        parts.append(f"${record.cost_usd:.4f}")
+        parts.append(f"${record.cost_usd:.4f}" + (" (simulated)" if simulated else ""))
     if record.turns is not None:
         parts.append(f"{record.turns} turn{'s' if record.turns != 1 else ''}")
     return parts
 
 
-def describe_usage(record: DispatchRecord) -> str:
-    return ", ".join([f"agent {record.agent_id}", *usage_parts(record)])
+def describe_usage(record: DispatchRecord, *, simulated: bool = False) -> str:
+    return ", ".join([f"agent {record.agent_id}", *usage_parts(record, simulated=simulated)])
 
 
-def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> str:
+def render_record(
+    record: DispatchRecord, *, task_slug: str | None = None, simulated: bool = False
+) -> str:
     """One dispatch: who, how it ended, its result or why it has none."""
-    header = f"{record.role} {record.status} ({describe_usage(record)})"
+    header = f"{record.role} {record.status} ({describe_usage(record, simulated=simulated)})"
     if record.parent_id:
         header += f", drafted by {record.parent_id}"
     lines = [header]

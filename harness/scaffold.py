@@ -7,8 +7,6 @@ folder to start from; the demos fall back to them when no config.yaml is found.
 
 from __future__ import annotations
 
-import atexit
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -86,18 +84,18 @@ def render_init(report: InitReport, *, cwd: Path) -> str:
 
 def config_for_demo(explicit: Path | None) -> Path:
     """The config.yaml a demo runs on: ``explicit``, else the usual one (``$HARNESS_CONFIG``,
-    else ./config.yaml), else the shipped defaults written to a temporary folder that is
-    removed when the process exits (a demo must run anywhere, even with no project)."""
+    else ./config.yaml), else the shipped defaults written to a new temporary folder, kept so
+    that the tasks and transcript the demo points at are still there after it (a demo must
+    run anywhere, even with no project)."""
     if explicit is not None:
         return explicit
     usual = default_config_path()
     if usual.exists():
         return usual
-    folder = Path(tempfile.mkdtemp(prefix="harness-defaults-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix="harness-demo-"))
     init_project(folder)
     print(
-        f"demo: no {usual} here: using the shipped defaults in {folder} (removed at exit); "
+        f"demo: no {usual} here: using the shipped defaults in {folder}; "
         "`harness init` writes them where you want them",
         file=sys.stderr,
         flush=True,

@@ -119,23 +119,39 @@ def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:
     assert "fix: export SLACK_BOT_TOKEN=xoxb-" in done.stderr
 
 
-def test_the_demo_shows_the_thread_unfold_and_exits_0(project_dir: Path) -> None:
+def test_the_demo_stays_offline_with_keys_exported_and_keeps_its_transcript_and_task(
+    project_dir: Path,
+) -> None:
+    # Keys a developer may well have exported: the demo must use neither.
+    exported = clean_env(ANTHROPIC_API_KEY="sk-ant-real-key", SLACK_BOT_TOKEN="xoxb-real-token")
     done = subprocess.run(
         [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,
         timeout=120,
-        env=clean_env(),
+        env=exported,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
+    assert "ANTHROPIC_API_KEY, SLACK_BOT_TOKEN set but not used: the demo is offline" in out
+    assert "agents talk to the scripted model" in out
     assert "UDEMO: plan: a settings page" in out
     assert out.index("*product-analyst* (agent") < out.index("drafted *developer*")
     assert "[developer: Implement step 1" in out  # the analyst's plan: its drafted agent
     assert out.index("*developer* finished") < out.index("*product-analyst* finished")
-    assert out.rstrip().endswith("demo: done, the analyst's result is in the thread")
-    assert not (project_dir / ".agents").exists()  # a temporary tasks folder by default
+    assert "demo: done, the analyst's result is in the thread" in out
+    # What it points at is still there after it exited, and the commands it names work.
+    transcript = project_dir / ".agents" / "demo-transcript.txt"
+    assert transcript.read_text(encoding="utf-8").strip() == out.strip()
+    [show] = [line.split("#")[0].split() for line in out.splitlines() if " show " in line]
+    assert show[-2] == "show" and show[1:3] == ["--config", str(project_dir / "config.yaml")]
+    shown = subprocess.run(
+        [sys.executable, "-m", "harness", *show[1:]], capture_output=True, text=True,
+        timeout=60, env=exported, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "product-analyst" in shown.stdout and "completed" in shown.stdout
 
 
 def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
@@ -155,7 +171,7 @@ def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
     assert "worker-a ready" in out and "worker-b ready" in out
     assert "product-analyst" in out and "runs on worker-" in out
     assert "*product-analyst* finished" in out
-    assert out.rstrip().endswith("demo: workers stopped")
+    assert "demo: workers stopped" in out
     assert "Traceback" not in done.stderr
 
 

@@ -6,6 +6,7 @@ import dataclasses
 
 from harness.render import render_record, render_task, render_task_list
 from harness.results import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.testing.store_conformance import make_record
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3d4e5",
@@ -67,3 +68,10 @@ def test_the_task_list_shows_each_tasks_status_and_cost_in_columns() -> None:
 
 def test_an_empty_task_list_says_how_to_start_a_task() -> None:
     assert render_task_list([]) == 'No tasks yet. Start one with: harness run "your request"'
+
+
+def test_a_cost_from_the_scripted_model_is_marked_simulated() -> None:
+    record = make_record("a1", status="completed", cost_usd=0.0123, turns=2, duration_ms=700)
+
+    assert "$0.0123 (simulated)" in render_record(record, simulated=True)
+    assert "(simulated)" not in render_record(record)

@@ -142,3 +142,15 @@ def test_shipped_reviewer_allows_only_read_only_git() -> None:
         "Bash(git show:*)",
     }
     assert reviewer.deny == ()
+
+
+def test_shipped_defaults_cap_every_agent_and_every_task() -> None:
+    config = load_config(DEFAULTS / "config.yaml")
+    roles = load_roles(config.roles_dir, base_dir=config.base_dir)
+
+    assert config.mcp.task_budget_usd is not None and config.mcp.task_budget_usd <= 20
+    for role in roles.values():
+        assert role.model == "sonnet", role.name
+        assert role.max_turns is not None and role.max_turns <= 100, role.name
+        assert role.max_budget_usd is not None and role.max_budget_usd <= 5, role.name
+        assert role.example, role.name  # a suggested prompt in Slack
