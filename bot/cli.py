@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 
-from bot.settings import SlackEnv, choose_mode
+from bot.settings import SlackEnv, check_token_shapes, choose_mode
 from harness.project import Project
 
 
@@ -38,5 +38,6 @@ def run(project: Project, args: argparse.Namespace) -> int:
     from bot.server import serve
 
     env = SlackEnv.from_environ(os.environ)
+    check_token_shapes(env)
     mode = choose_mode(env, args.mode)  # a HarnessError here is reported by the harness CLI
     return asyncio.run(serve(project, env=env, mode=mode, port=args.port, host=args.host))

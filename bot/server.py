@@ -14,6 +14,7 @@ import signal
 import sys
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -63,8 +64,8 @@ class BotServer:
         return f"http://{host}:{self.port}{EVENTS_PATH}"
 
     async def start(self) -> None:
+        await self._check_tokens()  # before the bot's first call to Slack
         await self.bot.start()
-        await self._check_tokens()
         if self.mode == "http":
             self._intake = HttpIntake(self.bot.app, self.bot.signing_secret)
             web_app = web.Application()
@@ -96,6 +97,12 @@ class BotServer:
             raise HarnessError(
                 f"Slack refused SLACK_BOT_TOKEN: {exc.response.get('error')}",
                 fix="use the Bot User OAuth Token (xoxb-...) of the installed app",
+            ) from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise HarnessError(
+                f"cannot reach Slack at {client.base_url}: {type(exc).__name__}: {exc}",
+                fix="check this machine's network, DNS and proxy (HTTPS_PROXY) can reach it; "
+                "unset SLACK_API_URL unless you point the bot at a Slack emulator",
             ) from exc
         if self.mode != "socket":
             return

@@ -42,6 +42,33 @@ def normalize_api_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+_SHAPES = (
+    ("SLACK_BOT_TOKEN", "xoxb-", "the Bot User OAuth Token, under OAuth & Permissions"),
+    ("SLACK_APP_TOKEN", "xapp-", "an app-level token with connections:write, under Basic "
+     "Information > App-Level Tokens"),
+)  # fmt: skip
+
+
+def check_token_shapes(env: SlackEnv) -> None:
+    """Each token looks like what its variable holds; checked before any network call, so a
+    swapped or mangled token is named with its fix instead of surfacing as Slack's
+    `invalid_auth`. Never shows more of a secret than its first five characters."""
+    given = {"SLACK_BOT_TOKEN": env.bot_token, "SLACK_APP_TOKEN": env.app_token}
+    for name, prefix, where in _SHAPES:
+        token = given[name]
+        if token is None or token.startswith(prefix):
+            continue
+        other = next((n for n, p, _ in _SHAPES if n != name and token.startswith(p)), None)
+        problem = (
+            f"{name} holds a token shaped like {other} ({token[:5]}...): the two look swapped"
+            if other
+            else f"{name} does not look like a Slack token of its kind: it starts with "
+            f"{token[:5]!r}, not {prefix!r}"
+        )
+        raise HarnessError(problem, fix=f"export {name}={prefix}... ({where} in the app's "
+                           "settings at api.slack.com/apps)")  # fmt: skip
+
+
 def choose_mode(env: SlackEnv, forced: Mode | None) -> Mode:
     """Socket Mode when SLACK_APP_TOKEN is set (or forced), else HTTP; fails fast when the
     chosen mode lacks what it needs."""

@@ -116,6 +116,9 @@ class Config:
     rules: tuple[RoutingRule, ...]
     # `harness prune-tasks` deletes tasks idle longer than this; None keeps them forever.
     prune_tasks_after_days: float | None = None
+    # How often an agent's CLI retries a model API that fails or cannot be reached, before
+    # the agent fails with that reason.
+    model_api_retries: int = 10
     context_budget_chars: int = 24_000
     ask_timeout_seconds: float = 900.0
     mcp: McpSettings = field(default_factory=McpSettings)
@@ -399,6 +402,14 @@ class _File(_Section):
         examples=[90],
         description="`harness prune-tasks` deletes tasks idle longer than this; null keeps them",
     )
+    model_api_retries: int = Field(
+        10,
+        alias="modelApiRetries",
+        ge=0,
+        le=100,
+        examples=[10],
+        description="retries of a failing model API call before the agent fails",
+    )
     default_role: NonEmptyStr = Field("developer", alias="defaultRole", examples=["developer"])
     routing: list[_Rule] = Field([], examples=[[{"pattern": "^review\\b", "role": "reviewer"}]])
     context: _Context = Field(default_factory=lambda: _Context.model_validate({}))
@@ -459,6 +470,7 @@ def _settings(file: Path, raw: _File) -> Config:
         prune_tasks_after_days=(
             float(raw.prune_tasks_after_days) if raw.prune_tasks_after_days is not None else None
         ),
+        model_api_retries=raw.model_api_retries,
         default_role=raw.default_role,
         rules=tuple(
             RoutingRule(pattern=re.compile(rule.pattern, re.IGNORECASE), role=rule.role)

@@ -42,6 +42,20 @@ def said_in(entry: dict[str, Any]) -> list[str]:
     return [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
 
 
+def api_retry_in(entry: dict[str, Any]) -> str | None:
+    """The progress line for a journal entry that says the CLI retries a failing model API
+    call (``"model API unreachable (...), retrying 3/10"``); None for any other entry."""
+    if entry.get("type") != "SystemMessage" or entry.get("subtype") != "api_retry":
+        return None
+    data = entry.get("data")
+    data = data if isinstance(data, dict) else {}
+    status = data.get("error_status")
+    error = data.get("error")
+    why = f"HTTP {status}" if status else "no connection" if error in (None, "unknown") else error
+    attempt, limit = data.get("attempt", "?"), data.get("max_retries", "?")
+    return f"model API unreachable ({why}), retrying {attempt}/{limit}"
+
+
 @dataclass(frozen=True)
 class _Line:
     slug: str

@@ -34,7 +34,7 @@ from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
-from harness.journal import said_in
+from harness.journal import api_retry_in, said_in
 from harness.metadata import FieldValue, MetadataCollector
 from harness.orphans import RUN_ID_ENV
 from harness.pool import AgentInfo, AgentPool, PoolEntry
@@ -130,11 +130,14 @@ class Orchestrator:
             "ENABLE_TOOL_SEARCH": "false",
             # A long await_agent must not be cut off by the CLI's MCP timeout.
             "MCP_TOOL_TIMEOUT": str(config.mcp.tool_timeout_ms),
+            # A failing model API: this many retries, each shown as the agent's progress.
+            "CLAUDE_CODE_MAX_RETRIES": str(config.model_api_retries),
             **(child_env or {}),
         }
         # Only live agents have a future; a finished agent is answered from the store.
         self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
         self._runs: set[asyncio.Task[None]] = set()
+        self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being recorded
         self._events = Events()
         self._closing = False
 
@@ -761,6 +764,11 @@ class Orchestrator:
     def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
         self._store.append_jsonl(entry.task_slug, journal, message)
         entry.said.extend(text for text in said_in(message) if text)
+        retry = api_retry_in(message)
+        if retry is not None:  # shown at once: the terminal, the Slack status
+            task = asyncio.ensure_future(self.report_progress(entry.agent_id, retry, None))
+            self._notes.add(task)
+            task.add_done_callback(self._notes.discard)
 
     async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
         self.note_activity(agent_id, f"using {use.name}")

@@ -28,6 +28,7 @@ from claude_agent_sdk import (
     HookMatcher,
     Message,
     ResultMessage,
+    SystemMessage,
     TextBlock,
     ToolUseBlock,
 )
@@ -51,6 +52,7 @@ from harness.agent_spec import (
     ToolUse,
     ToolUseSink,
 )
+from harness.journal import api_retry_in
 from harness.orphans import guarded_cli
 from harness.results import RESULT_SCHEMA, AgentResult
 
@@ -192,6 +194,7 @@ class _RunTracker:
         self.last_text: str | None = None
         self.result_message: ResultMessage | None = None
         self.error: str | None = None
+        self.last_retry: str | None = None  # the CLI's last retry of a failing model API call
 
     def observe(self, message: Message) -> None:
         if isinstance(message, AssistantMessage):
@@ -205,6 +208,8 @@ class _RunTracker:
                 self.control.activity = "writing"
         elif isinstance(message, ResultMessage):
             self.result_message = message
+        elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
+            self.last_retry = api_retry_in(message_to_json(message))
 
     def outcome(self, duration_ms: int) -> RunOutcome:
         rm = self.result_message
@@ -227,6 +232,12 @@ class _RunTracker:
                 "StructuredOutput); its last text is kept"
                 if rm is not None
                 else "the agent ended without a result message"
+            )
+        if error is not None and self.last_retry is not None and base.result is None:
+            error = (
+                f"the agent gave up on the model API ({self.last_retry}; the limit is "
+                "modelApiRetries in config.yaml): check ANTHROPIC_BASE_URL, the network and "
+                f"the API's status. The CLI said: {error}"
             )
         if error is not None:
             return dataclasses.replace(base, status="failed", error=error)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,49 @@ def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None
     assert "Slack refused SLACK_APP_TOKEN: invalid_auth" in done.stderr
     assert "Traceback" not in done.stderr
     assert [c.method for c in slack.calls()] == ["auth.test", "apps.connections.open"]
+
+
+def test_swapped_tokens_are_named_before_any_call_to_slack(project_dir: Path) -> None:
+    emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
+    with emulator.in_thread() as slack:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(
+                SLACK_BOT_TOKEN="xapp-1-secretpart",
+                SLACK_APP_TOKEN="xoxb-secretpart",
+                SLACK_API_URL=slack.api_url,
+            ),
+            check=False,
+        )
+        calls = slack.calls()
+
+    assert done.returncode == 2
+    assert "SLACK_BOT_TOKEN holds a token shaped like SLACK_APP_TOKEN" in done.stderr
+    assert "export SLACK_BOT_TOKEN=xoxb-" in done.stderr
+    assert "secretpart" not in done.stderr and "Traceback" not in done.stderr
+    assert calls == []
+
+
+def test_an_unreachable_slack_at_start_is_one_error_with_its_fix(project_dir: Path) -> None:
+    with socket.socket() as closed:  # a loopback port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET="s",
+            SLACK_API_URL=f"http://127.0.0.1:{port}/api/",
+        ),
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert f"cannot reach Slack at http://127.0.0.1:{port}/api/" in done.stderr
+    assert "HTTPS_PROXY" in done.stderr and "Traceback" not in done.stderr

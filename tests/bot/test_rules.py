@@ -12,7 +12,7 @@ from bot.access import CHANNEL_REFUSAL, REFUSAL, Refusal, check_access, may_kill
 from bot.background import Background
 from bot.dedupe import TtlSet
 from bot.requesters import Requesters
-from bot.settings import DEFAULT_API_URL, SlackEnv, choose_mode
+from bot.settings import DEFAULT_API_URL, SlackEnv, check_token_shapes, choose_mode
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
 from harness.errors import HarnessError
@@ -142,3 +142,17 @@ async def test_requesters_are_kept_in_a_bot_owned_file(tmp_path: Path) -> None:
     broken = Requesters(tmp_path / "tasks")
     broken.load()
     assert broken.get("fix-it") is None
+
+
+def test_token_shapes_are_checked_without_showing_the_secret() -> None:
+    check_token_shapes(SlackEnv(bot_token="xoxb-1", app_token="xapp-1"))
+    check_token_shapes(SlackEnv())  # what is missing is choose_mode's to say
+    with pytest.raises(HarnessError) as swapped:
+        check_token_shapes(SlackEnv(bot_token="xoxb-1", app_token="xoxb-2-topsecret"))
+    with pytest.raises(HarnessError) as mangled:
+        check_token_shapes(SlackEnv(bot_token="Bearer xoxb-topsecret"))
+
+    assert "SLACK_APP_TOKEN holds a token shaped like SLACK_BOT_TOKEN" in str(swapped.value)
+    assert "starts with 'Beare', not 'xoxb-'" in str(mangled.value)
+    assert "topsecret" not in str(swapped.value) + str(mangled.value)
+    assert swapped.value.fix is not None and "export SLACK_APP_TOKEN=xapp-" in swapped.value.fix
