@@ -30,7 +30,7 @@ from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.home import KILL_ACTION, HomeTab
 from bot.parsing import MAX_TEXT_CHARS, Ignore, clicked_thread
-from bot.poster import Poster
+from bot.poster import CALL_ERRORS, Poster, classify
 from bot.streaming import FEEDBACK_ACTION, parse_feedback
 from harness.errors import HarnessError
 from harness.orchestrator import Orchestrator
@@ -108,7 +108,10 @@ def register_surfaces(
         answer, outcome = commands.kill(str(action.get("value") or ""), user, via="the App Home")
         logger.info("home kill by %s: %s", user, outcome)
         if outcome != "stopping":  # a refusal or a gone agent: said where the person is
-            await poster.client.chat_postMessage(channel=user, text=answer)
+            try:
+                await poster.client.chat_postMessage(channel=user, text=answer)
+            except CALL_ERRORS as exc:
+                logger.warning("could not tell %s why: %s", user, classify(exc).error)
         await home.publish(user)
 
     async def on_feedback(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -123,9 +126,9 @@ def register_surfaces(
             if task.thread != clicked_thread(body):  # a value forged for another thread
                 return
             await orchestrator.record_feedback(slug, agent_id, user, verdict)
+            logger.info("feedback from %s on %s: %s", user, agent_id, verdict)
         except HarnessError as exc:
             logger.info("feedback on %s not recorded: %s", agent_id, exc)
-        logger.info("feedback from %s on %s: %s", user, agent_id, verdict)
 
     async def on_shortcut(
         ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, respond: AsyncRespond
@@ -150,12 +153,13 @@ def register_surfaces(
         )
         logger.info("shortcut from %s in %s: %s (%.1f ms)", user, channel,
                     type(decision).__name__, (time.perf_counter() - started) * 1000)  # fmt: skip
-        if isinstance(decision, Ignore):
-            await respond(
-                text="That message is already a task of mine: reply in its thread instead.",
-                response_type="ephemeral",
-                replace_original=False,
+        if isinstance(decision, Ignore) and decision.reason != "not allowed":  # told already
+            why = (
+                "That message is already a task of mine: reply in its thread instead."
+                if decision.reason == "message already handled"
+                else f"Nothing started: {decision.reason}."
             )
+            await respond(text=why, response_type="ephemeral", replace_original=False)
 
     app.event("app_home_opened")(on_home_opened)
     app.action(KILL_ACTION)(on_home_kill)
