@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.agent_spec import Approval
-from harness.orchestrator import Orchestrator, utc_now
+from harness.dispatch_end import utc_now
+from harness.orchestrator import Orchestrator
 from harness.permissions import PermissionRule, decide, describe_tool_use, parse_rule, rule_for
 from harness.pool import AgentInfo
 from harness.questions import Answer, NoHumanError

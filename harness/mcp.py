@@ -15,9 +15,10 @@ from typing import Any
 from harness.access import ALL_TOOLS, tools_for_category
 from harness.agent_spec import Approval, ToolDeclaration, ToolReply
 from harness.approvals import Approvals
+from harness.dispatch_end import utc_now
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.mcp_tools import TOOLS, Caller
-from harness.orchestrator import AUDIT_LOG, Orchestrator, utc_now
+from harness.orchestrator import AUDIT_LOG, Orchestrator
 from harness.roles import Role
 from harness.validation import validate
 

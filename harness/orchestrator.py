@@ -15,7 +15,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from harness.agent_spec import (
 )
 from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
+from harness.dispatch_end import final_record, log_finish, utc_now, with_work, workspace_request
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
 from harness.journal import api_retry_in, said_in
@@ -44,7 +45,6 @@ from harness.results import (
     FINAL_STATUSES,
     Decision,
     DispatchRecord,
-    DispatchStatus,
     Feedback,
     FeedbackValue,
     Progress,
@@ -79,10 +79,6 @@ AUDIT_LOG = "audit.jsonl"
 # 40 random bits: ids stay short enough to type in Slack; each is also checked against the
 # store, so an id is never reused, across restarts too.
 _AGENT_ID_BYTES = 5
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ToolProvider(ToolGateway, Protocol):
@@ -293,7 +289,7 @@ class Orchestrator:
             cwd = role.cwd  # a role with a fixed folder works there
         elif isinstance(self._runtime, AdoptingRuntime):
             # On a worker: the worker makes the task's workspace on its own machine.
-            workspace = self._workspace_request(task.repository)
+            workspace = workspace_request(self._config.workspaces, task.repository)
             cwd = self._config.workspaces.root / task.slug
         else:
             workspace = await self._workspaces.prepare(task.slug, task.repository)
@@ -640,7 +636,13 @@ class Orchestrator:
         workspace: Workspace | WorkspaceRequest | None,
     ) -> None:
         slug = entry.task_slug
-        final = self._final_record(record, entry, outcome)
+        final = final_record(
+            record,
+            outcome,
+            progress=entry.progress,
+            interrupted=entry.interrupted,
+            kill_reason=entry.control.kill_reason,
+        )
         try:
             # Read while this agent still holds the writer turn, so the next writer's
             # edits are never reported as this agent's.
@@ -680,27 +682,7 @@ class Orchestrator:
             except (HarnessError, OSError) as exc:
                 logger.warning("could not keep the diff of agent %s: %s", record.agent_id, exc)
                 diff_file = None
-        return dataclasses.replace(
-            record,
-            branch=work.branch,
-            head_commit=work.head_commit,
-            diff_stat=work.diff_stat,
-            diff_file=diff_file,
-        )
-
-    def _workspace_request(self, repository: str | None) -> WorkspaceRequest | None:
-        """What a worker needs to make the task's git workspace; None for a scratch folder."""
-        settings = self._config.workspaces
-        repo = settings.repositories.get(repository.lower()) if repository else None
-        if repo is None:
-            return None
-        return WorkspaceRequest(
-            repository=repo.name,
-            url=repo.url,
-            path=str(repo.path) if repo.path else None,
-            base_branch=repo.base_branch,
-            commit_work=settings.commit_work,
-        )
+        return with_work(record, work, diff_file)
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
         """Store the final record, then hand it to whoever waits, even if storing failed."""
@@ -711,31 +693,9 @@ class Orchestrator:
             logger.exception("could not store the final record of agent %s", final.agent_id)
         finally:
             self._finished.pop(final.agent_id).set_result(final)
-            _log_finish(final, slug)
+            log_finish(final, slug)
         if stored is not None:
             self._events.emit(AgentEvent("finished", stored, final))
-
-    @staticmethod
-    def _final_record(
-        record: DispatchRecord, entry: PoolEntry, outcome: RunOutcome | None
-    ) -> DispatchRecord:
-        if outcome is None:  # cancelled from outside
-            outcome = RunOutcome(status="killed", error=entry.control.kill_reason or "cancelled")
-        status: DispatchStatus = outcome.status
-        if entry.interrupted and outcome.status == "killed":
-            status = "interrupted"
-        return dataclasses.replace(
-            record,
-            status=status,
-            progress=entry.progress,
-            completed_at=utc_now(),
-            result=outcome.result,
-            error=outcome.error,
-            last_text=outcome.last_text,
-            cost_usd=outcome.cost_usd,
-            turns=outcome.turns,
-            duration_ms=outcome.duration_ms,
-        )
 
     def _spec(
         self,
@@ -778,17 +738,3 @@ class Orchestrator:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
             if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
                 return agent_id
-
-
-def _log_finish(record: DispatchRecord, slug: str) -> None:
-    seconds = (record.duration_ms or 0) / 1000
-    cost = f", ${record.cost_usd:.4f}" if record.cost_usd is not None else ""
-    logger.info(
-        "agent %s (%s) on task %s: %s in %.1f s%s",
-        record.agent_id,
-        record.role,
-        slug,
-        record.status,
-        seconds,
-        cost,
-    )

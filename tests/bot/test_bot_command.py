@@ -36,6 +36,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def start_bot(project_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``harness bot`` with the shipped config and ``env``, expected to stop at start-up."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(**env),
+        check=False,
+    )
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -107,14 +119,7 @@ async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly
 
 
 def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-        check=False,
-    )
+    done = start_bot(project_dir)
     assert done.returncode == 2
     assert "SLACK_BOT_TOKEN is not set" in done.stderr
     assert "fix: export SLACK_BOT_TOKEN=xoxb-" in done.stderr
@@ -179,15 +184,11 @@ def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
 def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None:
     emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
     with emulator.in_thread() as slack:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=clean_env(
-                SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN="xapp-wrong", SLACK_API_URL=slack.api_url
-            ),
-            check=False,
+        done = start_bot(
+            project_dir,
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_APP_TOKEN="xapp-wrong",
+            SLACK_API_URL=slack.api_url,
         )
     assert done.returncode == 2
     assert "Slack refused SLACK_APP_TOKEN: invalid_auth" in done.stderr
@@ -198,17 +199,11 @@ def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None
 def test_swapped_tokens_are_named_before_any_call_to_slack(project_dir: Path) -> None:
     emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
     with emulator.in_thread() as slack:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=clean_env(
-                SLACK_BOT_TOKEN="xapp-1-secretpart",
-                SLACK_APP_TOKEN="xoxb-secretpart",
-                SLACK_API_URL=slack.api_url,
-            ),
-            check=False,
+        done = start_bot(
+            project_dir,
+            SLACK_BOT_TOKEN="xapp-1-secretpart",
+            SLACK_APP_TOKEN="xoxb-secretpart",
+            SLACK_API_URL=slack.api_url,
         )
         calls = slack.calls()
 
@@ -223,17 +218,11 @@ def test_an_unreachable_slack_at_start_is_one_error_with_its_fix(project_dir: Pa
     with socket.socket() as closed:  # a loopback port nobody listens on
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(
-            SLACK_BOT_TOKEN=BOT_TOKEN,
-            SLACK_SIGNING_SECRET="s",
-            SLACK_API_URL=f"http://127.0.0.1:{port}/api/",
-        ),
-        check=False,
+    done = start_bot(
+        project_dir,
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET="s",
+        SLACK_API_URL=f"http://127.0.0.1:{port}/api/",
     )
 
     assert done.returncode == 2
