@@ -12,8 +12,9 @@ them (``runtime: nats``), and the transcript says which worker ran each agent.
 
 It is offline whatever is exported: Slack tokens and model keys are left unused (it says
 so) unless ``--real`` (``make demo REAL=1``) asks for them: then a SLACK_BOT_TOKEN runs the
-real bot (`harness bot`) and an API key the real model. The tasks stay where config.yaml puts
-them and the transcript is written next to them; the last lines say what to try next.
+real bot (`harness bot`) and any model access (an API key, a login) the real model. The
+tasks stay where config.yaml puts them and the transcript is written next to them; the last
+lines say what to try next.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ from typing import Any
 
 from bot.app import create_app
 from bot.server import BotServer, serve
-from bot.settings import BotOptions, SlackEnv, choose_mode
+from bot.settings import BotOptions, SlackEnv, check_token_shapes, choose_mode
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
 from harness.agent_spec import AgentRuntime
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
 from harness.nats_link import NatsSettings
 from harness.nats_runtime import NatsRuntime
-from harness.offline import exported_keys, harness_command, scripted_env
+from harness.offline import exported_keys, harness_command, model_access, scripted_env
 from harness.project import Project, build_orchestrator, load_project
 from harness.runtime import ClaudeRuntime
 from harness.scaffold import config_for_demo
@@ -66,12 +67,19 @@ def _show(call: ApiCall) -> None:
         _print(line)
 
 
+def _real_model(real: bool) -> str | None:
+    """With ``real``, what gives the agents the real model (None: nothing does, so they stay
+    on the scripted one)."""
+    return model_access(os.environ, Path.home()) if real else None
+
+
 @contextlib.asynccontextmanager
 async def _model_env(real: bool) -> AsyncIterator[dict[str, str]]:
     """What the agents' CLI needs to reach a model: the scripted one, or with ``real`` the
-    model API the environment names."""
-    if real and os.environ.get("ANTHROPIC_API_KEY"):
-        _print("demo: --real: agents use the model API from ANTHROPIC_API_KEY")
+    model the environment names."""
+    access = _real_model(real)
+    if access:
+        _print(f"demo: --real: agents use the real model through {access} (it costs money)")
         yield {}
         return
     async with ScriptedModel(demo_script) as model:
@@ -118,7 +126,7 @@ async def run_demo(
 ) -> int:
     with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
         async with _runtime(cluster, Path(tmp), real) as runtime:
-            simulated = not (real and os.environ.get("ANTHROPIC_API_KEY"))
+            simulated = _real_model(real) is None
             return await _converse(project, runtime, request, timeout, simulated=simulated)
 
 
@@ -183,15 +191,16 @@ def _results(thread: Sequence[dict[str, Any]]) -> list[str]:
     return found
 
 
-def _next_steps(project: Project, config: Path, slug: str | None) -> list[str]:
+def _next_steps(config: Path, slug: str | None, *, simulated: bool) -> list[str]:
     harness = harness_command()
     if config.resolve() != Path("config.yaml").resolve():
         harness += f" --config {config}"
     show = f"{harness} show {slug}" if slug else f"{harness} tasks"
+    cost = "(simulated) cost" if simulated else "cost"
     return [
         "Try next:",
         f"  {show:<60} # the task: context, every dispatch, the results",
-        f"  {harness + ' tasks':<60} # every task with its status and (simulated) cost",
+        f"  {harness + ' tasks':<60} # every task with its status and {cost}",
         f"  {'make demo-cluster':<60} # the same with the agents on two harness workers",
         f"  {harness + ' bot':<60} # the real bot: README, Running the Slack bot",
     ]
@@ -228,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         project = load_project(config_path)
         env = SlackEnv.from_environ(os.environ)
         if args.real and env.bot_token:
+            check_token_shapes(env)  # before any call to Slack, as `harness bot` does
             _print("demo: --real and Slack tokens found: running the real bot (harness bot)")
             return asyncio.run(serve(project, env=env, mode=choose_mode(env, None)))
         unused = exported_keys(os.environ)
@@ -252,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks_dir = project.config.tasks_dir
         transcript = tasks_dir.parent / "demo-transcript.txt"
         _print(f"demo: the transcript is in {transcript}, the tasks in {tasks_dir}")
-        for line in _next_steps(project, config_path, _shown_task[-1] if _shown_task else None):
+        slug = _shown_task[-1] if _shown_task else None
+        for line in _next_steps(config_path, slug, simulated=_real_model(args.real) is None):
             _print(line)
         write_atomic(transcript, ("\n".join(_transcript) + "\n").encode("utf-8"))
         return code

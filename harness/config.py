@@ -406,9 +406,9 @@ class _File(_Section):
         10,
         alias="modelApiRetries",
         ge=0,
-        le=100,
+        le=15,  # the CLI clamps CLAUDE_CODE_MAX_RETRIES to 15: a higher value would lie
         examples=[10],
-        description="retries of a failing model API call before the agent fails",
+        description="retries of a failing model API call before the agent fails (0 to 15)",
     )
     default_role: NonEmptyStr = Field("developer", alias="defaultRole", examples=["developer"])
     routing: list[_Rule] = Field([], examples=[[{"pattern": "^review\\b", "role": "reviewer"}]])

@@ -92,7 +92,8 @@ async def run(config: Path, *, simulated: bool) -> int:
             harness += f" --config {config}"
         say("Try next:")
         say(f"  {harness} show {slug}      # everything about the task")
-        say(f"  {harness} tasks            # every task, its status and cost")
+        cost = "(simulated) cost" if simulated else "cost"
+        say(f"  {harness} tasks            # every task, its status and {cost}")
         say(f'  {harness} run --scripted "review: the plan"   # any command, offline')
         return 0 if second.status == "completed" else 1
     finally:

@@ -49,11 +49,15 @@ def api_retry_in(entry: dict[str, Any]) -> str | None:
         return None
     data = entry.get("data")
     data = data if isinstance(data, dict) else {}
-    status = data.get("error_status")
-    error = data.get("error")
-    why = f"HTTP {status}" if status else "no connection" if error in (None, "unknown") else error
     attempt, limit = data.get("attempt", "?"), data.get("max_retries", "?")
-    return f"model API unreachable ({why}), retrying {attempt}/{limit}"
+    return f"model API unreachable ({api_retry_cause(data)}), retrying {attempt}/{limit}"
+
+
+def api_retry_cause(data: dict[str, Any]) -> str:
+    """Why the CLI retries, from the data of its ``api_retry`` notice
+    (``{"attempt": 3, "max_retries": 10, "error_status": 529 | None, "error": "unknown", ...}``)."""
+    status, error = data.get("error_status"), data.get("error")
+    return f"HTTP {status}" if status else "no connection" if error in (None, "unknown") else error
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from harness.agent_spec import (
     ToolUse,
     ToolUseSink,
 )
-from harness.journal import api_retry_in
+from harness.journal import api_retry_cause
 from harness.orphans import guarded_cli
 from harness.results import RESULT_SCHEMA, AgentResult
 
@@ -194,10 +194,14 @@ class _RunTracker:
         self.last_text: str | None = None
         self.result_message: ResultMessage | None = None
         self.error: str | None = None
-        self.last_retry: str | None = None  # the CLI's last retry of a failing model API call
+        # The CLI's last retry notice of a failing model API call (the orchestrator shows
+        # each as progress); None again once the model answers.
+        self.last_retry: dict[str, Any] | None = None
 
     def observe(self, message: Message) -> None:
         if isinstance(message, AssistantMessage):
+            if message.error is None:  # not the CLI's own "API Error: ..." after its retries
+                self.last_retry = None
             texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text]
             if texts:
                 self.last_text = "\n".join(texts)
@@ -209,7 +213,7 @@ class _RunTracker:
         elif isinstance(message, ResultMessage):
             self.result_message = message
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
-            self.last_retry = api_retry_in(message_to_json(message))
+            self.last_retry = message.data
 
     def outcome(self, duration_ms: int) -> RunOutcome:
         rm = self.result_message
@@ -234,11 +238,7 @@ class _RunTracker:
                 else "the agent ended without a result message"
             )
         if error is not None and self.last_retry is not None and base.result is None:
-            error = (
-                f"the agent gave up on the model API ({self.last_retry}; the limit is "
-                "modelApiRetries in config.yaml): check ANTHROPIC_BASE_URL, the network and "
-                f"the API's status. The CLI said: {error}"
-            )
+            error = _unreachable(self.last_retry, error)
         if error is not None:
             return dataclasses.replace(base, status="failed", error=error)
         return base
@@ -256,6 +256,16 @@ def _describe_result(subtype: str | None, errors: list[str] | None, text: str | 
     reason = reasons.get(subtype or "", f"the run ended with {subtype}")
     details = "; ".join(e for e in (errors or []) if e) or (text or "")
     return f"{reason}: {details}" if details else reason
+
+
+def _unreachable(retry: dict[str, Any], error: str) -> str:
+    retries = retry.get("attempt", "?")
+    return (
+        f"the model API was unreachable after {retries} "
+        f"{'retry' if retries == 1 else 'retries'} ({api_retry_cause(retry)}; the limit is "
+        "modelApiRetries in config.yaml): check ANTHROPIC_BASE_URL, the network and the API's "
+        f"status. The CLI said: {error}"
+    )
 
 
 def _describe_result_error(exc: ResultError) -> str:

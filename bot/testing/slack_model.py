@@ -18,12 +18,15 @@ JSON = dict[str, Any]
 
 class ApiError(Exception):
     """A Web API error, answered as HTTP 200 `{"ok": false, "error": ...}` (or with `status`,
-    e.g. 429 for a rate limit, which gets a Retry-After)."""
+    e.g. 429 for a rate limit, which gets a Retry-After of `retry_after` seconds)."""
 
-    def __init__(self, error: str, *, status: int = 200, **extra: Any) -> None:
+    def __init__(
+        self, error: str, *, status: int = 200, retry_after: int = 1, **extra: Any
+    ) -> None:
         super().__init__(error)
         self.error = error
         self.status = status
+        self.retry_after = retry_after
         self.extra = extra
 
 

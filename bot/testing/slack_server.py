@@ -249,8 +249,9 @@ class EmulatorServer:
         except ApiError as exc:
             body = {"ok": False, "error": exc.error, **exc.extra}
             if exc.status != 200:
+                retry = {"Retry-After": str(exc.retry_after)}
                 await self._record(method, params, exc.status, body)
-                return web.json_response(body, status=exc.status, headers={"Retry-After": "1"})
+                return web.json_response(body, status=exc.status, headers=retry)
         await self._record(method, params, 200, body)
         return web.json_response(body)
 

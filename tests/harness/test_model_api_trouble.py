@@ -46,12 +46,14 @@ def test_a_retry_notice_of_the_cli_becomes_a_progress_line() -> None:
     assert api_retry_in({"type": "SystemMessage", "subtype": "init", "data": {}}) is None
 
 
-def test_the_retry_limit_is_a_count_from_zero_to_a_hundred(tmp_path: Path) -> None:
+def test_the_retry_limit_is_a_count_from_zero_to_fifteen(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     assert parse_config({}, file=file).model_api_retries == 10
     assert parse_config({"modelApiRetries": 0}, file=file).model_api_retries == 0
     with pytest.raises(ConfigError) as error:
         parse_config({"modelApiRetries": -1}, file=file)
+    with pytest.raises(ConfigError):
+        parse_config({"modelApiRetries": 16}, file=file)  # the CLI would clamp it to 15
 
     assert error.value.field == "modelApiRetries"
     assert str(file) in str(error.value)

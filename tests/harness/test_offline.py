@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.errors import HarnessError
-from harness.offline import model_access, require_model_access
+from harness.offline import (
+    exported_keys,
+    harness_command,
+    model_access,
+    require_model_access,
+    scripted_env,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,3 +73,31 @@ def test_without_any_access_the_error_says_what_to_set_and_how_to_try_offline(
     assert "ANTHROPIC_API_KEY" in caught.value.message
     assert "export ANTHROPIC_API_KEY=" in caught.value.fix
     assert 'harness run --scripted "' in caught.value.fix
+
+
+def test_the_scripted_models_env_blanks_every_other_route_to_a_model() -> None:
+    env = scripted_env({"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "fake"})
+
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert env["ANTHROPIC_API_KEY"] == "fake"  # the scripted model's own, not an exported one
+    assert env["CLAUDE_CODE_OAUTH_TOKEN"] == env["ANTHROPIC_AUTH_TOKEN"] == ""
+    assert env["CLAUDE_CODE_USE_BEDROCK"] == ""
+
+
+def test_exported_keys_are_named_without_their_values() -> None:
+    environ = {"ANTHROPIC_API_KEY": "sk-ant-x", "SLACK_BOT_TOKEN": "xoxb-y", "SLACK_APP_TOKEN": ""}
+
+    assert exported_keys(environ) == ["ANTHROPIC_API_KEY", "SLACK_BOT_TOKEN"]
+    assert exported_keys({}) == []
+
+
+def test_the_harness_command_is_the_script_next_to_this_python_relative_to_here(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "harness").exists()  # the test venv installs it
+
+    monkeypatch.chdir(bin_dir.parent)
+    assert harness_command() == str(Path(bin_dir.name) / "harness")
+    monkeypatch.chdir(tmp_path)  # elsewhere: the full path
+    assert harness_command() == str(bin_dir / "harness")
