@@ -20,8 +20,9 @@ test: $(STAMP)
 	$(BIN)/mypy
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/pytest
 
-# The demos are offline whatever is exported; REAL=1 uses the Slack tokens and model key set.
-DEMO_FLAGS := $(if $(REAL),--real)
+# The demos are offline whatever is exported; REAL=1 uses the Slack tokens and model key set
+# (only 1, yes or true: REAL=0 stays offline).
+DEMO_FLAGS := $(if $(filter 1 yes true,$(REAL)),--real)
 
 # The terminal-only demo: a planned task and a follow-up agent that builds on it.
 demo-cli: $(STAMP)

@@ -89,7 +89,9 @@ async def _model_env(real: bool) -> AsyncIterator[dict[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def _runtime(cluster: bool, folder: Path, real: bool) -> AsyncIterator[AgentRuntime]:
+async def _runtime(
+    cluster: bool, folder: Path, workspaces: Path, real: bool
+) -> AsyncIterator[AgentRuntime]:
     async with _model_env(real) as model_env:
         if not cluster:
             yield ClaudeRuntime(base_env=model_env)
@@ -97,10 +99,12 @@ async def _runtime(cluster: bool, folder: Path, real: bool) -> AsyncIterator[Age
         async with NatsServer(folder / "nats") as nats:
             _print(f"demo: NATS with JetStream at {nats.url}")
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+            env.update(model_env)
             workers = []
             for name in ("worker-a", "worker-b"):
-                workers.append(await start_worker(name, nats.url, {**env, **model_env}, folder))
-                _print(f"demo: {name} ready (harness worker, 2 slots)")
+                workers.append(await start_worker(name, nats.url, env, workspaces))
+                _print(f"demo: {name} ready (harness worker, 2 slots, workspaces in "
+                       f"{workspaces / name})")  # fmt: skip
             # Their logs are not part of the transcript; read so a worker never blocks.
             logs = [asyncio.ensure_future(_drained(worker)) for worker in workers]
             runtime = NatsRuntime(NatsSettings(nats.url))
@@ -124,8 +128,11 @@ async def _drained(worker: asyncio.subprocess.Process) -> None:
 async def run_demo(
     project: Project, request: str, timeout: float, *, cluster: bool = False, real: bool = False
 ) -> int:
+    # NATS's data goes with the demo; the workers' workspaces stay, as the dispatches in the
+    # task records point at them (a dot folder never passes for a task's workspace).
+    workspaces = project.config.workspaces.root / ".demo-workers"
     with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
-        async with _runtime(cluster, Path(tmp), real) as runtime:
+        async with _runtime(cluster, Path(tmp), workspaces, real) as runtime:
             simulated = _real_model(real) is None
             return await _converse(project, runtime, request, timeout, simulated=simulated)
 
@@ -191,17 +198,30 @@ def _results(thread: Sequence[dict[str, Any]]) -> list[str]:
     return found
 
 
+def _cluster_command(config_option: str) -> str:
+    """``make demo-cluster`` in this checkout (its Makefile is here), else the module itself."""
+    makefile = Path("Makefile")
+    if makefile.is_file() and "demo-cluster:" in makefile.read_text(errors="replace"):
+        return "make demo-cluster"
+    python = Path(sys.executable)
+    with contextlib.suppress(ValueError):
+        python = python.relative_to(Path.cwd())
+    return f"{python} -m bot.demo --cluster{config_option}"
+
+
 def _next_steps(config: Path, slug: str | None, *, simulated: bool) -> list[str]:
     harness = harness_command()
+    config_option = ""
     if config.resolve() != Path("config.yaml").resolve():
-        harness += f" --config {config}"
+        config_option = f" --config {config}"
+    harness += config_option
     show = f"{harness} show {slug}" if slug else f"{harness} tasks"
     cost = "(simulated) cost" if simulated else "cost"
     return [
         "Try next:",
         f"  {show:<60} # the task: context, every dispatch, the results",
         f"  {harness + ' tasks':<60} # every task with its status and {cost}",
-        f"  {'make demo-cluster':<60} # the same with the agents on two harness workers",
+        f"  {_cluster_command(config_option):<60} # the same with the agents on two workers",
         f"  {harness + ' bot':<60} # the real bot: README, Running the Slack bot",
     ]
 

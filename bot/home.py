@@ -71,9 +71,12 @@ def render_home(
     agents: Sequence[AgentInfo],
     waiting: Sequence[tuple[Question, str | None]],
     tasks: Sequence[TaskLine],
+    *,
+    simulated: bool = False,
 ) -> View:
     """The home view: live agents with kill buttons, what waits on this person (each with
-    its thread's link), recent tasks."""
+    its thread's link), recent tasks (their costs ``simulated`` when the agents talk to the
+    scripted model)."""
     blocks: list[dict[str, Any]] = [_header("Agents at work")]
     if not agents:
         blocks.append(_section("No agents are running or queued."))
@@ -103,7 +106,7 @@ def render_home(
         if t.branch:
             parts.append(f"branch `{escape(t.branch)}`")
         if t.cost_usd is not None:
-            parts.append(f"${t.cost_usd:.2f}")
+            parts.append(f"${t.cost_usd:.2f}" + (" (simulated)" if simulated else ""))
         blocks.append(_section(" · ".join(parts)))
     return {"type": "home", "blocks": blocks}
 
@@ -137,6 +140,7 @@ class HomeTab:
         *,
         settings: SlackSettings,
         recent: int = 10,
+        simulated_costs: bool = False,
     ) -> None:
         self.client = client
         self.orchestrator = orchestrator
@@ -145,6 +149,7 @@ class HomeTab:
         self.background = background
         self.settings = settings
         self.recent = recent
+        self.simulated_costs = simulated_costs
         # People who opened the tab since the bot started: their view follows the agents.
         self.viewers: set[str] = set()
         self._refresh_due = False
@@ -170,7 +175,10 @@ class HomeTab:
                 task = await self.orchestrator.task(summary.slug)
                 link = await self.poster.permalink(task.thread) if task.thread else None
                 tasks.append(task_line(task, link))
-        return render_home(self.orchestrator.agents(), list(zip(mine, links, strict=True)), tasks)
+        waiting = list(zip(mine, links, strict=True))
+        return render_home(
+            self.orchestrator.agents(), waiting, tasks, simulated=self.simulated_costs
+        )
 
     async def _link(self, task_slug: str) -> str | None:
         try:

@@ -96,7 +96,9 @@ class BotServer:
         except SlackApiError as exc:
             raise HarnessError(
                 f"Slack refused SLACK_BOT_TOKEN: {exc.response.get('error')}",
-                fix="use the Bot User OAuth Token (xoxb-...) of the installed app",
+                fix="export SLACK_BOT_TOKEN=xoxb-... with the Bot User OAuth Token of the "
+                "installed app (OAuth & Permissions in its settings at api.slack.com/apps; "
+                "reinstalling the app changes it)",
             ) from exc
         except (SlackClientError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise HarnessError(

@@ -50,9 +50,10 @@ _SHAPES = (
 
 
 def check_token_shapes(env: SlackEnv) -> None:
-    """Each token looks like what its variable holds; checked before any network call, so a
-    swapped or mangled token is named with its fix instead of surfacing as Slack's
-    `invalid_auth`. Never shows more of a secret than its first five characters."""
+    """Each token looks like what its variable holds (and the signing secret is no token);
+    checked before any network call, so a swapped or mangled token is named with its fix
+    instead of surfacing as Slack's `invalid_auth`. Never shows more of a secret than its
+    first five characters."""
     given = {"SLACK_BOT_TOKEN": env.bot_token, "SLACK_APP_TOKEN": env.app_token}
     for name, prefix, where in _SHAPES:
         token = given[name]
@@ -67,6 +68,14 @@ def check_token_shapes(env: SlackEnv) -> None:
         )
         raise HarnessError(problem, fix=f"export {name}={prefix}... ({where} in the app's "
                            "settings at api.slack.com/apps)")  # fmt: skip
+    secret = env.signing_secret
+    if secret is not None and secret.startswith(("xox", "xapp-")):
+        raise HarnessError(
+            f"SLACK_SIGNING_SECRET holds a Slack token ({secret[:5]}...), not the app's "
+            "signing secret",
+            fix="export SLACK_SIGNING_SECRET=... (Basic Information > App Credentials > Signing "
+            "Secret in the app's settings at api.slack.com/apps)",
+        )
 
 
 def choose_mode(env: SlackEnv, forced: Mode | None) -> Mode:

@@ -125,7 +125,10 @@ class ReplyStream:
         """Opens the stream with ``header``; its ts, or None when Slack refuses streaming."""
         params: dict[str, Any] = {"channel": self.thread.channel,
                                   "thread_ts": self.thread.thread_ts,
-                                  "markdown_text": header, "task_display_mode": "plan"}  # fmt: skip
+                                  # Chunks from the first call: Slack refuses a stream
+                                  # that mixes them with plain markdown_text appends.
+                                  "chunks": [{"type": "markdown_text", "text": header}],
+                                  "task_display_mode": "plan"}  # fmt: skip
         if self.recipient is not None and not self.thread.channel.startswith("D"):
             params |= {"recipient_user_id": self.recipient.user,
                        "recipient_team_id": self.recipient.team}  # fmt: skip

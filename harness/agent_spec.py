@@ -19,6 +19,10 @@ from harness.roles import Role
 
 OutcomeStatus = Literal["completed", "failed", "killed", "interrupted"]
 
+# In a spec's env: how often the CLI retries a failing model API call (the CLI's own variable,
+# from modelApiRetries); the runtime also stops a CLI that retries more.
+MODEL_API_RETRIES_ENV = "CLAUDE_CODE_MAX_RETRIES"
+
 
 @dataclass(frozen=True)
 class ToolUse:

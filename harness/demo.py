@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.events import AgentEvent
-from harness.offline import exported_keys, harness_command, scripted_env
+from harness.offline import exported_keys, harness_command, model_access, scripted_env
 from harness.project import build_orchestrator, load_project
 from harness.render import render_record
 from harness.scaffold import config_for_demo
@@ -31,7 +32,15 @@ def model_environment(real: bool) -> Iterator[str]:
     """With ``real``, the model API the environment names; else the scripted model (its env
     applied to ours, every other route to a model blanked)."""
     if real:
-        yield "the model API the environment names (--real)"
+        access = model_access(os.environ, Path.home())
+        if access is None:
+            raise HarnessError(
+                "--real, but nothing gives the agents a model: ANTHROPIC_API_KEY is not set "
+                "and Claude Code is not logged in on this machine",
+                fix="export ANTHROPIC_API_KEY=sk-ant-... (it costs money), or run the demo "
+                "offline: make demo-cli",
+            )
+        yield f"the real model through {access} (--real: it costs money)"
         return
     with ScriptedModel.in_thread(demo_script) as model:
         env = scripted_env(model.env())
@@ -61,7 +70,8 @@ def on_event(event: AgentEvent) -> None:
 
 
 async def run(config: Path, *, simulated: bool) -> int:
-    orchestrator = build_orchestrator(load_project(config))
+    project = load_project(config)
+    orchestrator = build_orchestrator(project)
     await orchestrator.recover_interrupted()
     orchestrator.subscribe(on_event)
     try:
@@ -87,6 +97,7 @@ async def run(config: Path, *, simulated: bool) -> int:
         say()
         say(render_record(second, task_slug=slug, simulated=simulated))
         say()
+        say(f"The task is kept in {project.config.tasks_dir / slug}")
         harness = harness_command()
         if config.resolve() != Path("config.yaml").resolve():
             harness += f" --config {config}"
@@ -94,26 +105,32 @@ async def run(config: Path, *, simulated: bool) -> int:
         say(f"  {harness} show {slug}      # everything about the task")
         cost = "(simulated) cost" if simulated else "cost"
         say(f"  {harness} tasks            # every task, its status and {cost}")
-        say(f'  {harness} run --scripted "review: the plan"   # any command, offline')
+        follow_up = f'run --scripted --task {slug} "review: the plan"'
+        say(f"  {harness} {follow_up}   # any command, offline")
         return 0 if second.status == "completed" else 1
     finally:
         await orchestrator.shutdown()
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=None, help="path to config.yaml")
     parser.add_argument(
         "--real", action="store_true", help="use the model API the environment names"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     unused = exported_keys(os.environ)
     if unused and not args.real:
-        say(f"demo: {', '.join(unused)} set but not used: the demo is offline (--real uses them)")
-    with model_environment(args.real) as where:
-        say(f"harness demo, agents talk to {where}")
-        say()
-        return asyncio.run(run(config_for_demo(args.config), simulated=not args.real))
+        say(f"demo: {', '.join(unused)} set but not used: the demo is offline "
+            "(make demo-cli REAL=1 uses them)")  # fmt: skip
+    try:
+        with model_environment(args.real) as where:
+            say(f"harness demo, agents talk to {where}")
+            say()
+            return asyncio.run(run(config_for_demo(args.config), simulated=not args.real))
+    except HarnessError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.agent_spec import (
+    MODEL_API_RETRIES_ENV,
     AdoptingRuntime,
     AgentRuntime,
     AgentSpec,
@@ -127,7 +128,7 @@ class Orchestrator:
             # A long await_agent must not be cut off by the CLI's MCP timeout.
             "MCP_TOOL_TIMEOUT": str(config.mcp.tool_timeout_ms),
             # A failing model API: this many retries, each shown as the agent's progress.
-            "CLAUDE_CODE_MAX_RETRIES": str(config.model_api_retries),
+            MODEL_API_RETRIES_ENV: str(config.model_api_retries),
             **(child_env or {}),
         }
         # Only live agents have a future; a finished agent is answered from the store.

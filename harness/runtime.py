@@ -44,6 +44,7 @@ from mcp.server import Server
 
 from harness.access import SERVER_NAME
 from harness.agent_spec import (
+    MODEL_API_RETRIES_ENV,
     AgentControl,
     AgentSpec,
     MessageSink,
@@ -52,7 +53,7 @@ from harness.agent_spec import (
     ToolUse,
     ToolUseSink,
 )
-from harness.journal import api_retry_cause
+from harness.journal import api_retry_cause, api_retry_in
 from harness.orphans import guarded_cli
 from harness.results import RESULT_SCHEMA, AgentResult
 
@@ -164,8 +165,14 @@ class ClaudeRuntime:
         await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
         options = self.options_for(spec, tools, on_tool_use, stderr_tail.append)
-        tracker = _RunTracker(control)
+        seen_env = {**os.environ, **options.env}  # what the CLI sees
+        tracker = _RunTracker(
+            control,
+            retry_limit=_retry_limit({**os.environ, **self._base_env, **spec.env}),
+            model_api=seen_env.get("ANTHROPIC_BASE_URL") or None,
+        )
         client = ClaudeSDKClient(options)
+        stopped = False
         try:
             await client.connect()
             control.attach(client.interrupt)
@@ -174,6 +181,9 @@ class ClaudeRuntime:
                 async for message in client.receive_response():
                     on_message(message_to_json(message))
                     tracker.observe(message)
+                    if tracker.over_retry_limit and not stopped:
+                        stopped = True  # a CLI that retries past the limit: stop it now
+                        await client.interrupt()
         except ResultError as exc:
             tracker.error = _describe_result_error(exc)
         except ClaudeSDKError as exc:
@@ -186,23 +196,43 @@ class ClaudeRuntime:
         return tracker.outcome(int((time.monotonic() - started) * 1000))
 
 
-class _RunTracker:
-    """Folds the message stream into an outcome."""
+def _retry_limit(env: Mapping[str, str]) -> int | None:
+    """The model API retries an agent may make (modelApiRetries, given to the CLI too)."""
+    value = env.get(MODEL_API_RETRIES_ENV, "").strip()
+    return int(value) if value.isdigit() else None
 
-    def __init__(self, control: AgentControl) -> None:
+
+class _RunTracker:
+    """Folds the message stream into an outcome. Each retry notice of the CLI (its model API
+    call failed) shows at once as the agent's activity; one past ``retry_limit`` means the CLI
+    did not honour the limit, and the run is to be stopped (``over_retry_limit``)."""
+
+    def __init__(
+        self,
+        control: AgentControl,
+        *,
+        retry_limit: int | None = None,
+        model_api: str | None = None,  # ANTHROPIC_BASE_URL as the CLI sees it, if set
+    ) -> None:
         self.control = control
+        self.retry_limit = retry_limit
+        self.model_api = model_api
+        self.over_retry_limit = False
         self.last_text: str | None = None
         self.result_message: ResultMessage | None = None
         self.error: str | None = None
         # The CLI's last retry notice of a failing model API call (the orchestrator shows
         # each as progress); None again once the model answers.
         self.last_retry: dict[str, Any] | None = None
+        self.api_error: str | None = None  # the CLI's "API Error: ..." once it gave up
 
     def observe(self, message: Message) -> None:
         if isinstance(message, AssistantMessage):
-            if message.error is None:  # not the CLI's own "API Error: ..." after its retries
-                self.last_retry = None
             texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text]
+            if message.error is None:  # the model answered
+                self.last_retry = None
+            else:  # the CLI's own "API Error: ..." when it gives up on the model API
+                self.api_error = "\n".join(texts) or message.error
             if texts:
                 self.last_text = "\n".join(texts)
             tools = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
@@ -214,6 +244,26 @@ class _RunTracker:
             self.result_message = message
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
             self.last_retry = message.data
+            self.control.activity = api_retry_in(message_to_json(message)) or "retrying"
+            attempt = message.data.get("attempt")
+            if self.retry_limit is not None and isinstance(attempt, int):
+                self.over_retry_limit = self.over_retry_limit or attempt > self.retry_limit
+
+    def _unreachable(self, retry: dict[str, Any], error: str) -> str:
+        retries = retry.get("attempt", "?")
+        said = f"The CLI said: {error}"
+        if self.over_retry_limit and self.retry_limit is not None:
+            retries = self.retry_limit
+            tried = f"{retry.get('attempt')}/{retry.get('max_retries')}"
+            said = f"The CLI went on retrying ({tried}) and was stopped."
+        cause = api_retry_cause(retry)
+        if self.model_api:
+            cause += f" {'to' if cause == 'no connection' else 'from'} {self.model_api}"
+        return (
+            f"the model API was unreachable after {retries} "
+            f"{'retry' if retries == 1 else 'retries'} ({cause}; the limit is modelApiRetries "
+            f"in config.yaml): check ANTHROPIC_BASE_URL, the network and the API's status. {said}"
+        )
 
     def outcome(self, duration_ms: int) -> RunOutcome:
         rm = self.result_message
@@ -238,7 +288,7 @@ class _RunTracker:
                 else "the agent ended without a result message"
             )
         if error is not None and self.last_retry is not None and base.result is None:
-            error = _unreachable(self.last_retry, error)
+            error = self._unreachable(self.last_retry, self.api_error or error)
         if error is not None:
             return dataclasses.replace(base, status="failed", error=error)
         return base
@@ -256,16 +306,6 @@ def _describe_result(subtype: str | None, errors: list[str] | None, text: str | 
     reason = reasons.get(subtype or "", f"the run ended with {subtype}")
     details = "; ".join(e for e in (errors or []) if e) or (text or "")
     return f"{reason}: {details}" if details else reason
-
-
-def _unreachable(retry: dict[str, Any], error: str) -> str:
-    retries = retry.get("attempt", "?")
-    return (
-        f"the model API was unreachable after {retries} "
-        f"{'retry' if retries == 1 else 'retries'} ({api_retry_cause(retry)}; the limit is "
-        "modelApiRetries in config.yaml): check ANTHROPIC_BASE_URL, the network and the API's "
-        f"status. The CLI said: {error}"
-    )
 
 
 def _describe_result_error(exc: ResultError) -> str:

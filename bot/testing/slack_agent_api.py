@@ -4,15 +4,18 @@ assistant threads (status, title, suggested prompts), streamed messages (`chat.s
 
 As Slack does: a thread's status clears when the bot replies in it; a streamed message is a
 message of the thread whose text grows with each append, and takes no more appends once
-stopped; a stream in a channel must name its recipient; a call's text over 12,000 characters,
-or a stream's over 40,000, is `msg_too_long`; appends to one stream faster than 10 per second
-are answered HTTP 429 with a Retry-After.
+stopped; a stream in a channel must name its recipient; a call's text over 12,000 characters
+(Slack's documented limit), or a stream's over `stream_text_limit`, is `msg_too_long`.
+Slack documents appendStream as Tier 4 (100+ a minute, bursts allowed); appends to one stream
+beyond `appends_per_window` within `append_window` seconds are answered HTTP 429 with a
+Retry-After, so a test can hit the limit quickly.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +27,17 @@ CALL_TEXT_LIMIT = 12_000
 STREAM_TEXT_LIMIT = 40_000
 APPENDS_PER_SECOND = 10
 MAX_PROMPTS = 4
+MAX_LOADING_MESSAGES = 10
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+
+
+@dataclass(frozen=True)
+class StatusSet:
+    """One `assistant.threads.setStatus` call: the status ("" clears) and when it came."""
+
+    status: str
+    loading_messages: tuple[str, ...]
+    time: float
 
 
 @dataclass
@@ -39,9 +53,32 @@ class Stream:
     text: str = ""
     state: str = "streaming"  # then "stopped"
     appends: list[JSON] = field(default_factory=list)  # each call's params, start included
-    tasks: dict[str, JSON] = field(default_factory=dict)  # task id -> its latest task_update
+    tasks: dict[str, JSON] = field(default_factory=dict)  # task id -> its merged task_update
     plan_title: str | None = None
     times: list[float] = field(default_factory=list)  # when each append came
+    mode: str | None = None  # "markdown_text" or "chunks": what the first text came as
+    metadata: JSON | None = None
+    session_status: str | None = None
+
+    def task_trail(self, task_id: str) -> list[str]:
+        """Every status task `task_id` was given, in order."""
+        return [
+            str(chunk.get("status"))
+            for params in self.appends
+            for chunk in params.get("chunks") or []
+            if chunk.get("type") == "task_update" and str(chunk.get("id")) == task_id
+        ]
+
+
+@dataclass
+class _Piece:
+    """What one start/append/stop call adds to a stream (checked before anything changes)."""
+
+    params: JSON
+    text: str
+    tasks: list[JSON]
+    plan: str | None
+    mode: str | None
 
 
 def _list(value: Any) -> list[Any]:
@@ -72,10 +109,21 @@ class AgentSurfaces:
         self.store = store
         self.identity = identity
         self._bot_message = bot_message
-        self.statuses: dict[tuple[str, str], list[str]] = {}  # every status set, in order
+        # Limits a test may change.
+        self.call_text_limit = CALL_TEXT_LIMIT
+        self.stream_text_limit = STREAM_TEXT_LIMIT
+        self.appends_per_window = APPENDS_PER_SECOND
+        self.append_window = 1.0
+        # When set, startStream answers this error (a workspace or token that cannot stream).
+        self.streaming_refused: str | None = None
+        # Opt-in: the documented but unverified errors for mixing markdown_text and chunks.
+        # Slack refuses a stream that mixes markdown_text and chunks across its calls.
+        self.strict_stream_modes = True
+        self.statuses: dict[tuple[str, str], list[StatusSet]] = {}  # every status set, in order
         self.current_status: dict[tuple[str, str], str] = {}
         self.titles: dict[tuple[str, str], str] = {}
         self.prompts: dict[tuple[str, str], list[JSON]] = {}
+        self.prompt_titles: dict[tuple[str, str], str] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
         self.home_views: dict[str, JSON] = {}
         self.methods: dict[str, Callable[[JSON], JSON]] = {
@@ -98,9 +146,11 @@ class AgentSurfaces:
     def set_status(self, params: JSON) -> JSON:
         key = self._thread(params)
         status = params.get("status")
-        if not isinstance(status, str):
+        loading = _list(params.get("loading_messages"))
+        if not isinstance(status, str) or len(loading) > MAX_LOADING_MESSAGES:
             raise ApiError("invalid_arguments")
-        self.statuses.setdefault(key, []).append(status)
+        entry = StatusSet(status, tuple(str(m) for m in loading), time.time())
+        self.statuses.setdefault(key, []).append(entry)
         self.current_status[key] = status
         return {}
 
@@ -110,7 +160,12 @@ class AgentSurfaces:
             self.current_status[(channel, thread_ts)] = ""
 
     def set_title(self, params: JSON) -> JSON:
-        self.titles[self._thread(params)] = _need(params, "title")
+        key = self._thread(params)
+        title = _need(params, "title")
+        self.titles[key] = title
+        root = self.store.find(*key)
+        if root is not None and root.get("subtype") == "assistant_app_thread":
+            root["assistant_app_thread"] = {"title": title, "title_blocks": [], "artifacts": []}
         return {}
 
     def set_prompts(self, params: JSON) -> JSON:
@@ -120,13 +175,21 @@ class AgentSurfaces:
         for prompt in prompts:
             if not isinstance(prompt, dict) or not prompt.get("title") or not prompt.get("message"):
                 raise ApiError("invalid_arguments")
-        self.prompts[self._thread(params)] = prompts
+        key = self._thread(params)
+        self.prompts[key] = prompts
+        title = params.get("title")
+        if isinstance(title, str) and title:
+            self.prompt_titles[key] = title
+        else:
+            self.prompt_titles.pop(key, None)
         return {}
 
     # ------------------------------------------------------------------ streaming
 
     def start_stream(self, params: JSON) -> JSON:
         channel = _need(params, "channel", "channel_not_found")
+        if self.streaming_refused:
+            raise ApiError(self.streaming_refused)
         thread_ts = _need(params, "thread_ts")
         user, team = params.get("recipient_user_id"), params.get("recipient_team_id")
         if not channel.startswith("D"):
@@ -134,19 +197,24 @@ class AgentSurfaces:
                 raise ApiError("missing_recipient_user_id")
             if not team:
                 raise ApiError("missing_recipient_team_id")
+        stream = Stream(channel, "", thread_ts, user, team, params.get("task_display_mode"))
+        piece = self._piece(stream, params)  # refused before the message exists
         stored = self.store.add(channel, self._bot_message({"thread_ts": thread_ts, "text": ""}))
-        stream = Stream(channel, stored["ts"], thread_ts, user, team,
-                        params.get("task_display_mode"))  # fmt: skip
-        self._append(stream, params)
+        stream.ts = stored["ts"]
         self.streams[(channel, stream.ts)] = stream
+        self._apply(stream, piece)
         self.replied(channel, thread_ts)
         return {"channel": channel, "ts": stream.ts}
 
     def _stream(self, params: JSON) -> Stream:
         channel = _need(params, "channel", "channel_not_found")
-        stream = self.streams.get((channel, _need(params, "ts", "message_not_found")))
+        ts = _need(params, "ts", "message_not_found")
+        stream = self.streams.get((channel, ts))
         if stream is None:
-            raise ApiError("message_not_found")
+            message = self.store.get(channel, ts)
+            if message.get("bot_id") != self.identity.bot_id:
+                raise ApiError("message_not_owned_by_app")
+            raise ApiError("message_not_in_streaming_state")
         if stream.state != "streaming":
             raise ApiError("message_not_in_streaming_state")
         return stream
@@ -154,51 +222,69 @@ class AgentSurfaces:
     def append_stream(self, params: JSON) -> JSON:
         stream = self._stream(params)
         now = time.monotonic()
-        if sum(1 for t in stream.times if now - t < 1.0) >= APPENDS_PER_SECOND:
-            raise ApiError("ratelimited", status=429)
+        recent = [t for t in stream.times if now - t < self.append_window]
+        if len(recent) >= self.appends_per_window:
+            wait = math.ceil(self.append_window - (now - recent[0]))
+            raise ApiError("ratelimited", status=429, retry_after=max(1, wait))
         stream.times.append(now)
-        self._append(stream, params)
+        self._apply(stream, self._piece(stream, params))
         return {"channel": stream.channel, "ts": stream.ts}
 
     def stop_stream(self, params: JSON) -> JSON:
         stream = self._stream(params)
-        self._append(stream, params)
-        stream.state = "stopped"
-        message = self.store.get(stream.channel, stream.ts)
         blocks = _list(params.get("blocks"))
+        self._apply(stream, self._piece(stream, params))
+        stream.state = "stopped"
+        stream.session_status = params.get("session_status") or None
+        message = self.store.get(stream.channel, stream.ts)
         if blocks:
             message["blocks"] = blocks
-        if params.get("metadata"):
-            message["metadata"] = params["metadata"]
+        if isinstance(params.get("metadata"), dict):
+            message["metadata"] = stream.metadata = params["metadata"]
         return {"channel": stream.channel, "ts": stream.ts, "message": copy.deepcopy(message)}
 
-    def _append(self, stream: Stream, params: JSON) -> None:
-        """Adds a call's markdown text and chunks to the stream (all or nothing)."""
+    def _piece(self, stream: Stream, params: JSON) -> _Piece:
+        """Reads and checks a call's markdown text and chunks; raises without changing a thing."""
         text = params.get("markdown_text") or ""
         if not isinstance(text, str):
             raise ApiError("invalid_arguments")
+        chunks = _list(params.get("chunks"))
         pieces = [text] if text else []
-        tasks: dict[str, JSON] = {}
+        tasks: list[JSON] = []
         plan = None
-        for chunk in _list(params.get("chunks")):
+        for chunk in chunks:
             kind = chunk.get("type") if isinstance(chunk, dict) else None
             if kind == "markdown_text" and isinstance(chunk.get("text"), str):
                 pieces.append(chunk["text"])
-            elif kind == "task_update" and chunk.get("id") and chunk.get("status") in (
-                "pending", "in_progress", "complete", "error",
-            ):  # fmt: skip
-                tasks[str(chunk["id"])] = dict(chunk)
+            elif kind == "task_update" and chunk.get("id") and chunk.get("status") in TASK_STATUSES:
+                tasks.append(dict(chunk))
             elif kind == "plan_update" and isinstance(chunk.get("title"), str):
                 plan = chunk["title"]
-            elif kind != "blocks":
+            elif kind != "blocks" or not isinstance(chunk.get("blocks"), list):
                 raise ApiError("invalid_chunks")
+        mode = "chunks" if chunks else "markdown_text" if text else None
+        if self.strict_stream_modes:
+            if text and chunks:
+                raise ApiError("cannot_provide_both_markdown_text_and_chunks")
+            if stream.mode and mode and mode != stream.mode:
+                raise ApiError("streaming_mode_mismatch")
         added = "".join(pieces)
-        if len(added) > CALL_TEXT_LIMIT or len(stream.text) + len(added) > STREAM_TEXT_LIMIT:
+        if any(len(p) > self.call_text_limit for p in pieces):
             raise ApiError("msg_too_long")
-        stream.text += added
-        stream.tasks.update(tasks)
-        stream.plan_title = plan or stream.plan_title
-        stream.appends.append(copy.deepcopy(params))
+        if len(stream.text) + len(added) > self.stream_text_limit:
+            raise ApiError("msg_too_long")
+        params = {**copy.deepcopy(params), "chunks": copy.deepcopy(chunks)}
+        return _Piece(params, added, tasks, plan, mode)
+
+    def _apply(self, stream: Stream, piece: _Piece) -> None:
+        stream.text += piece.text
+        for task in piece.tasks:
+            # A task keeps its place; a later update's fields win.
+            task_id = str(task["id"])
+            stream.tasks[task_id] = {**stream.tasks.get(task_id, {}), **task}
+        stream.plan_title = piece.plan or stream.plan_title
+        stream.mode = stream.mode or piece.mode
+        stream.appends.append(piece.params)
         self.store.get(stream.channel, stream.ts)["text"] = stream.text
 
     # ------------------------------------------------------------------ App Home
@@ -213,6 +299,9 @@ class AgentSurfaces:
                 raise ApiError("invalid_arguments") from exc
         if not isinstance(view, dict) or view.get("type") != "home":
             raise ApiError("invalid_arguments")
-        view = {**view, "id": f"V{len(self.home_views) + 1:08d}"}
+        # A user's Home tab keeps its view id across publishes.
+        shown = self.home_views.get(user)
+        view_id = shown["id"] if shown else f"V{len(self.home_views) + 1:08d}"
+        view = {**view, "id": view_id}
         self.home_views[user] = view
         return {"view": copy.deepcopy(view)}

@@ -166,12 +166,13 @@ class WebApi:
 
     def permalink(self, params: JSON) -> JSON:
         channel = _need(params, "channel", "channel_not_found")
-        ts = self.store.get(channel, _need(params, "message_ts", "message_not_found"))["ts"]
+        message = self.store.get(channel, _need(params, "message_ts", "message_not_found"))
+        ts, thread_ts = message["ts"], message.get("thread_ts")
         domain = self.identity.team_domain
-        return {
-            "channel": channel,
-            "permalink": f"https://{domain}.slack.com/archives/{channel}/p{ts.replace('.', '')}",
-        }
+        link = f"https://{domain}.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        if thread_ts and thread_ts != ts:  # a reply's link opens its thread, as Slack's do
+            link += f"?thread_ts={thread_ts}&cid={channel}"
+        return {"channel": channel, "permalink": link}
 
     def react(self, params: JSON, *, add: bool) -> JSON:
         channel = _need(params, "channel", "channel_not_found")

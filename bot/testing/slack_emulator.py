@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from bot.testing.slack_agent_api import Stream
+from bot.testing.slack_agent_users import AgentSurfaceUsers
 from bot.testing.slack_api import user_record
 from bot.testing.slack_model import (
     JSON,
@@ -33,19 +34,16 @@ from bot.testing.slack_model import (
     transcript_line,
 )
 from bot.testing.slack_payloads import (
-    assistant_thread_event,
     block_actions,
     changed_event,
     deleted_event,
     envelope,
     event_callback,
     mention_event,
-    message_action,
     message_event,
     new_id,
     slash_fields,
 )
-from bot.testing.slack_server import EmulatorServer
 
 __all__ = ["ApiCall", "DeliveredEvent", "SlackEmulator", "Stream", "transcript_line"]
 
@@ -54,7 +52,7 @@ T = TypeVar("T")
 FORM = "application/x-www-form-urlencoded"
 
 
-class SlackEmulator(EmulatorServer):
+class SlackEmulator(AgentSurfaceUsers):
     """Loopback Slack. Use `async with SlackEmulator(...) as slack:` or `with s.in_thread():`.
 
     Constructor: see `EmulatorServer.__init__` (tokens, ids, `bot_url`, `delivery`, `port`).
@@ -295,90 +293,7 @@ class SlackEmulator(EmulatorServer):
         )
         return await self._deliver("interactive", payload)
 
-    async def assistant_thread_started(
-        self, user: str, channel: str, *, context: JSON | None = None
-    ) -> str:
-        """A user opens a new assistant thread (the split view) in their DM with the bot:
-        Slack makes its root message and sends `assistant_thread_started`. Its ts."""
-        self.add_user(user)
-        self.store.channel_types[channel] = "im"
-        root = self.api.bot_message({"text": "New Assistant Thread"})
-        root["subtype"] = "assistant_app_thread"
-        stored = self.store.add(channel, root)
-        kind = "assistant_thread_started"
-        event = assistant_thread_event(self.identity, kind, user, channel, stored["ts"], context)
-        await self.deliver_event(event)
-        return str(stored["ts"])
-
-    async def app_home_opened(self, user: str, tab: str = "home") -> DeliveredEvent:
-        """A user opens the app's Home tab: `app_home_opened`, with the view it shows now."""
-        self.add_user(user)
-        event: JSON = {"type": "app_home_opened", "user": user, "channel": f"D{user}",
-                       "tab": tab, "event_ts": f"{time.time():.6f}"}  # fmt: skip
-        if user in self.api.agent.home_views:
-            event["view"] = copy.deepcopy(self.api.agent.home_views[user])
-        return await self.deliver_event(event)
-
-    async def home_action(self, user: str, action_id: str, value: str) -> DeliveredEvent:
-        """A user clicks a button (`action_id`, `value`) in the Home tab the bot published."""
-        self.add_user(user)
-        view = copy.deepcopy(self.api.agent.home_views.get(user) or {"type": "home"})
-        payload = block_actions(
-            self.identity,
-            user=user,
-            channel="",
-            message_ts="",
-            message=None,
-            action_id=action_id,
-            value=value,
-            thread_ts=None,
-            response_url="",
-        )
-        for key in ("channel", "message", "response_url"):
-            del payload[key]
-        payload["container"] = {"type": "view", "view_id": view.get("id", "")}
-        payload["view"] = view
-        return await self._deliver("interactive", payload)
-
-    async def message_shortcut(
-        self, user: str, channel: str, message_ts: str, callback_id: str
-    ) -> DeliveredEvent:
-        """A user picks the app's message shortcut `callback_id` on a stored message."""
-        self.add_user(user)
-        message = copy.deepcopy(self.store.get(channel, message_ts))
-        payload = message_action(
-            self.identity,
-            user=user,
-            channel=channel,
-            message=message,
-            callback_id=callback_id,
-            response_url=self._response_url(user, channel, message_ts),
-        )
-        return await self._deliver("interactive", payload)
-
     # ------------------------------------------------------------------ observation
-
-    def statuses(self, channel: str, thread_ts: str) -> list[str]:
-        """Every status the bot set on an assistant thread, in order ("" clears)."""
-        return list(self.api.agent.statuses.get((channel, thread_ts), []))
-
-    def status(self, channel: str, thread_ts: str) -> str:
-        """The status line the thread shows now (cleared by the bot's reply)."""
-        return self.api.agent.current_status.get((channel, thread_ts), "")
-
-    def suggested_prompts(self, channel: str, thread_ts: str) -> list[JSON]:
-        return list(self.api.agent.prompts.get((channel, thread_ts), []))
-
-    def title(self, channel: str, thread_ts: str) -> str | None:
-        return self.api.agent.titles.get((channel, thread_ts))
-
-    def streams(self, channel: str, thread_ts: str | None = None) -> list[Stream]:
-        """The streamed messages of a channel (of one thread), oldest first."""
-        found = [s for (c, _), s in self.api.agent.streams.items() if c == channel]
-        return [s for s in found if thread_ts is None or s.thread_ts == thread_ts]
-
-    def home_view(self, user: str) -> JSON | None:
-        return self.api.agent.home_views.get(user)
 
     def calls(self, method: str | None = None) -> list[ApiCall]:
         return [c for c in list(self._calls) if method is None or c.method == method]

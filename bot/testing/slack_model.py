@@ -279,8 +279,7 @@ def transcript_line(call: ApiCall, width: int = 100) -> str | None:
         "chat.delete": f"{here} | bot deleted a message",
         "reactions.add": f"{here} | bot reacted :{p.get('name')}:",
         "reactions.remove": f"{here} | bot removed :{p.get('name')}:",
-        "chat.startStream": f"{where} | bot (streaming): "
-        f"{message_summary({'text': p.get('markdown_text')}, width)}",
+        "chat.startStream": f"{where} | bot (streaming): {_stream_summary(p, width)}",
         "chat.appendStream": f"{here} | bot (streaming): {_stream_summary(p, width)}",
         "chat.stopStream": f"{here} | bot (stream done): {message_summary(p, width)}",
         "assistant.threads.setStatus": f"#{p.get('channel_id')} thread {p.get('thread_ts')} | "

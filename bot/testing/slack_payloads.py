@@ -168,18 +168,28 @@ def block_actions(
 def assistant_thread_event(
     ident: Identity, kind: str, user: str, channel: str, thread_ts: str, context: JSON | None
 ) -> JSON:
-    """`assistant_thread_started` / `assistant_thread_context_changed`."""
+    """`assistant_thread_started` / `assistant_thread_context_changed`; `context` (the channel
+    the user is viewing) is completed with this team and no enterprise."""
+    full = {"channel_id": None, "team_id": ident.team_id, "enterprise_id": None, **(context or {})}
     return {
         "type": kind,
         "assistant_thread": {
             "user_id": user,
-            "context": context
-            or {"channel_id": None, "team_id": ident.team_id, "enterprise_id": None},
+            "context": full,
             "channel_id": channel,
             "thread_ts": thread_ts,
         },
         "event_ts": f"{time.time():.6f}",
     }
+
+
+def app_home_opened_event(user: str, channel: str, tab: str, view: JSON | None) -> JSON:
+    """`app_home_opened`: `view` is the Home view published for the user, if any."""
+    event: JSON = {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab}
+    if view is not None:
+        event["view"] = view
+    event["event_ts"] = f"{time.time():.6f}"
+    return event
 
 
 def message_action(

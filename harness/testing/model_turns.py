@@ -31,10 +31,18 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     # After message_start, wait this long (or until the client goes away) before the rest.
     stall_seconds: float = 0.0
+    # Answer with this HTTP error instead (0: none), as a failing model API does; the CLI
+    # retries it and asks again.
+    error_status: int = 0
 
     @classmethod
     def say(cls, text: str) -> Turn:
         return cls(text=text)
+
+    @classmethod
+    def fail(cls, status: int) -> Turn:
+        """An HTTP error the CLI retries (500, 529 overloaded, ...)."""
+        return cls(error_status=status)
 
     @classmethod
     def call(cls, name: str, /, **tool_input: Any) -> Turn:

@@ -32,6 +32,12 @@ What the bundled CLI (2.1.330, claude-agent-sdk 0.2.187) sends, measured against
   ``AssistantMessage.model``.
 - A 500 is retried with growing backoff (8 tries in 70 s, still going) unless the reply has
   ``x-should-retry: false``; with it the run ends at once with ``is_error`` and our message.
+  Each retry is announced at once as ``SystemMessage("api_retry", {"attempt": 1,
+  "max_retries": 10, "retry_delay_ms": 547, "error_status": 529, "error": "overloaded"})``
+  (a refused connection: ``error_status: None, "error": "unknown"``); ``CLAUDE_CODE_MAX_RETRIES``
+  sets the limit (default 10, at most 15), after which the CLI says ``API Error: ...`` in an
+  ``AssistantMessage`` with ``error`` set and ends ``success`` with ``is_error``.
+  ``Turn.fail(529)`` answers with a retried error.
 - ``ClaudeSDKClient.interrupt()`` during a stalled stream returns in ~10 ms and the turn ends
   with ``error_during_execution``; the CLI drops the connection.
 - Timing: a one-turn run through ``query()`` takes ~0.45-0.75 s, ~0.35 s of it CLI start.
@@ -377,6 +383,9 @@ class ScriptedModel:
                 self._errors.append(message)
             return _error(500, "api_error", message)
 
+        if turn.error_status:
+            kind = _ERROR_KINDS.get(turn.error_status, "api_error")
+            return _error(turn.error_status, kind, "scripted failure", retry=True)
         input_tokens = max(1, len(raw) // 4)
         if body.get("stream"):
             return await self._stream(http, request, turn, input_tokens)
@@ -504,10 +513,13 @@ class ScriptedModel:
         )
 
 
-def _error(status: int, kind: str, message: str) -> web.Response:
+_ERROR_KINDS = {429: "rate_limit_error", 529: "overloaded_error"}
+
+
+def _error(status: int, kind: str, message: str, *, retry: bool = False) -> web.Response:
     # x-should-retry: false, or the CLI retries a 500 with backoff for about a minute.
     return web.json_response(
         {"type": "error", "error": {"type": kind, "message": message}},
         status=status,
-        headers={"x-should-retry": "false"},
+        headers={} if retry else {"x-should-retry": "false"},
     )

@@ -128,19 +128,33 @@ def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:
 def test_the_demo_stays_offline_with_keys_exported_and_keeps_its_transcript_and_task(
     project_dir: Path,
 ) -> None:
-    # Keys a developer may well have exported: the demo must use neither.
-    exported = clean_env(ANTHROPIC_API_KEY="sk-ant-real-key", SLACK_BOT_TOKEN="xoxb-real-token")
-    done = subprocess.run(
-        [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=exported,
-        check=False,
-    )
+    # Keys a developer may well have exported: the demo must use none of them. The model API
+    # they name is a loopback port that records any connection.
+    with socket.socket() as model_api:
+        model_api.bind(("127.0.0.1", 0))
+        model_api.listen()
+        model_api.setblocking(False)
+        exported = clean_env(
+            ANTHROPIC_API_KEY="sk-ant-real-key",
+            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_api.getsockname()[1]}",
+            SLACK_BOT_TOKEN="xoxb-real-token",
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=exported,
+            check=False,
+        )
+        with pytest.raises(BlockingIOError):
+            model_api.accept()  # no agent went there
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "ANTHROPIC_API_KEY, SLACK_BOT_TOKEN set but not used: the demo is offline" in out
+    assert (
+        "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SLACK_BOT_TOKEN set but not used: the demo is "
+        "offline (make demo REAL=1 uses them)"
+    ) in out
     assert "agents talk to the scripted model" in out
     assert "UDEMO: plan: a settings page" in out
     assert out.index("*product-analyst* (agent") < out.index("drafted *developer*")
@@ -179,6 +193,11 @@ def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
     assert "*product-analyst* finished" in out
     assert "demo: workers stopped" in out
     assert "Traceback" not in done.stderr
+    # What the agents left in the workers' workspaces is kept, where the demo said.
+    workers = project_dir / ".agents" / "workspaces" / ".demo-workers"
+    assert f"workspaces in {workers / 'worker-a'}" in out
+    [task] = (project_dir / ".agents" / "tasks").glob("*/task.json")
+    assert list(workers.glob(f"worker-*/{task.parent.name}")), list(workers.rglob("*"))
 
 
 def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None:
@@ -194,6 +213,24 @@ def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None
     assert "Slack refused SLACK_APP_TOKEN: invalid_auth" in done.stderr
     assert "Traceback" not in done.stderr
     assert [c.method for c in slack.calls()] == ["auth.test", "apps.connections.open"]
+
+
+def test_harness_bot_with_a_refused_bot_token_says_where_to_find_the_right_one(
+    project_dir: Path,
+) -> None:
+    with SlackEmulator(bot_token=BOT_TOKEN).in_thread() as slack:
+        done = start_bot(
+            project_dir,
+            SLACK_BOT_TOKEN="xoxb-revoked-secretpart",
+            SLACK_SIGNING_SECRET="s",
+            SLACK_API_URL=slack.api_url,
+        )
+
+    assert done.returncode == 2
+    assert "Slack refused SLACK_BOT_TOKEN: invalid_auth" in done.stderr
+    assert "fix: export SLACK_BOT_TOKEN=xoxb-" in done.stderr
+    assert "OAuth & Permissions" in done.stderr
+    assert "secretpart" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_swapped_tokens_are_named_before_any_call_to_slack(project_dir: Path) -> None:

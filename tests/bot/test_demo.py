@@ -3,6 +3,7 @@ would use before any call to Slack."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ def test_the_next_steps_show_the_demos_task_with_the_config_it_ran_on(
         *harness_command().split(), "--config", str(config), "show", "plan-a-page"
     ]  # fmt: skip
     assert "(simulated) cost" in lines[2]
+    # Outside this checkout there is no Makefile: the cluster demo is named as a module.
+    assert lines[3].split("#")[0].split() == [
+        sys.executable, "-m", "bot.demo", "--cluster", "--config", str(config)
+    ]  # fmt: skip
 
 
 def test_the_next_steps_use_the_usual_config_without_naming_it_and_real_costs_unmarked(

@@ -56,6 +56,14 @@ def test_waiting_questions_link_their_thread_and_tasks_show_status_branch_and_co
     assert line in shown
 
 
+def test_costs_from_the_scripted_model_are_marked_simulated_on_the_home_tab() -> None:
+    task = Task("paint", "2026", "Paint", None, (make_record("a1", cost_usd=0.25),))
+
+    view = render_home([], [], [task_line(task, None)], simulated=True)
+
+    assert "$0.25 (simulated)" in "\n".join(texts(view))
+
+
 def test_approvals_wait_on_the_requester_or_an_admin_and_questions_on_the_requester() -> None:
     questions = [
         question("q1", "mine", "approval"),

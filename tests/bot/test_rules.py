@@ -156,3 +156,12 @@ def test_token_shapes_are_checked_without_showing_the_secret() -> None:
     assert "starts with 'Beare', not 'xoxb-'" in str(mangled.value)
     assert "topsecret" not in str(swapped.value) + str(mangled.value)
     assert swapped.value.fix is not None and "export SLACK_APP_TOKEN=xapp-" in swapped.value.fix
+
+
+def test_a_token_given_as_the_signing_secret_is_named_without_showing_it() -> None:
+    check_token_shapes(SlackEnv(bot_token="xoxb-1", signing_secret="8f14e45fceea167a5a36dedd"))
+    with pytest.raises(HarnessError) as caught:
+        check_token_shapes(SlackEnv(bot_token="xoxb-1", signing_secret="xoxb-2-topsecret"))
+
+    assert "SLACK_SIGNING_SECRET holds a Slack token (xoxb-...)" in caught.value.message
+    assert "Signing Secret" in caught.value.fix and "topsecret" not in str(caught.value)

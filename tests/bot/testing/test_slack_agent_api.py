@@ -62,10 +62,13 @@ async def test_a_status_line_shows_until_the_bot_replies_and_prompts_and_title_a
 async def test_a_stream_grows_a_thread_message_until_stopped(slack: SlackEmulator) -> None:
     web = client(slack)
     root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
-    started = await web.chat_startStream(channel="D1", thread_ts=root, markdown_text="Hello")
+    hello = {"type": "markdown_text", "text": "Hello"}
+    started = await web.chat_startStream(channel="D1", thread_ts=root, chunks=[hello])
     ts = started["ts"]
     task = {"type": "task_update", "id": "a2", "title": "developer: x", "status": "pending"}
-    await web.chat_appendStream(channel="D1", ts=ts, markdown_text=", world")
+    await web.chat_appendStream(channel="D1", ts=ts, chunks=[{**hello, "text": ", world"}])
+    # Started with chunks, it takes no plain markdown_text (nor the other way round).
+    mixed = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="!"))
     await web.chat_appendStream(channel="D1", ts=ts, chunks=[task])
     await web.chat_appendStream(channel="D1", ts=ts, chunks=[{**task, "status": "complete"}])
     blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "done"}}]
@@ -78,6 +81,7 @@ async def test_a_stream_grows_a_thread_message_until_stopped(slack: SlackEmulato
     assert stream.text == message["text"] == "Hello, world"
     assert stream.tasks["a2"]["status"] == "complete" and stream.state == "stopped"
     assert message["blocks"] == blocks
+    assert mixed == (200, "streaming_mode_mismatch")
     assert after_stop == (200, "message_not_in_streaming_state")
     assert unknown == (200, "message_not_found")
 

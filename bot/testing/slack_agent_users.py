@@ -1,0 +1,170 @@
+"""Slack's agent surfaces as the emulator's simulated users meet them (assistant threads, the
+Home tab, message shortcuts), and what tests observe of them (status lines, prompts, titles,
+streams, home views). Mixed into `bot.testing.slack_emulator.SlackEmulator`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from bot.testing.slack_agent_api import StatusSet, Stream
+from bot.testing.slack_model import JSON, DeliveredEvent
+from bot.testing.slack_payloads import (
+    app_home_opened_event,
+    assistant_thread_event,
+    block_actions,
+    message_action,
+)
+from bot.testing.slack_server import EmulatorServer
+
+T = TypeVar("T")
+
+
+class AgentSurfaceUsers(EmulatorServer):
+    """The agent-surface half of `SlackEmulator` (which supplies delivery and `add_user`)."""
+
+    if TYPE_CHECKING:  # implemented by SlackEmulator
+
+        async def deliver_event(
+            self,
+            event: JSON,
+            *,
+            retry_of: DeliveredEvent | None = None,
+            retry_reason: str | None = None,
+        ) -> DeliveredEvent: ...
+
+        async def _deliver(
+            self,
+            kind: str,
+            payload: JSON,
+            *,
+            event_id: str | None = None,
+            retry_num: int = 0,
+            retry_reason: str | None = None,
+        ) -> DeliveredEvent: ...
+
+        def add_user(self, user_id: str, name: str | None = None) -> None: ...
+
+        def _read(self, fn: Callable[[], T]) -> T: ...
+
+    # ------------------------------------------------------------------ simulated users
+
+    async def assistant_thread_started(
+        self,
+        user: str,
+        channel: str,
+        *,
+        thread_ts: str | None = None,
+        context: JSON | None = None,
+    ) -> str:
+        """A user opens a new assistant thread (the split view) in their DM `channel` with the
+        bot: Slack makes its root message (subtype `assistant_app_thread`) and sends
+        `assistant_thread_started`. Returns the root's ts (`thread_ts` reuses a stored message
+        as the root). `context` is the channel the user is viewing, e.g. {"channel_id": "C1"}."""
+        self.add_user(user)
+        self.store.channel_types[channel] = "im"
+        if thread_ts is None:
+            root = self.api.bot_message({"text": "New Assistant Thread"})
+            root["subtype"] = "assistant_app_thread"
+            thread_ts = str(self.store.add(channel, root)["ts"])
+            await self._changed()
+        kind = "assistant_thread_started"
+        event = assistant_thread_event(self.identity, kind, user, channel, thread_ts, context)
+        await self.deliver_event(event)
+        return thread_ts
+
+    async def assistant_thread_context_changed(
+        self, user: str, channel: str, thread_ts: str, context: JSON
+    ) -> DeliveredEvent:
+        """The user, assistant thread open, moves to another channel (`context`)."""
+        kind = "assistant_thread_context_changed"
+        event = assistant_thread_event(self.identity, kind, user, channel, thread_ts, context)
+        return await self.deliver_event(event)
+
+    async def app_home_opened(
+        self, user: str, tab: str = "home", *, channel: str | None = None
+    ) -> DeliveredEvent:
+        """A user opens the app's Home (or Messages) tab: `app_home_opened` in their DM with
+        the bot (`D<user>` unless given), with the Home view published for them, if any."""
+        self.add_user(user)
+        view = copy.deepcopy(self.api.agent.home_views.get(user))
+        event = app_home_opened_event(user, channel or f"D{user}", tab, view)
+        return await self.deliver_event(event)
+
+    async def home_action(self, user: str, action_id: str, value: str) -> DeliveredEvent:
+        """A user clicks a button (`action_id`, `value`) in the Home tab the bot published."""
+        self.add_user(user)
+        view = copy.deepcopy(self.api.agent.home_views.get(user) or {"type": "home"})
+        payload = block_actions(
+            self.identity,
+            user=user,
+            channel="",
+            message_ts="",
+            message=None,
+            action_id=action_id,
+            value=value,
+            thread_ts=None,
+            response_url="",
+        )
+        for key in ("channel", "message", "response_url"):
+            del payload[key]
+        payload["container"] = {"type": "view", "view_id": view.get("id", "")}
+        payload["view"] = view
+        return await self._deliver("interactive", payload)
+
+    async def message_shortcut(
+        self, user: str, channel: str, message_ts: str, callback_id: str
+    ) -> DeliveredEvent:
+        """A user picks the app's message shortcut `callback_id` on a stored message."""
+        self.add_user(user)
+        message = copy.deepcopy(self.store.get(channel, message_ts))
+        payload = message_action(
+            self.identity,
+            user=user,
+            channel=channel,
+            message=message,
+            callback_id=callback_id,
+            response_url=self._response_url(user, channel, message_ts),
+        )
+        return await self._deliver("interactive", payload)
+
+    def refuse_streaming(self, error: str | None = "not_allowed_token_type") -> None:
+        """From now on chat.startStream answers `error` (None: streams are allowed again)."""
+        self.api.agent.streaming_refused = error
+
+    # ------------------------------------------------------------------ observation
+
+    def statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """Every status the bot set on an assistant thread, in order ("" clears)."""
+        return [s.status for s in self.status_history(channel, thread_ts)]
+
+    def status_history(self, channel: str, thread_ts: str) -> list[StatusSet]:
+        """Every setStatus on a thread, in order: status, loading messages, time."""
+        return self._read(lambda: list(self.api.agent.statuses.get((channel, thread_ts), [])))
+
+    def status(self, channel: str, thread_ts: str) -> str:
+        """The status line the thread shows now (cleared by the bot's reply)."""
+        return self.api.agent.current_status.get((channel, thread_ts), "")
+
+    def suggested_prompts(self, channel: str, thread_ts: str) -> list[JSON]:
+        return list(self.api.agent.prompts.get((channel, thread_ts), []))
+
+    def suggested_prompts_title(self, channel: str, thread_ts: str) -> str | None:
+        return self.api.agent.prompt_titles.get((channel, thread_ts))
+
+    def title(self, channel: str, thread_ts: str) -> str | None:
+        return self.api.agent.titles.get((channel, thread_ts))
+
+    def streams(self, channel: str, thread_ts: str | None = None) -> list[Stream]:
+        """The streamed messages of a channel (of one thread), oldest first."""
+        found = [s for (c, _), s in self.api.agent.streams.items() if c == channel]
+        return [s for s in found if thread_ts is None or s.thread_ts == thread_ts]
+
+    def stream(self, channel: str, ts: str) -> Stream | None:
+        """The streamed message at `ts` (a copy): text, appends, tasks, plan title, state,
+        recipient."""
+        return self._read(lambda: copy.deepcopy(self.api.agent.streams.get((channel, ts))))
+
+    def home_view(self, user: str) -> JSON | None:
+        return self.api.agent.home_views.get(user)

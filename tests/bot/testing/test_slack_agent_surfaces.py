@@ -1,0 +1,411 @@
+"""Slack's agent surfaces on the emulator, through the real slack_sdk client and Bolt app:
+assistant-thread status lines (their history, cleared by a reply), suggested prompts, titles,
+streams fed by the SDK's `chat_stream` helper (text, task lines, plan, stop, recipients,
+size and rate limits, refusal), the Home tab, and the events and payloads Bolt's
+`AsyncAssistant`, `app.event` and `app.shortcut` listeners receive over signed HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp, AsyncAssistant
+from slack_sdk.errors import SlackApiError
+from slack_sdk.models.messages.chunk import MarkdownTextChunk, PlanUpdateChunk, TaskUpdateChunk
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.testing.slack_agent_api import CALL_TEXT_LIMIT
+from bot.testing.slack_emulator import SlackEmulator
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "agent-surfaces-secret"
+WAIT = 5.0
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackEmulator]:
+    async with SlackEmulator(signing_secret=SECRET, delivery="none") as emulator:
+        yield emulator
+
+
+def client(slack: SlackEmulator) -> AsyncWebClient:
+    return AsyncWebClient(token=slack.identity.bot_token, base_url=slack.api_url)
+
+
+async def error_of(call: Awaitable[Any]) -> tuple[int, str]:
+    with pytest.raises(SlackApiError) as raised:
+        await call
+    return raised.value.response.status_code, str(raised.value.response["error"])
+
+
+@contextlib.asynccontextmanager
+async def serve_http(app: AsyncApp, slack: SlackEmulator) -> AsyncIterator[None]:
+    """Serves the Bolt app with its aiohttp adapter on a free port; points Slack at it."""
+    runner = web.AppRunner(app.web_app(path="/slack/events"))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    slack.bot_url = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
+    slack.delivery = "http"
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+# --------------------------------------------------------------------------- assistant threads
+
+
+async def test_status_lines_are_kept_in_order_and_a_reply_clears_the_one_shown(
+    slack: SlackEmulator,
+) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    await web.assistant_threads_setStatus(
+        channel_id="D1", thread_ts=root, status="is thinking…", loading_messages=["Reading…"]
+    )
+    await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="is writing…")
+    shown = slack.status("D1", root)
+    await web.chat_postMessage(channel="D1", thread_ts=root, text="here you go")
+    after_reply = slack.status("D1", root)
+    await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="is checking…")
+    await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="")
+    too_many = await error_of(
+        web.assistant_threads_setStatus(
+            channel_id="D1", thread_ts=root, status="x", loading_messages=["m"] * 11
+        )
+    )
+
+    history = slack.status_history("D1", root)
+    assert (shown, after_reply, slack.status("D1", root)) == ("is writing…", "", "")
+    assert slack.statuses("D1", root) == ["is thinking…", "is writing…", "is checking…", ""]
+    assert history[0].loading_messages == ("Reading…",) and history[1].loading_messages == ()
+    assert [h.time for h in history] == sorted(h.time for h in history)
+    assert too_many == (200, "invalid_arguments")
+
+
+async def test_suggested_prompts_and_the_title_are_kept_per_thread(slack: SlackEmulator) -> None:
+    web = client(slack)
+    root = await slack.assistant_thread_started("U1", "D1")
+    prompts = [{"title": "Plan", "message": "plan: x"}, {"title": "Fix", "message": "fix y"}]
+    await web.assistant_threads_setSuggestedPrompts(
+        channel_id="D1", thread_ts=root, prompts=prompts, title="Try one of these"
+    )
+    await web.assistant_threads_setTitle(channel_id="D1", thread_ts=root, title="Plan x")
+    five = await error_of(
+        web.assistant_threads_setSuggestedPrompts(
+            channel_id="D1", thread_ts=root, prompts=[prompts[0]] * 5
+        )
+    )
+    none = await error_of(
+        web.assistant_threads_setSuggestedPrompts(channel_id="D1", thread_ts=root, prompts=[])
+    )
+
+    assert slack.suggested_prompts("D1", root) == prompts
+    assert slack.suggested_prompts_title("D1", root) == "Try one of these"
+    assert slack.title("D1", root) == "Plan x"
+    [shown_root] = slack.thread("D1", root)
+    assert shown_root["subtype"] == "assistant_app_thread"
+    assert shown_root["assistant_app_thread"]["title"] == "Plan x"
+    assert five == none == (200, "invalid_arguments")
+
+
+# --------------------------------------------------------------------------- streams
+
+
+async def test_the_sdk_stream_helper_grows_one_thread_message_until_stopped(
+    slack: SlackEmulator,
+) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="is thinking…")
+    streamer = await web.chat_stream(channel="D1", thread_ts=root, buffer_size=20)
+    pieces = ["Looking at ", "the page. ", "The toggle ", "goes in the header."]
+    for piece in pieces[:2]:
+        await streamer.append(markdown_text=piece)
+    ts = streamer.ts
+    assert ts is not None
+    midway = (await web.conversations_replies(channel="D1", ts=root))["messages"]
+    for piece in pieces[2:]:
+        await streamer.append(markdown_text=piece)
+    blocks = [{"type": "context", "elements": [{"type": "mrkdwn", "text": "done"}]}]
+    metadata = {"event_type": "task_done", "event_payload": {"slug": "a1"}}
+    await streamer.stop(markdown_text=" Done.", blocks=blocks, metadata=metadata)
+    after_stop = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="!"))
+
+    stream = slack.stream("D1", ts)
+    assert stream is not None and stream.state == "stopped"
+    assert stream.text == "".join(pieces) + " Done."
+    assert [m["text"] for m in midway] == ["root", "Looking at the page. "]
+    message = slack.thread("D1", root)[1]
+    assert (message["ts"], message["text"], message["bot_id"]) == (ts, stream.text, "BBOT")
+    assert message["blocks"] == blocks and message["metadata"] == metadata
+    # The helper buffers 20 characters: one call per full buffer, the rest with the stop.
+    assert [[c["text"] for c in a["chunks"]] for a in stream.appends] == [
+        ["Looking at the page. "],
+        ["The toggle goes in the header."],
+        [" Done."],
+    ]
+    assert slack.status("D1", root) == ""  # the stream is the bot's reply
+    assert after_stop == (200, "message_not_in_streaming_state")
+
+
+async def test_task_lines_keep_their_place_and_take_each_update(slack: SlackEmulator) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    ts = (
+        await web.chat_startStream(
+            channel="D1",
+            thread_ts=root,
+            task_display_mode="plan",
+            chunks=[PlanUpdateChunk(title="Dark mode")],
+        )
+    )["ts"]
+    dev = TaskUpdateChunk(id="a2", title="developer: toggle", status="pending")
+    rev = TaskUpdateChunk(id="a3", title="reviewer", status="pending")
+    await web.chat_appendStream(channel="D1", ts=ts, chunks=[dev, rev])
+    working = TaskUpdateChunk(
+        id="a2", title="developer: toggle", status="in_progress", details="editing header.html"
+    )
+    await web.chat_appendStream(
+        channel="D1", ts=ts, chunks=[MarkdownTextChunk(text="Go."), working]
+    )
+    await web.chat_stopStream(
+        channel="D1", ts=ts, chunks=[{"type": "task_update", "id": "a2", "status": "complete"}]
+    )
+    bad = await error_of(
+        web.chat_startStream(
+            channel="D1", thread_ts=root, chunks=[{"type": "task_update", "id": "x"}]
+        )
+    )
+
+    stream = slack.stream("D1", ts)
+    assert stream is not None
+    assert list(stream.tasks) == ["a2", "a3"]
+    assert stream.task_trail("a2") == ["pending", "in_progress", "complete"]
+    assert stream.tasks["a2"]["title"] == "developer: toggle"  # kept from earlier updates
+    assert stream.tasks["a2"]["details"] == "editing header.html"
+    assert stream.tasks["a3"]["status"] == "pending"
+    assert (stream.plan_title, stream.task_display_mode, stream.text) == (
+        "Dark mode",
+        "plan",
+        "Go.",
+    )
+    assert bad == (200, "invalid_chunks")
+
+
+async def test_a_channel_stream_names_its_recipient(slack: SlackEmulator) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="C1", text="root"))["ts"]
+    nobody = await error_of(web.chat_startStream(channel="C1", thread_ts=root))
+    no_team = await error_of(
+        web.chat_startStream(channel="C1", thread_ts=root, recipient_user_id="U1")
+    )
+    ts = (
+        await web.chat_startStream(
+            channel="C1", thread_ts=root, recipient_user_id="U1", recipient_team_id="T1"
+        )
+    )["ts"]
+
+    stream = slack.stream("C1", ts)
+    assert nobody == (200, "missing_recipient_user_id")
+    assert no_team == (200, "missing_recipient_team_id")
+    assert stream is not None and (stream.recipient_user, stream.recipient_team) == ("U1", "T1")
+    assert len(slack.thread("C1", root)) == 2  # the refused starts made no message
+
+
+async def test_stream_text_is_limited_per_call_and_in_total(slack: SlackEmulator) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    too_long_start = await error_of(
+        web.chat_startStream(
+            channel="D1", thread_ts=root, markdown_text="x" * (CALL_TEXT_LIMIT + 1)
+        )
+    )
+    slack.api.agent.stream_text_limit = 10
+    ts = (await web.chat_startStream(channel="D1", thread_ts=root, markdown_text="12345"))["ts"]
+    over_total = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="678901"))
+    await web.chat_appendStream(channel="D1", ts=ts, markdown_text="67890")
+
+    stream = slack.stream("D1", ts)
+    assert too_long_start == over_total == (200, "msg_too_long")
+    assert stream is not None and stream.text == "1234567890"
+    assert len(slack.thread("D1", root)) == 2
+
+
+async def test_appends_faster_than_the_rate_get_429_with_retry_after(slack: SlackEmulator) -> None:
+    web = client(slack)
+    slack.api.agent.appends_per_window, slack.api.agent.append_window = 3, 60.0
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    ts = (await web.chat_startStream(channel="D1", thread_ts=root))["ts"]
+    for n in range(3):
+        await web.chat_appendStream(channel="D1", ts=ts, markdown_text=str(n))
+    with pytest.raises(SlackApiError) as raised:
+        await web.chat_appendStream(channel="D1", ts=ts, markdown_text="!")
+    other = (await web.chat_startStream(channel="D1", thread_ts=root))["ts"]
+    await web.chat_appendStream(channel="D1", ts=other, markdown_text="own budget")
+
+    response = raised.value.response
+    assert (response.status_code, response["error"]) == (429, "ratelimited")
+    assert 59 <= int(response.headers["Retry-After"]) <= 60
+    assert slack.calls("chat.appendStream")[3].status == 429
+    stream = slack.stream("D1", ts)
+    assert stream is not None and stream.text == "012"
+
+
+async def test_streams_can_be_refused_and_only_stream_messages_take_appends(
+    slack: SlackEmulator,
+) -> None:
+    web = client(slack)
+    root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
+    slack.refuse_streaming()
+    refused = await error_of(web.chat_startStream(channel="D1", thread_ts=root))
+    slack.refuse_streaming("team_not_allowed")
+    refused_too = await error_of(web.chat_startStream(channel="D1", thread_ts=root))
+    slack.refuse_streaming(None)
+    await web.chat_startStream(channel="D1", thread_ts=root, markdown_text="ok")
+    user_ts = (await slack.user_message("U1", "D1", "hi", thread_ts=root)).event["ts"]
+    plain = await error_of(web.chat_appendStream(channel="D1", ts=root, markdown_text="x"))
+    users = await error_of(web.chat_appendStream(channel="D1", ts=user_ts, markdown_text="x"))
+    unknown = await error_of(web.chat_stopStream(channel="D1", ts="1.000000"))
+
+    assert refused == (200, "not_allowed_token_type")
+    assert refused_too == (200, "team_not_allowed")
+    assert [m["text"] for m in slack.thread("D1", root)] == ["root", "ok", "hi"]
+    assert plain == (200, "message_not_in_streaming_state")
+    assert users == (200, "message_not_owned_by_app")
+    assert unknown == (200, "message_not_found")
+
+
+# --------------------------------------------------------------------------- App Home
+
+
+async def test_the_latest_home_view_is_kept_per_user_under_one_id(slack: SlackEmulator) -> None:
+    web = client(slack)
+    first = {
+        "type": "home",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "1"}}],
+    }
+    second = {"type": "home", "blocks": []}
+    one = (await web.views_publish(user_id="U1", view=first))["view"]
+    two = (await web.views_publish(user_id="U1", view=second))["view"]
+    modal = await error_of(web.views_publish(user_id="U1", view={"type": "modal", "blocks": []}))
+
+    shown = slack.home_view("U1")
+    assert shown is not None and shown["blocks"] == [] and shown["id"] == one["id"] == two["id"]
+    assert slack.home_view("U2") is None
+    assert modal == (200, "invalid_arguments")
+
+
+# --------------------------------------------------------------------------- Bolt over HTTP
+
+
+async def test_bolt_assistant_gets_the_thread_start_context_changes_and_user_messages(
+    slack: SlackEmulator,
+) -> None:
+    app = AsyncApp(client=client(slack), signing_secret=SECRET)
+    assistant = AsyncAssistant()
+    seen: list[tuple[str, JSON]] = []
+
+    async def started(payload: JSON, say: Any, set_suggested_prompts: Any) -> None:
+        seen.append(("started", payload))
+        await say("Hi! What shall we build?")
+        await set_suggested_prompts(prompts=[{"title": "Plan", "message": "plan: x"}])
+
+    async def context_changed(payload: JSON) -> None:
+        seen.append(("context", payload))
+
+    async def user_message(payload: JSON, set_status: Any, say: Any) -> None:
+        seen.append(("message", payload))
+        await set_status("is reading your message…")
+        await say(f"on it: {payload['text']}")
+
+    async def plain_message(event: JSON) -> None:
+        seen.append(("plain message", event))  # not expected: the assistant takes it
+
+    assistant.thread_started(started)
+    assistant.thread_context_changed(context_changed)
+    assistant.user_message(user_message)
+    app.assistant(assistant)
+    app.event("message")(plain_message)
+    async with serve_http(app, slack):
+        root = await slack.assistant_thread_started("U1", "D1", context={"channel_id": "C9"})
+        await slack.wait_for(lambda: slack.suggested_prompts("D1", root), WAIT)
+        changed = await slack.assistant_thread_context_changed(
+            "U1", "D1", root, {"channel_id": "C7"}
+        )
+        await slack.wait_for(lambda: len(seen) == 2, WAIT)
+        sent = await slack.user_message("U1", "D1", "add a toggle", thread_ts=root)
+        await slack.wait_for(lambda: len(slack.thread("D1", root)) == 4, WAIT)
+
+    started_payload = next(p for kind, p in seen if kind == "started")
+    assert started_payload["assistant_thread"] == {
+        "user_id": "U1",
+        "context": {"channel_id": "C9", "team_id": "T1", "enterprise_id": None},
+        "channel_id": "D1",
+        "thread_ts": root,
+    }
+    assert changed.status == 200
+    assert ("context", changed.event) in seen
+    assert sent.event["channel_type"] == "im" and sent.event["thread_ts"] == root
+    assert [kind for kind, _ in seen] == ["started", "context", "message"]
+    texts = [m["text"] for m in slack.thread("D1", root)]
+    assert texts[1:] == ["Hi! What shall we build?", "add a toggle", "on it: add a toggle"]
+    assert slack.statuses("D1", root) == ["is reading your message…"]
+    assert slack.status("D1", root) == ""  # the reply cleared it
+
+
+async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEmulator) -> None:
+    app = AsyncApp(client=client(slack), signing_secret=SECRET)
+    opened: list[JSON] = []
+    shortcuts: list[tuple[JSON, str]] = []
+
+    async def on_home(event: JSON, client: AsyncWebClient) -> None:
+        opened.append(event)
+        section = {"type": "section", "text": {"type": "mrkdwn", "text": "tasks"}}
+        await client.views_publish(
+            user_id=event["user"], view={"type": "home", "blocks": [section]}
+        )
+
+    async def on_shortcut(ack: Any, shortcut: JSON, client: AsyncWebClient) -> None:
+        await ack()
+        link = await client.chat_getPermalink(
+            channel=shortcut["channel"]["id"], message_ts=shortcut["message_ts"]
+        )
+        shortcuts.append((shortcut, str(link["permalink"])))
+
+    app.event("app_home_opened")(on_home)
+    app.shortcut("send_to_harness")(on_shortcut)
+    parent = (await client(slack).chat_postMessage(channel="C1", text="the bug"))["ts"]
+    # Stored only (delivery is "none" until served): this app has no message listener.
+    reply = (await slack.user_message("U2", "C1", "see logs", thread_ts=parent)).event["ts"]
+    async with serve_http(app, slack):
+        first = await slack.app_home_opened("U1")
+        await slack.wait_for(lambda: slack.home_view("U1"), WAIT)
+        again = await slack.app_home_opened("U1")
+        picked = await slack.message_shortcut("U1", "C1", reply, "send_to_harness")
+        await slack.wait_for(lambda: len(opened) == 2 and shortcuts, WAIT)
+
+    assert (first.status, again.status, picked.status) == (200, 200, 200)
+    assert {k: opened[0][k] for k in ("type", "user", "channel", "tab")} == {
+        "type": "app_home_opened",
+        "user": "U1",
+        "channel": "DU1",
+        "tab": "home",
+    }
+    assert "view" not in opened[0] and opened[1]["view"]["type"] == "home"
+    [(shortcut, link)] = shortcuts
+    assert shortcut["type"] == "message_action" and shortcut["callback_id"] == "send_to_harness"
+    assert shortcut["user"]["id"] == "U1" and shortcut["channel"]["id"] == "C1"
+    assert shortcut["trigger_id"] and shortcut["response_url"].startswith(slack.base_url)
+    message = shortcut["message"]
+    assert (message["user"], message["text"], message["ts"]) == ("U2", "see logs", reply)
+    assert message["thread_ts"] == parent
+    assert link == (
+        f"https://emulated.slack.com/archives/C1/p{reply.replace('.', '')}"
+        f"?thread_ts={parent}&cid=C1"
+    )
