@@ -445,8 +445,13 @@ class Orchestrator:
         entry = self._live(agent_id)
         entry.progress = Progress(message=message, at=utc_now(), percent=percent)
         entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
-        record = dataclasses.replace(await self._store.record(agent_id), progress=entry.progress)
-        task = await self._store.save_dispatch(entry.task_slug, record)
+        async with entry.record_lock:
+            # Reports may arrive together; whichever writes last writes the newest one.
+            if entry.record_closed:
+                return await self._store.record(agent_id)
+            record = await self._store.record(agent_id)
+            record = dataclasses.replace(record, progress=entry.progress)
+            task = await self._store.save_dispatch(entry.task_slug, record)
         self._events.emit(AgentEvent("progress", task, record))
         return record
 
@@ -637,6 +642,8 @@ class Orchestrator:
         workspace: Workspace | WorkspaceRequest | None,
     ) -> None:
         slug = entry.task_slug
+        async with entry.record_lock:
+            entry.record_closed = True
         final = final_record(
             record,
             outcome,

@@ -36,6 +36,9 @@ class PoolEntry:
     # When set, a kill ends the dispatch as ``interrupted`` (shutdown) rather than ``killed``.
     interrupted: bool = False
     progress: Progress | None = None
+    # Progress is written to the record one report at a time, and never after the final record.
+    record_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    record_closed: bool = False
     # An agent that can change files: one at a time per task (they share its workspace).
     writes: bool = False
     holds_task: bool = False

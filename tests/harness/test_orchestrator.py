@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.agent_spec import AgentSpec
 from harness.errors import HarnessError
+from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
+from harness.results import DispatchRecord, Task
+from harness.task_files import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 
 pytestmark = pytest.mark.anyio
@@ -129,3 +134,40 @@ async def test_a_task_that_cannot_be_read_is_deleted_only_when_forced(
 
     assert await orchestrator.delete_task(task.slug, force=True) is None
     assert await orchestrator.damaged_tasks() == []
+
+
+class _FirstSaveHeld(FileTaskStore):
+    """A task store whose first dispatch save waits until the test lets it finish."""
+
+    def __init__(self, tasks_dir: Path) -> None:
+        super().__init__(tasks_dir)
+        self.first_save_began = asyncio.Event()
+        self.let_first_save_finish = asyncio.Event()
+
+    async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
+        if not self.first_save_began.is_set() and record.progress is not None:
+            self.first_save_began.set()
+            await asyncio.wait_for(self.let_first_save_finish.wait(), 5)
+        return await super().save_dispatch(slug, record)
+
+
+async def test_a_slow_progress_write_never_overwrites_a_newer_report(project: Project) -> None:
+    store = _FirstSaveHeld(project.config.tasks_dir)
+    runtime = HeldRuntime()
+    orchestrator = Orchestrator(project.config, project.roles, store, runtime, tools=HarnessTools)
+    handle = await orchestrator.draft("developer", "two reports")
+    await runtime.wait_started(1)
+    first = asyncio.create_task(orchestrator.report_progress(handle.agent_id, "step 1", None))
+    await asyncio.wait_for(store.first_save_began.wait(), 5)
+    second = asyncio.create_task(orchestrator.report_progress(handle.agent_id, "step 2", None))
+    # The newer report has its turn while the older one is still being written, or waits
+    # for it: either way the older write must not land last.
+    await asyncio.wait({second}, timeout=0.5)
+    store.let_first_save_finish.set()
+    await asyncio.gather(first, second)
+    record = await orchestrator.record(handle.agent_id)
+    assert record.progress is not None and record.progress.message == "step 2"
+    runtime.release()
+    final = await orchestrator.wait(handle.agent_id, 5)
+    assert final.progress is not None and final.progress.message == "step 2"
+    await orchestrator.shutdown()
