@@ -7,7 +7,6 @@ question board waits on humans. Those parts are private; callers use the methods
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -17,28 +16,22 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from harness.agent_runs import AgentRuns, ToolProvider
 from harness.agent_spec import (
     MODEL_API_RETRIES_ENV,
     AdoptingRuntime,
     AgentRuntime,
-    AgentSpec,
-    RunOutcome,
-    ToolDeclaration,
-    ToolGateway,
-    ToolUse,
-    WorkReport,
     WorkspaceRequest,
 )
 from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
-from harness.dispatch_end import final_record, log_finish, utc_now, with_work, workspace_request
+from harness.dispatch_end import utc_now, workspace_request
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
-from harness.journal import api_retry_in, said_in
+from harness.journal import said_in
 from harness.metadata import FieldValue, MetadataCollector
-from harness.orphans import RUN_ID_ENV
 from harness.pool import AgentInfo, AgentPool, PoolEntry
 from harness.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.recovery import host_alive, recover_interrupted
@@ -48,7 +41,6 @@ from harness.results import (
     DispatchRecord,
     Feedback,
     FeedbackValue,
-    Progress,
     Task,
     TaskSummary,
     ThreadRef,
@@ -61,7 +53,6 @@ from harness.tasks import (
     LogEntries,
     RepairReport,
     TaskStore,
-    diff_file_name,
     journal_file_name,
 )
 from harness.workspaces import (
@@ -71,7 +62,6 @@ from harness.workspaces import (
     WorkspaceInfo,
     Workspaces,
     choose_repository,
-    commit_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -80,12 +70,6 @@ AUDIT_LOG = "audit.jsonl"
 # 40 random bits: ids stay short enough to type in Slack; each is also checked against the
 # store, so an id is never reused, across restarts too.
 _AGENT_ID_BYTES = 5
-
-
-class ToolProvider(ToolGateway, Protocol):
-    """The harness tools: which ones a role is offered, and serving their calls."""
-
-    def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]: ...
 
 
 ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
@@ -111,8 +95,6 @@ class Orchestrator:
     ) -> None:
         self._config = config
         self._roles = dict(roles)
-        # Agents left running on their workers at shutdown (a remote runtime).
-        self._detached: set[str] = set()
         self._store = store
         self._runtime = runtime
         self._router = Router(config.rules, config.default_role)
@@ -121,8 +103,8 @@ class Orchestrator:
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
         self._workspaces = Workspaces(config.workspaces)
-        self._tools = tools(self)
-        self._child_env = {
+        self._events = Events()
+        child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
             "ENABLE_TOOL_SEARCH": "false",
             # A long await_agent must not be cut off by the CLI's MCP timeout.
@@ -131,11 +113,16 @@ class Orchestrator:
             MODEL_API_RETRIES_ENV: str(config.model_api_retries),
             **(child_env or {}),
         }
-        # Only live agents have a future; a finished agent is answered from the store.
-        self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
-        self._runs: set[asyncio.Task[None]] = set()
-        self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being recorded
-        self._events = Events()
+        self._runs = AgentRuns(
+            config,
+            store,
+            runtime,
+            self._pool,
+            self._events,
+            self._workspaces,
+            tools=tools(self),
+            child_env=child_env,
+        )
         self._closing = False
 
     # -- settings, roles, routing -----------------------------------------------------------
@@ -325,20 +312,14 @@ class Orchestrator:
         # Checked again and registered with no await in between: shutdown stops every
         # registered agent, and none registers after it began. A kill or a wait finds it now.
         self._refuse_when_closing()
-        self._pool.register(entry)
-        self._finished[agent_id] = asyncio.get_running_loop().create_future()
+        self._runs.register(entry)
         try:
             task = await self._store.save_dispatch(task.slug, record)
         except BaseException:
-            self._pool.release(entry)
-            self._finished.pop(agent_id).cancel()
+            self._runs.unregister(entry)
             raise
         full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
-        run = asyncio.create_task(
-            self._run(entry, role, record, full_prompt, workspace), name=agent_id
-        )
-        self._runs.add(run)
-        run.add_done_callback(self._runs.discard)
+        self._runs.start(entry, role, record, full_prompt, workspace)
         self._events.emit(AgentEvent("queued", task, record))
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 
@@ -350,10 +331,8 @@ class Orchestrator:
 
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
         """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""
-        done = self._finished.get(agent_id)
-        if done is None:
-            return await self._store.record(agent_id)
-        return await asyncio.wait_for(asyncio.shield(done), timeout)
+        final = await self._runs.wait(agent_id, timeout)
+        return final if final is not None else await self._store.record(agent_id)
 
     async def record(self, agent_id: str) -> DispatchRecord:
         """The agent's current record, live or finished."""
@@ -442,18 +421,7 @@ class Orchestrator:
         self, agent_id: str, message: str, percent: float | None
     ) -> DispatchRecord:
         """Keep a live agent's progress in its record and tell the front ends."""
-        entry = self._live(agent_id)
-        entry.progress = Progress(message=message, at=utc_now(), percent=percent)
-        entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
-        async with entry.record_lock:
-            # Reports may arrive together; whichever writes last writes the newest one.
-            if entry.record_closed:
-                return await self._store.record(agent_id)
-            record = await self._store.record(agent_id)
-            record = dataclasses.replace(record, progress=entry.progress)
-            task = await self._store.save_dispatch(entry.task_slug, record)
-        self._events.emit(AgentEvent("progress", task, record))
-        return record
+        return await self._runs.report_progress(self._live(agent_id), message, percent)
 
     async def kill(self, agent_id: str, reason: str) -> bool:
         """End a queued or running agent. False when it is not live."""
@@ -511,17 +479,10 @@ class Orchestrator:
         began; the store still answers reads. With ``leave_remote_agents`` (a server being
         restarted), agents running on workers go on, and the next start follows them."""
         self._closing = True
-        if leave_remote_agents and isinstance(self._runtime, AdoptingRuntime):
-            # Only those still waiting here for a slot are stopped.
-            running = {a.agent_id for a in self._pool.snapshot() if a.status == "running"}
-            self._detached |= running
-            detached = [run for run in self._runs if run.get_name() in running]
-            for run in detached:
-                run.cancel()
-            await asyncio.gather(*detached, return_exceptions=True)
+        if leave_remote_agents:
+            await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
-        if self._runs:
-            await asyncio.gather(*self._runs, return_exceptions=True)
+        await self._runs.join()
         if isinstance(self._runtime, AdoptingRuntime):
             await self._runtime.close()
         await self._store.close()
@@ -554,14 +515,8 @@ class Orchestrator:
             queued_at=record.started_at,
             writes=role.writes,
         )
-        self._pool.register(entry)
-        self._finished[record.agent_id] = asyncio.get_running_loop().create_future()
-        run = asyncio.create_task(
-            self._run(entry, role, record, record.prompt, None, adopted_after=seen),
-            name=record.agent_id,
-        )
-        self._runs.add(run)
-        run.add_done_callback(self._runs.discard)
+        self._runs.register(entry)
+        self._runs.start(entry, role, record, record.prompt, None, adopted_after=seen)
         logger.info("agent %s (%s) of task %s: followed again on its worker", record.agent_id,
                     role.name, slug)  # fmt: skip
         return True
@@ -580,169 +535,8 @@ class Orchestrator:
             raise AgentNotFoundError(agent_id)
         return entry
 
-    async def _run(
-        self,
-        entry: PoolEntry,
-        role: Role,
-        record: DispatchRecord,
-        prompt: str,
-        workspace: Workspace | WorkspaceRequest | None,
-        *,
-        adopted_after: int | None = None,
-    ) -> None:
-        """An agent's life from the queue to its final record. With ``adopted_after`` it
-        is an agent a worker runs since before this process started (that many journal
-        lines recorded): it is followed to its end rather than started."""
-        slug = entry.task_slug
-        outcome: RunOutcome | None = None
-        try:
-            if await self._pool.acquire(entry):
-                entry.state = "running"
-                entry.started_at = record.started_at
-                if adopted_after is None:
-                    entry.started_at = utc_now()
-                    record = dataclasses.replace(
-                        record, status="running", started_at=entry.started_at
-                    )
-                    task = await self._store.save_dispatch(slug, record)
-                    logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
-                    self._events.emit(AgentEvent("started", task, record))
-                spec = self._spec(entry, role, prompt, workspace, record.run_id)
-                journal = record.journal_file
-                sinks: dict[str, Any] = {
-                    "tools": self._tools,
-                    "on_message": lambda m: self._on_message(entry, journal, m),
-                    "on_tool_use": lambda use: self._note_tool_use(entry.agent_id, use),
-                }
-                if adopted_after is None:
-                    outcome = await self._runtime.run(spec, entry.control, **sinks)
-                else:
-                    assert isinstance(self._runtime, AdoptingRuntime)
-                    outcome = await self._runtime.adopt(
-                        spec, entry.control, seen_messages=adopted_after, **sinks
-                    )
-            else:
-                outcome = RunOutcome(status="killed", error=entry.control.kill_reason)
-        except Exception as exc:  # top of an agent's life: the record must still be written
-            logger.exception("agent %s crashed in the harness", entry.agent_id)
-            outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
-        finally:
-            if entry.agent_id in self._detached:  # it goes on on its worker: no record yet
-                self._pool.release(entry)
-                self._finished.pop(entry.agent_id).cancel()
-            else:
-                await self._end(entry, role, record, outcome, workspace)
-
-    async def _end(
-        self,
-        entry: PoolEntry,
-        role: Role,
-        record: DispatchRecord,
-        outcome: RunOutcome | None,
-        workspace: Workspace | WorkspaceRequest | None,
-    ) -> None:
-        slug = entry.task_slug
-        async with entry.record_lock:
-            entry.record_closed = True
-        final = final_record(
-            record,
-            outcome,
-            progress=entry.progress,
-            interrupted=entry.interrupted,
-            kill_reason=entry.control.kill_reason,
-        )
-        try:
-            # Read while this agent still holds the writer turn, so the next writer's
-            # edits are never reported as this agent's.
-            work = outcome.work if outcome is not None else None
-            if isinstance(workspace, Workspace) and outcome is not None:
-                work = await self._local_work(slug, final, workspace, commit=role.writes)
-            if work is not None:
-                final = await self._with_work(slug, final, work)
-        finally:
-            self._pool.release(entry)
-        await self._finish(slug, final)
-
-    async def _local_work(
-        self, slug: str, record: DispatchRecord, workspace: Workspace, *, commit: bool
-    ) -> WorkReport | None:
-        """Where the agent's work is in its workspace here; a writer's uncommitted work is
-        first committed on the task's branch (when the workspace settings say so)."""
-        summary = record.result.summary if record.result else None
-        message = commit_message(slug, record.role, record.agent_id, record.status, summary)
-        try:
-            return await self._workspaces.report(
-                workspace, commit=message if commit else None, author=f"harness {record.role}"
-            )
-        except (HarnessError, OSError) as exc:
-            logger.warning("could not read the changes in %s: %s", workspace.path, exc)
-            return None
-
-    async def _with_work(
-        self, slug: str, record: DispatchRecord, work: WorkReport
-    ) -> DispatchRecord:
-        """The record with where the agent's work is (its diff kept in the task folder)."""
-        diff_file = None
-        if work.diff:
-            diff_file = diff_file_name(record.agent_id)
-            try:
-                await self._store.write_text(slug, diff_file, work.diff)
-            except (HarnessError, OSError) as exc:
-                logger.warning("could not keep the diff of agent %s: %s", record.agent_id, exc)
-                diff_file = None
-        return with_work(record, work, diff_file)
-
-    async def _finish(self, slug: str, final: DispatchRecord) -> None:
-        """Store the final record, then hand it to whoever waits, even if storing failed."""
-        stored: Task | None = None
-        try:
-            stored = await self._store.save_dispatch(slug, final)
-        except (HarnessError, OSError):
-            logger.exception("could not store the final record of agent %s", final.agent_id)
-        finally:
-            self._finished.pop(final.agent_id).set_result(final)
-            log_finish(final, slug)
-        if stored is not None:
-            self._events.emit(AgentEvent("finished", stored, final))
-
-    def _spec(
-        self,
-        entry: PoolEntry,
-        role: Role,
-        prompt: str,
-        workspace: Workspace | WorkspaceRequest | None,
-        run_id: str | None,
-    ) -> AgentSpec:
-        # The run id reaches the CLI and every process it starts: whatever of them outlives
-        # this process is found by it, and killed, at the next start.
-        run = {RUN_ID_ENV: run_id} if run_id else {}
-        local = workspace if isinstance(workspace, Workspace) else None
-        return AgentSpec(
-            agent_id=entry.agent_id,
-            role=role,
-            prompt=prompt,
-            cwd=str(entry.cwd),
-            harness_tools=self._tools.declarations(role),
-            env={**self._child_env, **run, **(local.env if local else {})},
-            withhold_env=("SLACK_*", *self._config.withhold_env),
-            task_slug=entry.task_slug,
-            workspace=workspace if isinstance(workspace, WorkspaceRequest) else None,
-        )
-
-    def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
-        self._store.append_jsonl(entry.task_slug, journal, message)
-        entry.said.extend(text for text in said_in(message) if text)
-        retry = api_retry_in(message)
-        if retry is not None:  # shown at once: the terminal, the Slack status
-            task = asyncio.ensure_future(self.report_progress(entry.agent_id, retry, None))
-            self._notes.add(task)
-            task.add_done_callback(self._notes.discard)
-
-    async def _note_tool_use(self, agent_id: str, use: ToolUse) -> None:
-        self.note_activity(agent_id, f"using {use.name}")
-
     async def _new_agent_id(self) -> str:
         while True:
             agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
-            if agent_id not in self._finished and not await self._store.knows_agent(agent_id):
+            if not self._runs.is_live(agent_id) and not await self._store.knows_agent(agent_id):
                 return agent_id

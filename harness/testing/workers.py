@@ -36,9 +36,12 @@ async def start_worker(
         stderr=asyncio.subprocess.PIPE,
     )
     assert worker.stderr is not None
+    said: list[str] = []
     line = b""
     while b"ready" not in line:
         line = await asyncio.wait_for(worker.stderr.readline(), timeout)
         if not line:
-            raise RuntimeError(f"harness worker {name} exited before it was ready")
+            log = "".join(said[-20:])
+            raise RuntimeError(f"harness worker {name} exited before it was ready:\n{log}")
+        said.append(line.decode(errors="replace"))
     return worker
