@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import load_config, parse_config
+from harness.config import (
+    McpSettings,
+    RuntimeSettings,
+    SlackSettings,
+    load_config,
+    parse_config,
+)
 from harness.errors import ConfigError
 from harness.project import check_categories
 from harness.roles import Role
@@ -55,8 +61,11 @@ def test_empty_mapping_gives_defaults_relative_to_the_config_folder(tmp_path: Pa
     assert config.rules == ()
     assert config.context_budget_chars == 24_000
     assert config.ask_timeout_seconds == 900.0
-    assert config.mcp.full_access_categories == ("conversational",)
-    assert config.mcp.task_budget_usd is None
+    # The file's defaults are the settings' own: a Config built by hand behaves the same.
+    assert config.mcp == McpSettings()
+    assert config.slack == SlackSettings()
+    assert config.runtime == RuntimeSettings()
+    assert config.model_api_retries == 10
     assert config.metadata == ()
     assert config.slack.allowed_users == ()
 
