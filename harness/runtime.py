@@ -168,6 +168,7 @@ class ClaudeRuntime:
         seen_env = {**os.environ, **options.env}  # what the CLI sees
         tracker = _RunTracker(
             control,
+            # The limit as configured, even where the CLI is kept from seeing it.
             retry_limit=_retry_limit({**os.environ, **self._base_env, **spec.env}),
             model_api=seen_env.get("ANTHROPIC_BASE_URL") or None,
         )
