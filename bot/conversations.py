@@ -191,10 +191,22 @@ class Conversations:
             if isinstance(parsed, Ignore) or await self._started_since(parsed.thread, at):
                 await self.ledger.handled(key)
                 continue
+            if data.get("waitingForRepository") and self._wait_for_repository(parsed, bot_user_id):
+                continue  # its question is in the thread already: the click starts it
             logger.info("handling %s again: the bot stopped before it started on it", key)
             self.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
             replayed += 1
         return replayed
+
+    def _wait_for_repository(self, message: UserMessage, bot_user_id: str) -> bool:
+        """Waits again for the repository of a request asked about before a stop; False when
+        the thread has a task by now (the request is then handled anew)."""
+        decision = decide(message, bound=self.index.is_bound(message.thread))
+        if not isinstance(decision, NewTask | MentionInUnboundThread):
+            return False
+        self.index.reserve(message.thread)
+        self._choosing[message.thread] = (decision, bot_user_id)
+        return True
 
     async def _started_since(self, thread: ThreadRef, at: float) -> bool:
         """Whether an agent of the thread's task started at or after ``at`` (epoch s)."""
@@ -264,9 +276,14 @@ class Conversations:
             except Exception:  # the top of one message's handling: the person must hear back
                 logger.exception("handling message %s/%s failed", message.channel, message.ts)
                 await self._fail(message, "Something went wrong on my side with this message.")
-            await self.ledger.handled(intake_key(message))
+            if not self._waits_for_repository(message):
+                await self.ledger.handled(intake_key(message))
 
         return job
+
+    def _waits_for_repository(self, message: UserMessage) -> bool:
+        pending = self._choosing.get(message.thread)
+        return pending is not None and pending[0].message == message
 
     async def _fail(
         self,
@@ -357,6 +374,8 @@ class Conversations:
             # The thread stays reserved: the person picks with a button, then it starts.
             self._choosing[thread] = (decision, bot_user_id)
             await self.poster.post(thread, repository_question(choice.candidates))
+            # Kept until the click: after a restart the same buttons still start it.
+            await self.ledger.annotate_intake(intake_key(message), waitingForRepository=True)
             return
         problem = None if repository is not None else choice.explain()
         if problem is not None:

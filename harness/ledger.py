@@ -7,10 +7,11 @@
 - **Watches** (``watch``, ``watches``): the agents a front end shows in a thread, with what
   it needs to settle them (where the status message is, whom to react to). A watch whose
   agent ended while nobody was watching is settled at the next start.
-- **Intake** (``remember(..., intake=)``, ``intake``, ``handled``): a request taken on but
-  not yet handed to an agent (or answered). Kept in the same step as its seen key, so a stop
-  in between never leaves a request marked seen that nobody will act on; a watch or an owed
-  reply ends it.
+- **Intake** (``remember(..., intake=)``, ``intake``, ``annotate_intake``, ``handled``): a
+  request taken on but not yet handed to an agent (or answered), with what the front end
+  noted about it since (e.g. that it waits for a person's choice). Kept in the same step as
+  its seen key, so a stop in between never leaves a request marked seen that nobody will act
+  on; a watch or an owed reply ends it.
 - **The outbox** (``owe``, ``pending``, ``advance``, ``postpone``, ``delivered``,
   ``give_up``): messages owed to a thread, as a list of steps in JSON the front end defines.
   An entry is stored before its first attempt; ``step`` says how far delivery got, so a retry
@@ -132,6 +133,18 @@ class Ledger:
             return [(str(key), json.loads(data), float(at)) for key, data, at in rows]
 
         return await self._call(lambda: read(self._conn()))
+
+    async def annotate_intake(self, key: str, **fields: Any) -> None:
+        """Adds ``fields`` to the kept request ``key`` (nothing when it is not kept)."""
+
+        def update(db: sqlite3.Connection) -> None:
+            with db:
+                row = db.execute("SELECT data FROM intake WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    data = _dump({**json.loads(row[0]), **fields})
+                    db.execute("UPDATE intake SET data = ? WHERE key = ?", (data, key))
+
+        await self._call(lambda: update(self._conn()))
 
     async def handled(self, key: str) -> None:
         """The request ``key`` is handled (an agent watched, a reply owed, or nothing to do)."""

@@ -69,3 +69,27 @@ async def test_a_request_naming_its_repository_starts_at_once_without_the_word(
         [task] = await r.orchestrator.task_summaries()
         assert (await r.orchestrator.task(task.slug)).repository == "web"
         assert r.held.started[0].prompt.strip() == "fix the login"
+
+
+async def test_a_request_waiting_for_its_repository_still_starts_from_its_buttons_after_a_restart(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = (await r.say("fix the login", user="U1")).event["ts"]
+
+        def questions() -> list[dict[str, Any]]:
+            return [m for m in r.bot_messages("D1", ts) if "Which repository" in message_text(m)]
+
+        [question] = await r.slack.wait_for(questions, WAIT)
+
+    async with rig(runtime=HeldRuntime()) as again:
+        [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+        web = next(e for e in actions["elements"] if e["value"] == "web")
+        await again.slack.block_action(
+            "U1", "D1", question["ts"], web["action_id"], web["value"], thread_ts=ts
+        )
+        await again.held.wait_started(1, WAIT)
+        [task] = await again.orchestrator.task_summaries()
+        assert (await again.orchestrator.task(task.slug)).repository == "web"
+        assert again.held.started[0].prompt.strip().endswith("fix the login")
+        assert len(questions()) == 1  # the restart asked nothing again

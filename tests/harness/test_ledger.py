@@ -52,6 +52,22 @@ async def test_a_key_is_claimed_once_even_by_racing_callers(ledger: Ledger) -> N
     assert await ledger.claim("rerun:a2") is True
 
 
+async def test_a_kept_request_and_what_was_noted_on_it_survive_a_restart(
+    ledger: Ledger,
+) -> None:
+    await ledger.remember(["message:D1:1.1"], at=10.0, intake={"message:D1:1.1": {"text": "x"}})
+    await ledger.annotate_intake("message:D1:1.1", waiting=True)
+    await ledger.annotate_intake("message:D1:9.9", waiting=True)  # not kept: nothing added
+
+    again = await reopen(ledger)
+    try:
+        assert await again.intake() == [("message:D1:1.1", {"text": "x", "waiting": True}, 10.0)]
+        await again.handled("message:D1:1.1")
+        assert await again.intake() == []
+    finally:
+        await again.close()
+
+
 async def test_owing_a_result_settles_its_watch_in_the_same_step(ledger: Ledger) -> None:
     await ledger.watch("a1", {"thread": ["C1", "1.1"], "status": None})
     await ledger.watch("a1", {"thread": ["C1", "1.1"], "status": "1.2"})
