@@ -26,6 +26,7 @@ from bot.background import Background
 from bot.blocks import REPOSITORY_ACTION_PREFIX, RERUN_ACTION
 from bot.commands import Commands
 from bot.conversations import Conversations
+from bot.drafted import DraftedAgents
 from bot.home import HomeTab
 from bot.outbox import AgentRef, Outbox
 from bot.parsing import (
@@ -227,6 +228,7 @@ def create_app(
         settings=config.slack,
         options=options,
     )
+    DraftedAgents(orchestrator, watcher, requesters, background)
     commands = Commands(
         orchestrator,
         poster,

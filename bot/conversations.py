@@ -4,8 +4,7 @@ A top-level DM or @mention starts a task bound to its thread; later messages in 
 thread are follow-ups on it (routed, else the thread's last role; the agent sees the task's
 history first); an @mention in an unbound thread starts a task with the thread's earlier
 messages as context. One run per user message (deduplicated by event id and by message),
-one agent at a time per thread (a follow-up waits its turn and the thread says so), and
-agents drafted by an agent of a bound task show up in the same thread.
+and one agent at a time per thread (a follow-up waits its turn and the thread says so).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from bot.assistant import FIRST_STATUS
 from bot.background import Background
 from bot.blocks import (
     SlackMessage,
-    drafted_intro,
     failure_message,
     mention,
     repository_question,
@@ -50,11 +48,10 @@ from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config import SlackSettings
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, repair_command
-from harness.events import AgentEvent
 from harness.ledger import Ledger
 from harness.orchestrator import Orchestrator
 from harness.questions import Answer, Question
-from harness.results import DispatchRecord, ThreadRef
+from harness.results import ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +105,6 @@ class Conversations:
         self._current: dict[ThreadRef, tuple[str, str]] = {}
         # Per thread: a request waiting for its person to pick the repository it is about.
         self._choosing: dict[ThreadRef, tuple[NewTask | MentionInUnboundThread, str]] = {}
-        orchestrator.subscribe(self._on_agent_event)
 
     async def load(self) -> None:
         """The thread bindings, requesters and deliveries already seen, from disk."""
@@ -458,40 +454,3 @@ class Conversations:
         """Agents of this task still live (e.g. drafted ones nobody awaited) finish first."""
         while live := [a.agent_id for a in self.orchestrator.agents() if a.task_slug == slug]:
             await asyncio.gather(*(self.orchestrator.wait(i) for i in live), return_exceptions=True)
-
-    # ------------------------------------------------------------------ drafted agents
-
-    def _on_agent_event(self, event: AgentEvent) -> None:
-        record, task = event.record, event.task
-        if event.kind != "queued" or record.parent_id is None or task.thread is None:
-            return
-        parent_role = next(
-            (d.role for d in task.dispatches if d.agent_id == record.parent_id), None
-        )
-        if parent_role is None:
-            parent = self.orchestrator.agent(record.parent_id)
-            parent_role = parent.role if parent else None
-        intro = drafted_intro(
-            parent_role, record.parent_id, record.role, record.agent_id, record.prompt
-        )
-        drafted_by = f"{parent_role or 'agent'} {record.parent_id}"
-        self.background.spawn(
-            self._follow_drafted(task.thread, record, task.slug, intro, drafted_by),
-            name=f"drafted {record.agent_id}",
-        )
-
-    async def _follow_drafted(
-        self, thread: ThreadRef, record: DispatchRecord, slug: str, intro: str, drafted_by: str
-    ) -> None:
-        try:
-            await self.watcher.follow(
-                thread,
-                record.agent_id,
-                record.role,
-                task_slug=slug,
-                intro=intro,
-                drafted_by=drafted_by,
-                recipient=self.requesters.get(slug),
-            )
-        except Exception:  # the top of a drafted agent's thread view
-            logger.exception("showing drafted agent %s in %s failed", record.agent_id, thread)
