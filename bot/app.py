@@ -214,7 +214,6 @@ def create_app(
         background,
         interval=options.status_interval,
         streaming=options.stream_replies,
-        simulated_costs=options.simulated_costs,
     )
     requesters = Requesters(config.tasks_dir)
     conversations = Conversations(
@@ -261,8 +260,7 @@ def create_app(
         log_request(kind, command.get("user_id"), command.get("channel_id"), outcome, started)
 
     home = HomeTab(client, orchestrator, poster, requesters, background, settings=config.slack,
-                   recent=options.recent_tasks,
-                   simulated_costs=options.simulated_costs)  # fmt: skip
+                   recent=options.recent_tasks)  # fmt: skip
     humans = SlackHumanChannel(poster)
     humans.on_change = home.changed
     orchestrator.add_human_channel(humans)

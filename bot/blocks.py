@@ -192,13 +192,11 @@ def _bullets(title: str, items: Sequence[str], *, numbered: bool = False) -> str
     return "\n".join(lines)
 
 
-def usage_line(
-    record: DispatchRecord, task_slug: str | None = None, *, simulated: bool = False
-) -> str:
+def usage_line(record: DispatchRecord, task_slug: str | None = None) -> str:
     parts = [f"agent `{escape(record.agent_id)}`"]
     if task_slug:
         parts.append(f"task `{escape(task_slug)}`")
-    return " · ".join([*parts, *usage_parts(record, simulated=simulated)])
+    return " · ".join([*parts, *usage_parts(record)])
 
 
 def clean_error(error: str, limit: int = 800) -> str:
@@ -225,7 +223,6 @@ def render_record(
     stopped_by: str | None = None,
     drafted_by: str | None = None,
     diff: str | None = None,
-    simulated: bool = False,
 ) -> list[SlackMessage]:
     """An agent's final record: role and status, summary, changes, issues, questions (which
     people answer by replying in the thread), where the work is (branch, head, diff stat, and
@@ -276,7 +273,7 @@ def render_record(
         pieces.append(f"*What to do next:* {step.format(slug=escape(task_slug or '<task>'))}")
     elif result is None:  # completed without a structured result: say so, keep the text
         pieces.append(escape(record.last_text or "The agent finished without a result."))
-    return pack(pieces, usage_line(record, task_slug, simulated=simulated))
+    return pack(pieces, usage_line(record, task_slug))
 
 
 def _when(iso: str) -> str:

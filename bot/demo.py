@@ -142,13 +142,13 @@ async def _converse(
 ) -> int:
     async with SlackEmulator() as slack:
         slack.on_call(_show)
-        orchestrator = build_orchestrator(project, runtime)
+        orchestrator = build_orchestrator(project, runtime, simulated_costs=simulated)
         env = SlackEnv(
             bot_token=slack.identity.bot_token,
             signing_secret=slack.identity.signing_secret,
             api_url=slack.api_url,
         )
-        options = BotOptions(status_interval=2.5, simulated_costs=simulated)
+        options = BotOptions(status_interval=2.5)
         bot = create_app(orchestrator, env, options=options)
         server = BotServer(bot, "http", host="127.0.0.1", port=0)
         await server.start()

@@ -29,7 +29,7 @@ from harness.events import AgentEvent
 from harness.orchestrator import Orchestrator
 from harness.pool import AgentInfo
 from harness.questions import Question
-from harness.results import Task, task_cost, task_status
+from harness.results import Task, TaskSummary
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +48,14 @@ class TaskLine:
     branch: str | None
     cost_usd: float | None
     link: str | None
+    cost_simulated: bool = False  # it came from a scripted model
 
 
 def task_line(task: Task, link: str | None) -> TaskLine:
     branch = next((d.branch for d in reversed(task.dispatches) if d.branch), None)
-    status, cost = task_status(task.dispatches), task_cost(task.dispatches)
-    return TaskLine(task.slug, task.description, status, branch, cost, link)
+    summary = TaskSummary.of(task)
+    return TaskLine(task.slug, task.description, summary.status, branch, summary.cost_usd, link,
+                    summary.cost_simulated)  # fmt: skip
 
 
 def _section(text: str, accessory: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -71,12 +73,9 @@ def render_home(
     agents: Sequence[AgentInfo],
     waiting: Sequence[tuple[Question, str | None]],
     tasks: Sequence[TaskLine],
-    *,
-    simulated: bool = False,
 ) -> View:
     """The home view: live agents with kill buttons, what waits on this person (each with
-    its thread's link), recent tasks (their costs ``simulated`` when the agents talk to the
-    scripted model)."""
+    its thread's link), recent tasks with their status, branch and cost."""
     blocks: list[dict[str, Any]] = [_header("Agents at work")]
     if not agents:
         blocks.append(_section("No agents are running or queued."))
@@ -106,7 +105,7 @@ def render_home(
         if t.branch:
             parts.append(f"branch `{escape(t.branch)}`")
         if t.cost_usd is not None:
-            parts.append(f"${t.cost_usd:.2f}" + (" (simulated)" if simulated else ""))
+            parts.append(f"${t.cost_usd:.2f}" + (" (simulated)" if t.cost_simulated else ""))
         blocks.append(_section(" · ".join(parts)))
     return {"type": "home", "blocks": blocks}
 
@@ -140,7 +139,6 @@ class HomeTab:
         *,
         settings: SlackSettings,
         recent: int = 10,
-        simulated_costs: bool = False,
     ) -> None:
         self.client = client
         self.orchestrator = orchestrator
@@ -149,7 +147,6 @@ class HomeTab:
         self.background = background
         self.settings = settings
         self.recent = recent
-        self.simulated_costs = simulated_costs
         # People who opened the tab since the bot started: their view follows the agents.
         self.viewers: set[str] = set()
         self._refresh_due = False
@@ -176,9 +173,7 @@ class HomeTab:
                 link = await self.poster.permalink(task.thread) if task.thread else None
                 tasks.append(task_line(task, link))
         waiting = list(zip(mine, links, strict=True))
-        return render_home(
-            self.orchestrator.agents(), waiting, tasks, simulated=self.simulated_costs
-        )
+        return render_home(self.orchestrator.agents(), waiting, tasks)
 
     async def _link(self, task_slug: str) -> str | None:
         try:

@@ -102,7 +102,6 @@ class AgentWatcher:
         *,
         interval: float,
         streaming: bool = False,
-        simulated_costs: bool = False,
     ) -> None:
         self.orchestrator = orchestrator
         self.background = background
@@ -113,7 +112,6 @@ class AgentWatcher:
         # agent id -> Slack user who stopped it with /harness kill (shown in its thread).
         self.stopped_by: dict[str, str] = {}
         self.streaming = streaming
-        self.simulated_costs = simulated_costs
         self.thread_status = ThreadStatus(poster.client)
         # agent id -> its live reply stream (its drafted agents show up there as task lines).
         self._streams: dict[str, ReplyStream] = {}
@@ -245,7 +243,6 @@ class AgentWatcher:
             stopped_by=self.stopped_by.pop(record.agent_id, None),
             drafted_by=watch.drafted_by,
             diff=diff,
-            simulated=self.simulated_costs,
         )
         if record.status == "interrupted":
             messages = with_rerun_button(messages, record.agent_id)

@@ -111,8 +111,6 @@ class BotOptions:
     # Stream each agent's reply into its thread (chat.startStream); off, or where Slack
     # refuses streaming, a status message is edited instead.
     stream_replies: bool = True
-    # The agents talk to the scripted model (the demo): results say their cost is simulated.
-    simulated_costs: bool = False
     # How long deliveries are remembered, across restarts too (Slack retries for an hour).
     dedupe_ttl: float = 7200.0
     # On shutdown, how long to wait for the bot's own work (final posts) before cancelling it.

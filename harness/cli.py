@@ -101,13 +101,13 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
         if scripted:
             runtime = await stack.enter_async_context(offline.scripted_runtime())
             print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
-        return await _on(build_orchestrator(project, runtime), args)
+        return await _on(build_orchestrator(project, runtime, simulated_costs=scripted), args)
 
 
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
-            return await _run(orchestrator, args.prompt, args.role, args.task, args.scripted)
+            return await _run(orchestrator, args.prompt, args.role, args.task)
         if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
             done, said = await (
                 task_commands.remove_task(
@@ -173,9 +173,7 @@ async def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(
-    orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None, scripted: bool
-) -> int:
+async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
     await orchestrator.recover_interrupted()
     repository = None
     if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
@@ -196,7 +194,7 @@ async def _run(
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()
-    print(render_record(record, task_slug=handle.task_slug, simulated=scripted))
+    print(render_record(record, task_slug=handle.task_slug))
     if record.status == "completed":
         return 0
     return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED

@@ -71,7 +71,7 @@ def on_event(event: AgentEvent) -> None:
 
 async def run(config: Path, *, simulated: bool) -> int:
     project = load_project(config)
-    orchestrator = build_orchestrator(project)
+    orchestrator = build_orchestrator(project, simulated_costs=simulated)
     await orchestrator.recover_interrupted()
     orchestrator.subscribe(on_event)
     try:
@@ -81,7 +81,7 @@ async def run(config: Path, *, simulated: bool) -> int:
         first = await orchestrator.wait(handle.agent_id)
         slug = handle.task_slug
         say()
-        say(render_record(first, task_slug=slug, simulated=simulated))
+        say(render_record(first, task_slug=slug))
         if first.status != "completed":
             return 1
 
@@ -95,7 +95,7 @@ async def run(config: Path, *, simulated: bool) -> int:
             say(f"   | {line}")
         second = await orchestrator.run(role, FOLLOW_UP, task_slug=slug)
         say()
-        say(render_record(second, task_slug=slug, simulated=simulated))
+        say(render_record(second, task_slug=slug))
         say()
         say(f"The task is kept in {project.config.tasks_dir / slug}")
         harness = harness_command()

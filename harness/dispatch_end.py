@@ -76,7 +76,9 @@ def workspace_request(
 
 def log_finish(record: DispatchRecord, slug: str) -> None:
     seconds = (record.duration_ms or 0) / 1000
-    cost = f", ${record.cost_usd:.4f}" if record.cost_usd is not None else ""
+    cost = ""
+    if record.cost_usd is not None:
+        cost = f", ${record.cost_usd:.4f}" + (" (simulated)" if record.cost_simulated else "")
     logger.info(
         "agent %s (%s) on task %s: %s in %.1f s%s",
         record.agent_id,

@@ -92,8 +92,11 @@ class Orchestrator:
         *,
         tools: ToolProviderFactory,
         child_env: Mapping[str, str] | None = None,
+        simulated_costs: bool = False,
     ) -> None:
         self._config = config
+        # Agents talk to a scripted model: their records say the costs were not paid.
+        self._simulated_costs = simulated_costs
         self._roles = dict(roles)
         self._store = store
         self._runtime = runtime
@@ -298,6 +301,7 @@ class Orchestrator:
             host_pid=os.getpid(),
             run_id=run_id,
             branch=workspace.branch if isinstance(workspace, Workspace) else None,
+            cost_simulated=self._simulated_costs,
         )
         entry = PoolEntry(
             agent_id=agent_id,

@@ -112,15 +112,19 @@ def _unknown_category_fix(
     return f"did you mean {match!r}? Or {declare}"
 
 
-def build_orchestrator(project: Project, runtime: AgentRuntime | None = None) -> Orchestrator:
+def build_orchestrator(
+    project: Project, runtime: AgentRuntime | None = None, *, simulated_costs: bool = False
+) -> Orchestrator:
     """The orchestrator over the project's task store, serving the harness tools; its agents
-    run on ``runtime``, by default where config.yaml's ``runtime:`` says."""
+    run on ``runtime``, by default where config.yaml's ``runtime:`` says. With
+    ``simulated_costs`` (a scripted model) their records mark every cost as simulated."""
     return Orchestrator(
         project.config,
         project.roles,
         FileTaskStore(project.config.tasks_dir),
         runtime or configured_runtime(project.config.runtime),
         tools=HarnessTools,
+        simulated_costs=simulated_costs,
     )
 
 

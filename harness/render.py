@@ -30,28 +30,26 @@ def render_result(result: AgentResult) -> str:
     return "\n".join(lines)
 
 
-def usage_parts(record: DispatchRecord, *, simulated: bool = False) -> list[str]:
-    """What a dispatch took, as far as it is known: duration, cost (``simulated`` when the
-    agent talked to the scripted model, whose prices mean nothing), turns."""
+def usage_parts(record: DispatchRecord) -> list[str]:
+    """What a dispatch took, as far as it is known: duration, cost (marked simulated when the
+    agent talked to a scripted model, whose prices mean nothing), turns."""
     parts = []
     if record.duration_ms is not None:
         parts.append(f"{record.duration_ms / 1000:.1f} s")
     if record.cost_usd is not None:
-        parts.append(f"${record.cost_usd:.4f}" + (" (simulated)" if simulated else ""))
+        parts.append(render_cost(record.cost_usd, simulated=record.cost_simulated))
     if record.turns is not None:
         parts.append(f"{record.turns} turn{'s' if record.turns != 1 else ''}")
     return parts
 
 
-def describe_usage(record: DispatchRecord, *, simulated: bool = False) -> str:
-    return ", ".join([f"agent {record.agent_id}", *usage_parts(record, simulated=simulated)])
+def describe_usage(record: DispatchRecord) -> str:
+    return ", ".join([f"agent {record.agent_id}", *usage_parts(record)])
 
 
-def render_record(
-    record: DispatchRecord, *, task_slug: str | None = None, simulated: bool = False
-) -> str:
+def render_record(record: DispatchRecord, *, task_slug: str | None = None) -> str:
     """One dispatch: who, how it ended, its result or why it has none."""
-    header = f"{record.role} {record.status} ({describe_usage(record, simulated=simulated)})"
+    header = f"{record.role} {record.status} ({describe_usage(record)})"
     if record.parent_id:
         header += f", drafted by {record.parent_id}"
     lines = [header]
@@ -111,9 +109,11 @@ def render_repair(report: RepairReport) -> str:
     return "\n".join(lines)
 
 
-def render_cost(cost_usd: float | None) -> str:
+def render_cost(cost_usd: float | None, *, simulated: bool = False) -> str:
     """A cost in USD as listings show it; an em dash when no agent reported one."""
-    return "—" if cost_usd is None else f"${cost_usd:.4f}"
+    if cost_usd is None:
+        return "—"
+    return f"${cost_usd:.4f}" + (" (simulated)" if simulated else "")
 
 
 def _task_table(tasks: Sequence[TaskSummary]) -> str:
@@ -123,7 +123,7 @@ def _task_table(tasks: Sequence[TaskSummary]) -> str:
         if len(description) > 60:
             description = description[:59] + "…"
         created = t.created[:19].replace("T", " ")
-        cost = render_cost(t.cost_usd)
+        cost = render_cost(t.cost_usd, simulated=t.cost_simulated)
         rows.append((t.slug, created, t.status, cost, str(t.dispatch_count), description))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     aligned = "<<<>>"  # text left, numbers right

@@ -123,6 +123,8 @@ class DispatchRecord:
     parent_id: str | None = None
     completed_at: str | None = None
     cost_usd: float | None = None
+    # The cost came from a scripted model (a demo, `harness run --scripted`): nothing was paid.
+    cost_simulated: bool = False
     turns: int | None = None
     duration_ms: int | None = None
     result: AgentResult | None = None
@@ -179,6 +181,7 @@ class TaskSummary:
     last_status: DispatchStatus | None = None
     status: TaskStatus = "new"  # see ``task_status``
     cost_usd: float | None = None  # see ``task_cost``
+    cost_simulated: bool = False  # some of that cost came from a scripted model
 
     @classmethod
     def of(cls, task: Task) -> TaskSummary:
@@ -193,6 +196,9 @@ class TaskSummary:
             last_status=last.status if last else None,
             status=task_status(task.dispatches),
             cost_usd=task_cost(task.dispatches),
+            cost_simulated=any(
+                d.cost_simulated and d.cost_usd is not None for d in task.dispatches
+            ),
         )
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from harness.errors import HarnessError
 from harness.orchestrator import Orchestrator
 from harness.render import render_cost
-from harness.results import Task, task_cost, task_status
+from harness.results import Task, TaskSummary
 from harness.task_removal import TASK_FILES, plan_prune, render_plan, render_removed
 
 Confirm = Callable[[str], Awaitable[bool]]
@@ -22,9 +22,9 @@ def _described(task: Task | None) -> str:
     description = " ".join(task.description.split())
     if len(description) > 60:
         description = description[:59] + "…"
-    status = task_status(task.dispatches)
-    cost = render_cost(task_cost(task.dispatches))
-    return f'"{description}", {len(task.dispatches)} dispatch(es), {status}, {cost}'
+    summary = TaskSummary.of(task)
+    cost = render_cost(summary.cost_usd, simulated=summary.cost_simulated)
+    return f'"{description}", {len(task.dispatches)} dispatch(es), {summary.status}, {cost}'
 
 
 async def remove_task(

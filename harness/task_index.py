@@ -38,8 +38,6 @@ from harness.results import (
     Task,
     TaskSummary,
     ThreadRef,
-    task_cost,
-    task_status,
 )
 from harness.task_common import (
     INDEX_FILE,
@@ -57,7 +55,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 3
+_VERSION = 4
 _TABLES = (
     # problem is set when task.json could not be read: listings skip the row, damaged()
     # lists it (see the module doc).
@@ -73,6 +71,7 @@ _TABLES = (
         last_status TEXT,
         status TEXT,
         cost_usd REAL,
+        cost_simulated INTEGER NOT NULL DEFAULT 0,
         mtime_ns INTEGER NOT NULL,
         size INTEGER NOT NULL,
         ino INTEGER NOT NULL,
@@ -93,7 +92,8 @@ _CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _SUMMARIES = (
     "SELECT slug, mtime_ns, size, ino, created, description, dispatch_count, channel, "
-    f"thread_ts, last_role, last_status, status, cost_usd, problem FROM tasks {_NEWEST_FIRST}"
+    f"thread_ts, last_role, last_status, status, cost_usd, cost_simulated, problem "
+    f"FROM tasks {_NEWEST_FIRST}"
 )
 _Row = tuple[Any, ...]  # the columns of _SUMMARIES, in that order
 
@@ -125,11 +125,11 @@ class TaskIndex:
             found = rows()
         summaries = []
         for row in found:
-            slug, created, description, count, channel, ts, role, last, status, cost = (
+            slug, created, description, count, channel, ts, role, last, status, cost, simulated = (
                 row[0],
-                *row[4:13],
+                *row[4:14],
             )
-            problem = row[13]
+            problem = row[14]
             if problem is not None:
                 # One bad file must not hide every other task: say so on every listing.
                 logger.warning(
@@ -152,6 +152,7 @@ class TaskIndex:
                     last_status=last,
                     status=status,
                     cost_usd=cost,
+                    cost_simulated=bool(simulated),
                 )
             )
         return summaries
@@ -368,7 +369,7 @@ def _put_one(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
 def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     slug = task.slug
     db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
-    last = task.dispatches[-1] if task.dispatches else None
+    summary = TaskSummary.of(task)
     thread = task.thread
     row = (
         slug,
@@ -378,10 +379,11 @@ def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
         len(task.dispatches),
         thread.channel if thread else None,
         thread.thread_ts if thread else None,
-        last.role if last else None,
-        last.status if last else None,
-        task_status(task.dispatches),
-        task_cost(task.dispatches),
+        summary.last_role,
+        summary.last_status,
+        summary.status,
+        summary.cost_usd,
+        summary.cost_simulated,
     )
     db.executemany(
         "INSERT OR REPLACE INTO agents (agent_id, slug, status) VALUES (?, ?, ?)",
@@ -389,8 +391,8 @@ def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     )
     db.execute(
         "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
-        "channel, thread_ts, last_role, last_status, status, cost_usd, mtime_ns, size, ino, "
-        "problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "channel, thread_ts, last_role, last_status, status, cost_usd, cost_simulated, mtime_ns, "
+        "size, ino, problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*row, *print_, None),
     )
 

@@ -79,6 +79,7 @@ class _DispatchJson(_Json):
     status: Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
     journal_file: str | None = None
     cost_usd: float | None = None
+    cost_simulated: bool = False
     turns: int | None = None
     duration_ms: int | None = None
     result: _ResultJson | None = None
@@ -189,6 +190,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         status=item.status,
         journal_file=item.journal_file or "",
         cost_usd=item.cost_usd,
+        cost_simulated=item.cost_simulated,
         turns=item.turns,
         duration_ms=item.duration_ms,
         result=AgentResult(
@@ -290,6 +292,7 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         status=record.status,
         journal_file=record.journal_file,
         cost_usd=record.cost_usd,
+        cost_simulated=record.cost_simulated,
         turns=record.turns,
         duration_ms=record.duration_ms,
         result=_ResultJson(

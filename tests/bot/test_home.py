@@ -57,11 +57,17 @@ def test_waiting_questions_link_their_thread_and_tasks_show_status_branch_and_co
 
 
 def test_costs_from_the_scripted_model_are_marked_simulated_on_the_home_tab() -> None:
-    task = Task("paint", "2026", "Paint", None, (make_record("a1", cost_usd=0.25),))
+    simulated = make_record("a1", cost_usd=0.25, cost_simulated=True)
+    paid = make_record("a2", cost_usd=0.5)
+    scripted = Task("paint", "2026", "Paint", None, (simulated,))
+    real = Task("fix", "2026", "Fix", None, (paid,))
 
-    view = render_home([], [], [task_line(task, None)], simulated=True)
+    shown = "\n".join(
+        texts(render_home([], [], [task_line(scripted, None), task_line(real, None)]))
+    )
 
-    assert "$0.25 (simulated)" in "\n".join(texts(view))
+    assert "$0.25 (simulated)" in shown
+    assert "$0.50" in shown and "$0.50 (simulated)" not in shown
 
 
 def test_approvals_wait_on_the_requester_or_an_admin_and_questions_on_the_requester() -> None:

@@ -379,10 +379,18 @@ def test_run_scripted_needs_no_key_and_tasks_lists_its_status_and_cost(project_d
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("product-analyst completed")
     assert "scripted" in run.stderr
+    assert "(simulated)" in run.stdout.splitlines()[0]
     listing = bare(project_dir, "tasks")
     row = listing.stdout.splitlines()[1].split()
-    assert (row[0], row[3], row[5]) == ("plan-a-settings-page", "completed", "2")
+    assert (row[0], row[3], row[5], row[6]) == (
+        "plan-a-settings-page",
+        "completed",
+        "(simulated)",  # kept with the task: nothing was paid for it
+        "2",
+    )
     assert re.fullmatch(r"\$\d+\.\d{4}", row[4])
+    shown = bare(project_dir, "show", "plan-a-settings-page")
+    assert "(simulated)" in shown.stdout
 
 
 # ------------------------------------------------------------------ deleting tasks

@@ -71,7 +71,11 @@ def test_an_empty_task_list_says_how_to_start_a_task() -> None:
 
 
 def test_a_cost_from_the_scripted_model_is_marked_simulated() -> None:
-    record = make_record("a1", status="completed", cost_usd=0.0123, turns=2, duration_ms=700)
+    paid = make_record("a1", status="completed", cost_usd=0.0123, turns=2, duration_ms=700)
+    simulated = dataclasses.replace(paid, cost_simulated=True)
+    task = TaskSummary("paint", "2026-11-22T10:00:00Z", "Paint", 1, cost_usd=0.0123,
+                       cost_simulated=True)  # fmt: skip
 
-    assert "$0.0123 (simulated)" in render_record(record, simulated=True)
-    assert "(simulated)" not in render_record(record)
+    assert "$0.0123 (simulated)" in render_record(simulated)
+    assert "(simulated)" not in render_record(paid)
+    assert "$0.0123 (simulated)" in render_task_list([task])

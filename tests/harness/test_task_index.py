@@ -51,6 +51,25 @@ async def test_the_index_is_a_dot_file_next_to_the_tasks_and_never_listed(
     assert [summary.slug for summary in await store.summaries()] == ["do-it"]
 
 
+async def test_summaries_from_the_index_carry_the_cost_and_whether_it_was_simulated(
+    store: FileTaskStore, tmp_path: Path
+) -> None:
+    scripted = await store.create("Try it")
+    await store.save_dispatch(
+        scripted.slug, make_record("a1", status="completed", cost_usd=0.5, cost_simulated=True)
+    )
+    paid = await store.create("Ship it")
+    await store.save_dispatch(paid.slug, make_record("a2", status="completed", cost_usd=0.25))
+
+    again = FileTaskStore(tmp_path)  # answered from the index another store wrote
+    try:
+        listed = {s.slug: (s.cost_usd, s.cost_simulated) for s in await again.summaries()}
+    finally:
+        await again.close()
+
+    assert listed == {"try-it": (0.5, True), "ship-it": (0.25, False)}
+
+
 async def test_a_hand_edit_shows_in_summaries_even_at_the_same_size(
     store: FileTaskStore, tmp_path: Path
 ) -> None:

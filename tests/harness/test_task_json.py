@@ -99,6 +99,19 @@ def test_writing_then_reading_gives_back_the_same_task() -> None:
     assert parse_task(data, file=FILE, slug="do-it") == task
 
 
+def test_a_simulated_cost_is_marked_as_such_in_the_file() -> None:
+    simulated = make_record("a1", cost_usd=0.5, cost_simulated=True)
+    paid = make_record("a2", cost_usd=0.5)
+    task = Task(slug="do-it", created="2026-01-01T10:00:00Z", description="x",
+                dispatches=(simulated, paid))  # fmt: skip
+
+    data = dump_task(task)
+    stored = json.loads(data)["dispatches"]
+
+    assert (stored[0]["costSimulated"], stored[1]["costSimulated"]) == (True, False)
+    assert parse_task(data, file=FILE, slug="do-it").dispatches == (simulated, paid)
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -202,6 +202,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "status": "failed",
             "journalFile": "journals/a1.jsonl",
             "costUsd": 0.25,
+            "costSimulated": False,
             "turns": 4,
             "durationMs": 1234,
             "result": {"summary": "s", "changes": ["c"], "issues": ["i"], "questions": ["q?"]},
