@@ -5,16 +5,15 @@ opened, a message shortcut)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from slack_bolt.async_app import AsyncApp, AsyncAssistant
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.testing.slack_emulator import SlackEmulator
+from tests.bot.testing.serving import serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -31,20 +30,6 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 
 def client(slack: SlackEmulator) -> AsyncWebClient:
     return AsyncWebClient(token=slack.identity.bot_token, base_url=slack.api_url)
-
-
-@contextlib.asynccontextmanager
-async def serve_http(app: AsyncApp, slack: SlackEmulator) -> AsyncIterator[None]:
-    """Serves the Bolt app with its aiohttp adapter on a free port; points Slack at it."""
-    runner = web.AppRunner(app.web_app(path="/slack/events"))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    slack.bot_url = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
-    slack.delivery = "http"
-    try:
-        yield
-    finally:
-        await runner.cleanup()
 
 
 async def test_bolt_assistant_gets_the_thread_start_context_changes_and_user_messages(

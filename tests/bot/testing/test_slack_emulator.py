@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk import WebClient
@@ -19,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
 from bot.testing.slack_model import sign
+from tests.bot.testing.serving import serve_http
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
@@ -48,19 +48,6 @@ def reply_in_thread(app: AsyncApp) -> None:
         await say(text=f"echo: {event['text']}", thread_ts=event.get("thread_ts") or event["ts"])
 
     app.event("message")(on_message)
-
-
-@contextlib.asynccontextmanager
-async def serve_http(app: AsyncApp, slack: SlackEmulator) -> AsyncIterator[str]:
-    """Serves the Bolt app with its aiohttp adapter on a free port; points Slack at it."""
-    runner = web.AppRunner(app.web_app(path="/slack/events"))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    slack.bot_url = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
-    try:
-        yield slack.bot_url
-    finally:
-        await runner.cleanup()
 
 
 @contextlib.asynccontextmanager
