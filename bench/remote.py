@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.nats_link import NatsSettings  # noqa: E402
-from harness.nats_runtime import NatsRuntime  # noqa: E402
+from harness.nats_runtime import NatsHosting  # noqa: E402
 from harness.orchestrator import Orchestrator  # noqa: E402
 from harness.project import Project, build_orchestrator, load_project  # noqa: E402
 from harness.runtime import ClaudeRuntime  # noqa: E402
@@ -68,7 +68,7 @@ async def cluster(
             await start_worker(f"w{n}", nats.url, env, folder, slots=slots) for n in range(workers)
         ]
         drains = [asyncio.ensure_future(p.stderr.read()) for p in procs if p.stderr]
-        orchestrator = build_orchestrator(project, NatsRuntime(NatsSettings(nats.url)))
+        orchestrator = build_orchestrator(project, NatsHosting(NatsSettings(nats.url)))
         try:
             yield orchestrator, procs
         finally:

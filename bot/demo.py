@@ -39,7 +39,7 @@ from harness.agent_spec import AgentRuntime
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
 from harness.nats_link import NatsSettings
-from harness.nats_runtime import NatsRuntime
+from harness.nats_runtime import NatsHosting
 from harness.offline import exported_keys, harness_command, model_access, scripted_env
 from harness.project import Project, build_orchestrator, load_project
 from harness.runtime import ClaudeRuntime
@@ -107,7 +107,7 @@ async def _runtime(
                        f"{workspaces / name})")  # fmt: skip
             # Their logs are not part of the transcript; read so a worker never blocks.
             logs = [asyncio.ensure_future(_drained(worker)) for worker in workers]
-            runtime = NatsRuntime(NatsSettings(nats.url))
+            runtime = NatsHosting(NatsSettings(nats.url))
             try:
                 yield runtime
             finally:

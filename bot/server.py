@@ -24,7 +24,7 @@ from bot.http_intake import HttpIntake
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator, configured_runtime
+from harness.project import Project, build_orchestrator
 from harness.runtime import ClaudeRuntime
 
 logger = logging.getLogger(__name__)
@@ -168,9 +168,8 @@ async def serve(
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
     # The Claude SDK is imported now, before the first event: importing it on the first
     # agent's start would hold every ack back for most of a second.
-    if runtime is None:
-        local = project.config.runtime.kind == "local"
-        runtime = ClaudeRuntime() if local else configured_runtime(project.config.runtime)
+    if runtime is None and project.config.runtime.kind == "local":
+        runtime = ClaudeRuntime()
     orchestrator = build_orchestrator(project, runtime)
     recovered = await orchestrator.recover_interrupted()
     if recovered:

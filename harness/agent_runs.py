@@ -1,6 +1,6 @@
 """Agents' lives, from the queue to their final record.
 
-Each registered agent waits for a slot in the pool, runs on the runtime (or, adopted, is
+Each registered agent waits for a slot in the pool, runs on its host (or, adopted, is
 followed on the worker that still runs it), has what it says journalled, and ends with a
 final record in the store: how it ended, its last progress and where its work is. Whoever
 waits for an agent gets that record, even when storing it failed.
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from harness.agent_spec import (
-    AdoptingRuntime,
-    AgentRuntime,
     AgentSpec,
+    Hosting,
+    RunIO,
     RunOutcome,
     ToolDeclaration,
     ToolGateway,
@@ -35,7 +35,6 @@ from harness.pool import AgentPool, PoolEntry
 from harness.results import DispatchRecord, Progress, Task
 from harness.roles import Role
 from harness.tasks import TaskStore, diff_file_name
-from harness.workspaces import Workspace, Workspaces, commit_message
 
 logger = logging.getLogger(__name__)
 
@@ -53,26 +52,24 @@ class AgentRuns:
         self,
         config: Config,
         store: TaskStore,
-        runtime: AgentRuntime,
+        hosting: Hosting,
         pool: AgentPool,
         events: Events,
-        workspaces: Workspaces,
         *,
         tools: ToolProvider,
         child_env: Mapping[str, str],
     ) -> None:
         self._config = config
         self._store = store
-        self._runtime = runtime
+        self._hosting = hosting
         self._pool = pool
         self._events = events
-        self._workspaces = workspaces
         self._tools = tools
         self._child_env = dict(child_env)
         # Only live agents have a future; a finished agent is answered from the store.
         self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
         self._runs: set[asyncio.Task[None]] = set()
-        # Agents left running on their workers at shutdown (a remote runtime).
+        # Agents left running on their workers at shutdown (hosts elsewhere).
         self._detached: set[str] = set()
         self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being written
 
@@ -95,13 +92,14 @@ class AgentRuns:
         role: Role,
         record: DispatchRecord,
         prompt: str,
-        workspace: Workspace | WorkspaceRequest | None,
+        workspace: WorkspaceRequest | None,
         *,
         adopted_after: int | None = None,
     ) -> None:
-        """Run a registered agent in the background. With ``adopted_after`` it is an agent a
-        worker runs since before this process started (that many journal lines recorded): it
-        is followed to its end rather than started."""
+        """Run a registered agent in the background, its host making its ``workspace`` (None:
+        a scratch folder, or the role's own). With ``adopted_after`` it is an agent a worker
+        runs since before this process started (that many journal lines recorded): it is
+        followed to its end rather than started."""
         run = asyncio.create_task(
             self._run(entry, role, record, prompt, workspace, adopted_after), name=entry.agent_id
         )
@@ -135,7 +133,7 @@ class AgentRuns:
     async def leave_running_on_workers(self) -> None:
         """Stop following the agents that run on workers; they go on, with no final record
         here (the next start adopts them). Agents still waiting for a slot are not touched."""
-        if not isinstance(self._runtime, AdoptingRuntime):
+        if not self._hosting.agents_outlive_harness:
             return
         running = {a.agent_id for a in self._pool.snapshot() if a.status == "running"}
         self._detached |= running
@@ -155,7 +153,7 @@ class AgentRuns:
         role: Role,
         record: DispatchRecord,
         prompt: str,
-        workspace: Workspace | WorkspaceRequest | None,
+        workspace: WorkspaceRequest | None,
         adopted_after: int | None,
     ) -> None:
         slug = entry.task_slug
@@ -173,7 +171,7 @@ class AgentRuns:
                     logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
                     self._events.emit(AgentEvent("started", task, record))
                 spec = self._spec(entry, role, prompt, workspace, record.run_id)
-                outcome = await self._run_on_runtime(spec, entry, record, adopted_after)
+                outcome = await self._run_on_host(spec, entry, record, adopted_after)
             else:
                 outcome = RunOutcome(status="killed", error=entry.control.kill_reason)
         except Exception as exc:  # top of an agent's life: the record must still be written
@@ -184,29 +182,23 @@ class AgentRuns:
                 self._pool.release(entry)
                 self._finished.pop(entry.agent_id).cancel()
             else:
-                await self._end(entry, role, record, outcome, workspace)
+                await self._end(entry, record, outcome)
 
-    async def _run_on_runtime(
+    async def _run_on_host(
         self, spec: AgentSpec, entry: PoolEntry, record: DispatchRecord, adopted_after: int | None
     ) -> RunOutcome:
         journal = record.journal_file
-        sinks: dict[str, Any] = {
-            "tools": self._tools,
-            "on_message": lambda m: self._on_message(entry, journal, m),
-            "on_tool_use": lambda use: self._note_tool_use(entry, use),
-        }
+        io = RunIO(
+            self._tools,
+            lambda message: self._on_message(entry, journal, message),
+            lambda use: self._note_tool_use(entry, use),
+        )
         if adopted_after is None:
-            return await self._runtime.run(spec, entry.control, **sinks)
-        assert isinstance(self._runtime, AdoptingRuntime)
-        return await self._runtime.adopt(spec, entry.control, seen_messages=adopted_after, **sinks)
+            return await self._hosting.run(spec, entry.control, io)
+        return await self._hosting.adopt(spec, entry.control, io, seen_messages=adopted_after)
 
     async def _end(
-        self,
-        entry: PoolEntry,
-        role: Role,
-        record: DispatchRecord,
-        outcome: RunOutcome | None,
-        workspace: Workspace | WorkspaceRequest | None,
+        self, entry: PoolEntry, record: DispatchRecord, outcome: RunOutcome | None
     ) -> None:
         slug = entry.task_slug
         async with entry.record_lock:
@@ -219,31 +211,13 @@ class AgentRuns:
             kill_reason=entry.control.kill_reason,
         )
         try:
-            # Read while this agent still holds the writer turn, so the next writer's
-            # edits are never reported as this agent's.
-            work = outcome.work if outcome is not None else None
-            if isinstance(workspace, Workspace) and outcome is not None:
-                work = await self._local_work(slug, final, workspace, commit=role.writes)
-            if work is not None:
-                final = await self._with_work(slug, final, work)
+            # The host read the work while this agent still held the writer turn, so the
+            # next writer's edits are never reported as this agent's.
+            if outcome is not None and outcome.work is not None:
+                final = await self._with_work(slug, final, outcome.work)
         finally:
             self._pool.release(entry)
         await self._finish(slug, final)
-
-    async def _local_work(
-        self, slug: str, record: DispatchRecord, workspace: Workspace, *, commit: bool
-    ) -> WorkReport | None:
-        """Where the agent's work is in its workspace here; a writer's uncommitted work is
-        first committed on the task's branch (when the workspace settings say so)."""
-        summary = record.result.summary if record.result else None
-        message = commit_message(slug, record.role, record.agent_id, record.status, summary)
-        try:
-            return await self._workspaces.report(
-                workspace, commit=message if commit else None, author=f"harness {record.role}"
-            )
-        except (HarnessError, OSError) as exc:
-            logger.warning("could not read the changes in %s: %s", workspace.path, exc)
-            return None
 
     async def _with_work(
         self, slug: str, record: DispatchRecord, work: WorkReport
@@ -277,23 +251,22 @@ class AgentRuns:
         entry: PoolEntry,
         role: Role,
         prompt: str,
-        workspace: Workspace | WorkspaceRequest | None,
+        workspace: WorkspaceRequest | None,
         run_id: str | None,
     ) -> AgentSpec:
         # The run id reaches the CLI and every process it starts: whatever of them outlives
         # this process is found by it, and killed, at the next start.
         run = {RUN_ID_ENV: run_id} if run_id else {}
-        local = workspace if isinstance(workspace, Workspace) else None
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,
             prompt=prompt,
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
-            env={**self._child_env, **run, **(local.env if local else {})},
+            env={**self._child_env, **run},
             withhold_env=("SLACK_*", *self._config.withhold_env),
             task_slug=entry.task_slug,
-            workspace=workspace if isinstance(workspace, WorkspaceRequest) else None,
+            workspace=workspace,
         )
 
     def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:

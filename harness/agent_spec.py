@@ -223,36 +223,47 @@ MessageSink = Callable[[dict[str, Any]], None]
 ToolUseSink = Callable[[ToolUse], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class RunIO:
+    """Where a running agent reaches the harness: its harness tool calls and approvals go to
+    ``tools``, each SDK message (as JSON) to ``on_message``, each tool call it is about to
+    make to ``on_tool_use``."""
+
+    tools: ToolGateway
+    on_message: MessageSink
+    on_tool_use: ToolUseSink
+
+
 class AgentRuntime(Protocol):
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome: ...
+    """Runs one agent in the folder its spec names (already made) to its outcome."""
+
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome: ...
 
 
 @runtime_checkable
-class AdoptingRuntime(AgentRuntime, Protocol):
-    """A runtime whose agents outlive the process that started them (workers elsewhere):
-    after a restart it can tell which still run, and follow one to its end."""
+class Hosting(Protocol):
+    """Where the orchestrator's agents run: a host in this process, or hosts on workers
+    elsewhere. Either takes a spec with its workspace request and returns the outcome with
+    where the work is; the orchestrator never knows which."""
 
-    async def still_running(self, agent_id: str) -> bool: ...
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome: ...
+
+    @property
+    def agents_outlive_harness(self) -> bool:
+        """Whether running agents go on when the harness process stops (workers elsewhere)."""
+        ...
+
+    async def still_running(self, agent_id: str) -> bool:
+        """After a restart: whether the agent still runs (or ran to its end) somewhere."""
+        ...
 
     async def adopt(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-        seen_messages: int,
-    ) -> RunOutcome: ...
+        self, spec: AgentSpec, control: AgentControl, io: RunIO, *, seen_messages: int
+    ) -> RunOutcome:
+        """Follows an agent that runs since before this process started, to its end; its
+        first ``seen_messages`` journal lines were recorded already."""
+        ...
 
     async def close(self) -> None:
-        """Lets go of the agents (they go on running); the next process follows them."""
+        """Lets go of the agents (those that outlive the harness go on)."""
         ...

@@ -7,8 +7,7 @@ import dataclasses
 import logging
 from datetime import UTC, datetime
 
-from harness.agent_spec import RunOutcome, WorkReport, WorkspaceRequest
-from harness.config import WorkspaceSettings
+from harness.agent_spec import RunOutcome, WorkReport
 from harness.results import DispatchRecord, DispatchStatus, Progress
 
 logger = logging.getLogger(__name__)
@@ -55,22 +54,6 @@ def with_work(record: DispatchRecord, work: WorkReport, diff_file: str | None) -
         head_commit=work.head_commit,
         diff_stat=work.diff_stat,
         diff_file=diff_file,
-    )
-
-
-def workspace_request(
-    settings: WorkspaceSettings, repository: str | None
-) -> WorkspaceRequest | None:
-    """What a worker needs to make the task's git workspace; None for a scratch folder."""
-    repo = settings.repositories.get(repository.lower()) if repository else None
-    if repo is None:
-        return None
-    return WorkspaceRequest(
-        repository=repo.name,
-        url=repo.url,
-        path=str(repo.path) if repo.path else None,
-        base_branch=repo.base_branch,
-        commit_work=settings.commit_work,
     )
 
 

@@ -1,5 +1,5 @@
 """One NATS connection with the harness's JetStream streams in place, for both sides of the
-wire protocol (``harness/remote.py``): the orchestrator's ``NatsRuntime`` and ``harness
+wire protocol (``harness/remote.py``): the orchestrator's ``NatsHosting`` and ``harness
 worker``. ``nats-py`` is imported here only, so installs that never use NATS never load it.
 """
 

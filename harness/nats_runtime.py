@@ -1,4 +1,4 @@
-"""An ``AgentRuntime`` whose agents run on ``harness worker`` processes, over NATS.
+"""The ``Hosting`` whose agents run on ``harness worker`` processes, over NATS.
 
 ``run`` puts the agent on the JetStream work queue, serves its harness tool calls and
 approval requests (answered by the orchestrator's ToolGateway; ``await_agent`` and
@@ -27,11 +27,9 @@ from typing import TYPE_CHECKING, Any
 from harness.agent_spec import (
     AgentControl,
     AgentSpec,
-    MessageSink,
+    RunIO,
     RunOutcome,
-    ToolGateway,
     ToolReply,
-    ToolUseSink,
 )
 from harness.errors import HarnessError
 from harness.nats_link import NatsLink, NatsSettings, nats_errors
@@ -56,7 +54,7 @@ KILL_TIMEOUT = 2.0  # a worker answers a kill request within milliseconds
 PING_SECONDS = 3.0  # "working" to a waiting worker this often while a tool call runs
 
 
-class NatsRuntime:
+class NatsHosting:
     def __init__(self, settings: NatsSettings, *, lost_after: float = 10.0) -> None:
         self.settings = settings
         self.lost_after = lost_after
@@ -77,17 +75,13 @@ class NatsRuntime:
             await self._link.close()
             self._link = None
 
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome:
-        run = _RemoteRun(await self.link(), spec, control, tools, on_message, on_tool_use, self)
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
+        run = _RemoteRun(await self.link(), spec, control, io, self)
         return await run.follow(queue=True)
+
+    @property
+    def agents_outlive_harness(self) -> bool:
+        return True
 
     async def still_running(self, agent_id: str) -> bool:
         """Whether a worker still runs the agent (a heartbeat within ``lost_after``) or ran it
@@ -119,18 +113,11 @@ class NatsRuntime:
                 await sub.unsubscribe()
 
     async def adopt(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-        seen_messages: int,
+        self, spec: AgentSpec, control: AgentControl, io: RunIO, *, seen_messages: int
     ) -> RunOutcome:
         """Follows an agent a worker runs since before this process started, to its end;
         the first ``seen_messages`` journal lines were recorded already."""
-        run = _RemoteRun(await self.link(), spec, control, tools, on_message, on_tool_use, self)
+        run = _RemoteRun(await self.link(), spec, control, io, self)
         run.started = True
         run.skip_messages = seen_messages
         return await run.follow(queue=False)
@@ -160,17 +147,13 @@ class _RemoteRun:
         link: NatsLink,
         spec: AgentSpec,
         control: AgentControl,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-        runtime: NatsRuntime,
+        io: RunIO,
+        runtime: NatsHosting,
     ) -> None:
         self.link = link
         self.spec = spec
         self.control = control
-        self.tools = tools
-        self.on_message = on_message
-        self.on_tool_use = on_tool_use
+        self.io = io
         self.runtime = runtime
         self.agent_id = spec.agent_id
         self.started = False
@@ -268,9 +251,9 @@ class _RemoteRun:
             elif event.kind == "message":
                 messages += 1
                 if messages > self.skip_messages:  # recorded before a restart otherwise
-                    self.on_message(dict(event.data))
+                    self.io.on_message(dict(event.data))
             elif event.kind == "tool_use":
-                await self.on_tool_use(tool_use_from_json(event.data))
+                await self.io.on_tool_use(tool_use_from_json(event.data))
             else:
                 return outcome_from_json(event.data)
 
@@ -312,10 +295,10 @@ class _RemoteRun:
 
     async def _answer(self, call: _Call, request: ToolRequest) -> None:
         if request.kind == "approve":
-            approval = await self.tools.approve(self.agent_id, request.tool, request.args)
+            approval = await self.io.tools.approve(self.agent_id, request.tool, request.args)
             answer = encode_done(encode_approval(approval))
         else:
-            reply = await self.tools.call(self.agent_id, request.tool, request.args)
+            reply = await self.io.tools.call(self.agent_id, request.tool, request.args)
             answer = encode_done(encode_reply(reply))
         call.answer = answer
         await self._send(call.reply_to, answer)

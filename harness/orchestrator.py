@@ -19,17 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent_runs import AgentRuns, ToolProvider
-from harness.agent_spec import (
-    MODEL_API_RETRIES_ENV,
-    AdoptingRuntime,
-    AgentRuntime,
-    WorkspaceRequest,
-)
+from harness.agent_spec import MODEL_API_RETRIES_ENV, Hosting
 from harness.config import Config, MetadataField
 from harness.context import build_task_context, compose_prompt
-from harness.dispatch_end import utc_now, workspace_request
+from harness.dispatch_end import utc_now
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
 from harness.events import AgentEvent, Events, Listener
+from harness.host import workspace_request
 from harness.journal import said_in
 from harness.metadata import FieldValue, MetadataCollector
 from harness.pool import AgentInfo, AgentPool, PoolEntry
@@ -58,10 +54,10 @@ from harness.tasks import (
 from harness.workspaces import (
     PruneReport,
     RepositoryChoice,
-    Workspace,
     WorkspaceInfo,
     Workspaces,
     choose_repository,
+    task_branch,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,8 +84,9 @@ class Orchestrator:
         config: Config,
         roles: Mapping[str, Role],
         store: TaskStore,
-        runtime: AgentRuntime,
+        hosting: Hosting,
         *,
+        workspaces: Workspaces,
         tools: ToolProviderFactory,
         child_env: Mapping[str, str] | None = None,
         simulated_costs: bool = False,
@@ -99,13 +96,13 @@ class Orchestrator:
         self._simulated_costs = simulated_costs
         self._roles = dict(roles)
         self._store = store
-        self._runtime = runtime
+        self._hosting = hosting
         self._router = Router(config.rules, config.default_role)
         self._pool = AgentPool(config.mcp.max_concurrent_agents)
         self._questions = QuestionBoard()
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
-        self._workspaces = Workspaces(config.workspaces)
+        self._workspaces = workspaces
         self._events = Events()
         child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
@@ -119,10 +116,9 @@ class Orchestrator:
         self._runs = AgentRuns(
             config,
             store,
-            runtime,
+            hosting,
             self._pool,
             self._events,
-            self._workspaces,
             tools=tools(self),
             child_env=child_env,
         )
@@ -275,16 +271,10 @@ class Orchestrator:
             if task_slug
             else self._store.create(prompt, repository=repository)
         )
-        workspace: Workspace | WorkspaceRequest | None = None
-        if role.cwd is not None:
-            cwd = role.cwd  # a role with a fixed folder works there
-        elif isinstance(self._runtime, AdoptingRuntime):
-            # On a worker: the worker makes the task's workspace on its own machine.
-            workspace = workspace_request(self._config.workspaces, task.repository)
-            cwd = self._config.workspaces.root / task.slug
-        else:
-            workspace = await self._workspaces.prepare(task.slug, task.repository)
-            cwd = workspace.path
+        # Whoever hosts the agent makes its workspace from the request, where it runs; a
+        # role with a folder of its own works there.
+        request = workspace_request(self._config.workspaces, task.repository)
+        cwd = role.cwd if role.cwd is not None else self._config.workspaces.root / task.slug
         parent = self._pool.get(parent_id) if parent_id else None
         agent_id = await self._new_agent_id()
         run_id = await self._store.begin_run()  # this process's run: held until it ends
@@ -300,7 +290,7 @@ class Orchestrator:
             parent_id=parent_id,
             host_pid=os.getpid(),
             run_id=run_id,
-            branch=workspace.branch if isinstance(workspace, Workspace) else None,
+            branch=task_branch(task.slug) if request and role.cwd is None else None,
             cost_simulated=self._simulated_costs,
         )
         entry = PoolEntry(
@@ -323,7 +313,7 @@ class Orchestrator:
             self._runs.unregister(entry)
             raise
         full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
-        self._runs.start(entry, role, record, full_prompt, workspace)
+        self._runs.start(entry, role, record, full_prompt, request)
         self._events.emit(AgentEvent("queued", task, record))
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 
@@ -399,12 +389,6 @@ class Orchestrator:
             return []
         entries = await self._store.read_jsonl(task_slug, record.journal_file)
         return [text for entry in entries for text in said_in(entry) if text]
-
-    def note_activity(self, agent_id: str, activity: str) -> None:
-        """What a live agent is doing now, as its status line shows it."""
-        entry = self._pool.get(agent_id)
-        if entry is not None:
-            entry.control.activity = activity
 
     @contextlib.asynccontextmanager
     async def waiting(self, agent_id: str | None, activity: str) -> AsyncIterator[None]:
@@ -487,8 +471,7 @@ class Orchestrator:
             await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
         await self._runs.join()
-        if isinstance(self._runtime, AdoptingRuntime):
-            await self._runtime.close()
+        await self._hosting.close()
         await self._store.close()
 
     async def recover_interrupted(self) -> list[tuple[str, DispatchRecord]]:
@@ -502,10 +485,9 @@ class Orchestrator:
     async def _adopt(self, slug: str, record: DispatchRecord) -> bool:
         """Follows an agent of a stopped harness that a worker still runs; False when none
         does (or this runtime runs agents in this process, where none outlives it)."""
-        runtime = self._runtime
-        if not isinstance(runtime, AdoptingRuntime) or record.role not in self._roles:
+        if record.role not in self._roles:
             return False
-        if not await runtime.still_running(record.agent_id):
+        if not await self._hosting.still_running(record.agent_id):
             return False
         role = self._roles[record.role]
         seen = len(await self._store.read_jsonl(slug, record.journal_file))
@@ -520,6 +502,7 @@ class Orchestrator:
             writes=role.writes,
         )
         self._runs.register(entry)
+        # Followed, not placed: its workspace is where its host made it.
         self._runs.start(entry, role, record, record.prompt, None, adopted_after=seen)
         logger.info("agent %s (%s) of task %s: followed again on its worker", record.agent_id,
                     role.name, slug)  # fmt: skip

@@ -7,23 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.agent_spec import (
-    AgentControl,
-    AgentRuntime,
-    AgentSpec,
-    MessageSink,
-    RunOutcome,
-    ToolGateway,
-    ToolUseSink,
-)
+from harness.agent_spec import AgentControl, AgentRuntime, AgentSpec, Hosting, RunIO, RunOutcome
 from harness.config import Config, RuntimeSettings, load_config
 from harness.errors import ConfigError, RoleError
+from harness.host import AgentHost
 from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
 from harness.roles import Role, load_roles
 from harness.routing import validate_routing
 from harness.schema import closest
 from harness.tasks import FileTaskStore
+from harness.workspaces import Workspaces
 
 # Categories that mean something without configuration: `conversational` is the default full
 # access category, `worker` the usual read-only one. Any other category must be named in
@@ -113,31 +107,46 @@ def _unknown_category_fix(
 
 
 def build_orchestrator(
-    project: Project, runtime: AgentRuntime | None = None, *, simulated_costs: bool = False
+    project: Project,
+    runtime: AgentRuntime | Hosting | None = None,
+    *,
+    simulated_costs: bool = False,
 ) -> Orchestrator:
-    """The orchestrator over the project's task store, serving the harness tools; its agents
-    run on ``runtime``, by default where config.yaml's ``runtime:`` says. With
+    """The orchestrator over the project's task store, serving the harness tools. Its agents
+    run where config.yaml's ``runtime:`` says, unless given: an ``AgentRuntime`` runs them on
+    a host in this process, a ``Hosting`` (workers over NATS) wherever it sends them. With
     ``simulated_costs`` (a scripted model) their records mark every cost as simulated."""
+    config = project.config
+    workspaces = Workspaces(config.workspaces)
+    if isinstance(runtime, Hosting):
+        hosting = runtime
+    else:
+        hosting = configured_hosting(config.runtime, workspaces, runtime)
     return Orchestrator(
-        project.config,
+        config,
         project.roles,
-        FileTaskStore(project.config.tasks_dir),
-        runtime or configured_runtime(project.config.runtime),
+        FileTaskStore(config.tasks_dir),
+        hosting,
+        workspaces=workspaces,
         tools=HarnessTools,
         simulated_costs=simulated_costs,
     )
 
 
-def configured_runtime(settings: RuntimeSettings) -> AgentRuntime:
-    """This machine's Claude runtime (``local``), or workers over NATS (``nats``)."""
-    if settings.kind == "local":
-        return _ClaudeRuntimeOnFirstRun()
+def configured_hosting(
+    settings: RuntimeSettings, workspaces: Workspaces, runtime: AgentRuntime | None = None
+) -> Hosting:
+    """A host in this process running agents on ``runtime`` (default: the Claude runtime) in
+    ``workspaces`` (``local``, or whenever a runtime is given), or the hosts of workers over
+    NATS (``nats``)."""
+    if settings.kind == "local" or runtime is not None:
+        return AgentHost(runtime or _ClaudeRuntimeOnFirstRun(), workspaces)
     from harness.nats_link import NatsSettings
-    from harness.nats_runtime import NatsRuntime
+    from harness.nats_runtime import NatsHosting
 
     assert settings.url is not None  # parse_config requires it for `nats`
     nats = NatsSettings(settings.url, settings.credentials, settings.tls_ca, settings.prefix)
-    return NatsRuntime(nats, lost_after=settings.lost_after_seconds)
+    return NatsHosting(nats, lost_after=settings.lost_after_seconds)
 
 
 class _ClaudeRuntimeOnFirstRun:
@@ -147,19 +156,9 @@ class _ClaudeRuntimeOnFirstRun:
     def __init__(self) -> None:
         self._runtime: AgentRuntime | None = None
 
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome:
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         if self._runtime is None:
             from harness.runtime import ClaudeRuntime
 
             self._runtime = ClaudeRuntime()
-        return await self._runtime.run(
-            spec, control, tools=tools, on_message=on_message, on_tool_use=on_tool_use
-        )
+        return await self._runtime.run(spec, control, io)

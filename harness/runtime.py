@@ -47,7 +47,7 @@ from harness.agent_spec import (
     MODEL_API_RETRIES_ENV,
     AgentControl,
     AgentSpec,
-    MessageSink,
+    RunIO,
     RunOutcome,
     ToolGateway,
     ToolUse,
@@ -152,19 +152,11 @@ class ClaudeRuntime:
             cli_path=self._cli_path,
         )
 
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome:
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         started = time.monotonic()
         await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
-        options = self.options_for(spec, tools, on_tool_use, stderr_tail.append)
+        options = self.options_for(spec, io.tools, io.on_tool_use, stderr_tail.append)
         seen_env = {**os.environ, **options.env}  # what the CLI sees
         tracker = _RunTracker(
             control,
@@ -180,7 +172,7 @@ class ClaudeRuntime:
             if not control.kill_requested:
                 await client.query(spec.prompt)
                 async for message in client.receive_response():
-                    on_message(message_to_json(message))
+                    io.on_message(message_to_json(message))
                     tracker.observe(message)
                     if tracker.over_retry_limit and not stopped:
                         stopped = True  # a CLI that retries past the limit: stop it now

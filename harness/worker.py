@@ -1,8 +1,8 @@
 """``harness worker``: runs agents for a harness on another machine, over NATS.
 
 The worker takes agent runs from the JetStream work queue (at most ``slots`` at once), runs
-each with the same runtime as a one-machine install (the Claude Code CLI), in a folder of its
-own per task under ``workspaces``, and reports back: the agent's events go to JetStream in
+each on the same ``AgentHost`` as a one-machine install (the Claude Code CLI, in a folder of
+its own per task under ``workspaces``), and reports back: the agent's events go to JetStream in
 order, a heartbeat goes out every second while it runs, and its harness tool calls and
 approval requests go to the orchestrator by request/reply. A kill request stops the agent at
 once. The worker never sees the bot's Slack secrets: it has none, and its agents run with
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -27,16 +26,15 @@ from typing import TYPE_CHECKING, Any
 from harness.agent_spec import (
     AgentControl,
     AgentRuntime,
-    AgentSpec,
     Approval,
+    RunIO,
     RunOutcome,
     ToolReply,
     ToolUse,
-    WorkReport,
 )
-from harness.config import RepositorySettings, WorkspaceSettings
+from harness.config import WorkspaceSettings
+from harness.host import AgentHost
 from harness.nats_link import NatsLink, NatsSettings, nats_errors
-from harness.orphans import RUN_ID_ENV
 from harness.remote import (
     Event,
     EventKind,
@@ -49,7 +47,7 @@ from harness.remote import (
     tool_use_json,
 )
 from harness.task_common import validate_slug
-from harness.workspaces import Workspace, Workspaces, commit_message
+from harness.workspaces import Workspaces
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -161,7 +159,11 @@ class Worker:
         self.slots = slots
         self.workspaces = workspaces
         self._runs: dict[str, asyncio.Task[None]] = {}
-        self._git = Workspaces(WorkspaceSettings(root=workspaces))
+        # The agents' run is this worker: the orchestrator's run id means nothing here, and
+        # its restart must not sweep the agents away.
+        self.host = AgentHost(
+            runtime, Workspaces(WorkspaceSettings(root=workspaces)), run_id=f"worker-{name}"
+        )
         self._controls: dict[str, AgentControl] = {}
 
     async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
@@ -230,29 +232,22 @@ class Worker:
         beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
         self._controls[agent_id] = control
         self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
-        workspace: Workspace | None = None
         try:
             # Taken for good, and said so, before the workspace is made (a clone may take a
             # while): from now on silence means this worker is lost.
             await msg.ack()
             reporter.report("started", {})
-            spec, workspace = await self._place(spec, request.task_slug)
             logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
 
             async def on_tool_use(use: ToolUse) -> None:
                 reporter.report("tool_use", tool_use_json(use))
 
-            outcome = await self.runtime.run(
-                spec,
-                control,
-                tools=RemoteTools(link),
-                on_message=lambda message: reporter.report("message", message),
-                on_tool_use=on_tool_use,
+            io = RunIO(
+                RemoteTools(link),
+                lambda message: reporter.report("message", message),
+                on_tool_use,
             )
-            if workspace is not None:
-                outcome = dataclasses.replace(
-                    outcome, work=await self._work(spec, workspace, outcome)
-                )
+            outcome = await self.host.run(spec, control, io)
         except Exception as exc:  # the top of a remote agent's life: the outcome must go out
             logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
             outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
@@ -267,43 +262,6 @@ class Worker:
             beat.cancel()
             with contextlib.suppress(*nats_errors()):
                 await kills.unsubscribe()
-
-    async def _place(self, spec: AgentSpec, task_slug: str) -> tuple[AgentSpec, Workspace | None]:
-        """The spec with its working folder on this machine: the role's own folder, else the
-        task's git worktree (``spec.workspace``) or scratch folder under ``workspaces``. The
-        agent's run is this worker: the orchestrator's run id means nothing here, and its
-        restart must not sweep the agent away."""
-        env = {**spec.env, RUN_ID_ENV: f"worker-{self.name}"}
-        if spec.role.cwd is not None:
-            return dataclasses.replace(spec, env=env), None
-        request = spec.workspace
-        if request is not None:
-            self._git.add_repository(
-                RepositorySettings(
-                    name=request.repository,
-                    path=Path(request.path) if request.path and not request.url else None,
-                    url=request.url,
-                    cache=self.workspaces / ".repos" / request.repository if request.url else None,
-                    base_branch=request.base_branch,
-                )
-            )
-        workspace = await self._git.prepare(task_slug, request.repository if request else None)
-        env.update(workspace.env)
-        placed = dataclasses.replace(spec, cwd=str(workspace.path), env=env)
-        return placed, workspace if workspace.base_commit is not None else None
-
-    async def _work(
-        self, spec: AgentSpec, workspace: Workspace, outcome: RunOutcome
-    ) -> WorkReport | None:
-        """Where the agent's work is: a writer's work committed on the task's branch first."""
-        request = spec.workspace
-        message = None
-        if spec.role.writes and request is not None and request.commit_work:
-            summary = outcome.result.summary if outcome.result else None
-            message = commit_message(
-                workspace.slug, spec.role.name, spec.agent_id, outcome.status, summary
-            )
-        return await self._git.report(workspace, commit=message, author=f"harness {spec.role.name}")
 
     async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
         subject = link.subjects.alive(agent_id)

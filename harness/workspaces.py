@@ -128,6 +128,8 @@ __all__ = [
     "Workspaces",
     "choose_repository",
     "commit_message",
+    "task_branch",
+    "unknown_repository",
 ]
 
 logger = logging.getLogger(__name__)
@@ -223,6 +225,18 @@ def commit_message(slug: str, role: str, agent_id: str, status: str, summary: st
     return f"{role} {agent_id}: {subject}\n\nTask: {slug}\nStatus: {status}\n"
 
 
+def task_branch(slug: str) -> str:
+    """The branch a task's worktree works on."""
+    return BRANCH_PREFIX + slug
+
+
+def unknown_repository(name: str, known: builtins.list[str]) -> WorkspaceError:
+    return WorkspaceError(
+        f"unknown repository {name!r}; known repositories: {', '.join(known) or '(none)'}",
+        fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories` in config.yaml",
+    )
+
+
 class Workspaces:
     def __init__(self, settings: WorkspaceSettings) -> None:
         self.settings = settings
@@ -278,12 +292,7 @@ class Workspaces:
     def _repository(self, name: str) -> RepositorySettings:
         repo = self.settings.repositories.get(name.lower())
         if repo is None:
-            known = sorted(self.settings.repositories)
-            raise WorkspaceError(
-                f"unknown repository {name!r}; known repositories: {', '.join(known) or '(none)'}",
-                fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories` in "
-                "config.yaml",
-            )
+            raise unknown_repository(name, sorted(self.settings.repositories))
         return repo
 
     def _mismatch(
@@ -303,7 +312,7 @@ class Workspaces:
     async def _create(
         self, slug: str, path: Path, repo: RepositorySettings, asked: float
     ) -> Workspace:
-        branch = BRANCH_PREFIX + slug
+        branch = task_branch(slug)
         async with self._lock(f"repo:{repo.name}"):
             source = await self._source(repo, asked)
             base = await resolve_base(source, repo)

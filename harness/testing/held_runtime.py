@@ -8,14 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.agent_spec import (
-    AgentControl,
-    AgentSpec,
-    MessageSink,
-    RunOutcome,
-    ToolGateway,
-    ToolUseSink,
-)
+from harness.agent_spec import AgentControl, AgentSpec, RunIO, RunOutcome
 from harness.results import AgentResult
 
 
@@ -41,15 +34,7 @@ class HeldRuntime:
                 self._started.wait_for(lambda: len(self.started) >= count), timeout
             )
 
-    async def run(
-        self,
-        spec: AgentSpec,
-        control: AgentControl,
-        *,
-        tools: ToolGateway,
-        on_message: MessageSink,
-        on_tool_use: ToolUseSink,
-    ) -> RunOutcome:
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         killed = asyncio.Event()
 
         async def interrupt() -> None:
@@ -59,7 +44,7 @@ class HeldRuntime:
         async with self._started:
             self.started.append(spec)
             self._started.notify_all()
-        on_message({"type": "Started", "prompt": spec.prompt})
+        io.on_message({"type": "Started", "prompt": spec.prompt})
         own = self._released.setdefault(spec.agent_id, asyncio.Event())
         waits = [asyncio.ensure_future(e.wait()) for e in (killed, self._release, own)]
         try:

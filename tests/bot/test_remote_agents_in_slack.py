@@ -17,7 +17,7 @@ import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.nats_link import NatsSettings
-from harness.nats_runtime import NatsRuntime
+from harness.nats_runtime import NatsHosting
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
@@ -52,7 +52,7 @@ def remote_rig(rig: RigFactory, tmp_path: Path) -> RemoteRig:
                 for name in ("worker-a", "worker-b")
             }
             try:
-                runtime = NatsRuntime(NatsSettings(nats.url), lost_after=3.0)
+                runtime = NatsHosting(NatsSettings(nats.url), lost_after=3.0)
                 async with rig(runtime=runtime) as r:
                     yield Remote(r, model, workers)
             finally:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.agent_spec import AgentControl, AgentSpec, RunOutcome, ToolUse
+from harness.agent_spec import AgentControl, AgentSpec, RunIO, RunOutcome, ToolUse
 from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
@@ -229,13 +229,8 @@ async def run_alone(
     async def ignore_tool_use(_use: ToolUse) -> None:
         return None
 
-    return await ClaudeRuntime(base_env=model.env()).run(
-        spec,
-        AgentControl(),
-        tools=HarnessTools(orchestrator),
-        on_message=lambda _message: None,
-        on_tool_use=ignore_tool_use,
-    )
+    io = RunIO(HarnessTools(orchestrator), lambda _message: None, ignore_tool_use)
+    return await ClaudeRuntime(base_env=model.env()).run(spec, AgentControl(), io)
 
 
 async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(

@@ -1,13 +1,9 @@
-"""How a dispatch record ends (pure): the run's outcome, a shutdown's kill, the work's place,
-and what a worker is told about the task's repository."""
+"""How a dispatch record ends (pure): the run's outcome, a shutdown's kill, the work's place."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from harness.agent_spec import RunOutcome, WorkReport, WorkspaceRequest
-from harness.config import RepositorySettings, WorkspaceSettings
-from harness.dispatch_end import final_record, with_work, workspace_request
+from harness.agent_spec import RunOutcome, WorkReport
+from harness.dispatch_end import final_record, with_work
 from harness.results import Progress
 from harness.testing.store_conformance import make_record
 
@@ -38,15 +34,3 @@ def test_the_work_report_says_where_the_work_is() -> None:
     assert (record.branch, record.head_commit, record.diff_stat, record.diff_file) == (
         "harness/t", "abc", " a | 1 +", "diffs/a1.diff",
     )  # fmt: skip
-
-
-def test_a_worker_is_told_the_tasks_repository_or_nothing_for_a_scratch_folder() -> None:
-    web = RepositorySettings("web", url="file:///srv/web.git", cache=Path("/c"), base_branch="dev")
-    settings = WorkspaceSettings(repositories={"web": web}, commit_work=False)
-
-    assert workspace_request(settings, "WEB") == WorkspaceRequest(
-        repository="web", url="file:///srv/web.git", path=None, base_branch="dev",
-        commit_work=False,
-    )  # fmt: skip
-    assert workspace_request(settings, None) is None
-    assert workspace_request(settings, "other") is None

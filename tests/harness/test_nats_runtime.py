@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.nats_link import NatsSettings
-from harness.nats_runtime import NatsRuntime
+from harness.nats_runtime import NatsHosting
 from harness.orchestrator import AgentHandle, Orchestrator
 from harness.project import Project, build_orchestrator, load_project
 from harness.testing.nats_server import NatsServer
@@ -59,7 +59,7 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
                 name: await start_worker(name, server.url, env, tmp_path, slots=slots)
                 for name in ("worker-a", "worker-b")
             }
-            runtime = NatsRuntime(NatsSettings(server.url), lost_after=3.0)
+            runtime = NatsHosting(NatsSettings(server.url), lost_after=3.0)
             orchestrator = build_orchestrator(config or project, runtime)
             try:
                 yield Cluster(server, model, orchestrator, workers)
@@ -275,7 +275,7 @@ async def test_a_worker_never_receives_the_bots_slack_secrets(
     async with cluster(script) as c:
         humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
         c.orchestrator.add_human_channel(humans)
-        listener = await NatsRuntime(NatsSettings(c.server.url)).link()
+        listener = await NatsHosting(NatsSettings(c.server.url)).link()
         runs = await listener.nc.subscribe(listener.subjects.all_runs)
         handle = await c.orchestrator.draft("developer", "show the environment")
         sent = (await runs.next_msg(timeout=WAIT)).data  # what a worker receives

@@ -11,12 +11,14 @@ import pytest
 
 from harness.agent_spec import AgentSpec
 from harness.errors import HarnessError
+from harness.host import AgentHost
 from harness.mcp import HarnessTools
 from harness.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.results import DispatchRecord, Task
 from harness.task_files import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
+from harness.workspaces import Workspaces
 
 pytestmark = pytest.mark.anyio
 
@@ -154,7 +156,11 @@ class _FirstSaveHeld(FileTaskStore):
 async def test_a_slow_progress_write_never_overwrites_a_newer_report(project: Project) -> None:
     store = _FirstSaveHeld(project.config.tasks_dir)
     runtime = HeldRuntime()
-    orchestrator = Orchestrator(project.config, project.roles, store, runtime, tools=HarnessTools)
+    workspaces = Workspaces(project.config.workspaces)
+    host = AgentHost(runtime, workspaces)
+    orchestrator = Orchestrator(
+        project.config, project.roles, store, host, workspaces=workspaces, tools=HarnessTools
+    )
     handle = await orchestrator.draft("developer", "two reports")
     await runtime.wait_started(1)
     first = asyncio.create_task(orchestrator.report_progress(handle.agent_id, "step 1", None))
