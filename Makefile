@@ -26,7 +26,7 @@ DEMO_FLAGS := $(if $(filter 1 yes true,$(REAL)),--real)
 
 # The terminal-only demo: a planned task and a follow-up agent that builds on it.
 demo-cli: $(STAMP)
-	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m harness.demo $(DEMO_FLAGS)
+	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m harness.cli.demo $(DEMO_FLAGS)
 
 demo: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/python -m bot.demo $(DEMO_FLAGS)

@@ -29,7 +29,7 @@ from bot.server import BotServer  # noqa: E402
 from bot.settings import BotOptions, SlackEnv  # noqa: E402
 from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
-from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 
 handed: dict[str, float] = {}  # prompt -> when the tool call left the model

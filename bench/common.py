@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from harness.results import RESULT_SCHEMA  # noqa: E402
-from harness.scaffold import init_project  # noqa: E402
+from harness.cli.scaffold import init_project  # noqa: E402
+from harness.tasks.model import RESULT_SCHEMA  # noqa: E402
 
 
 async def bare_query(env: dict[str, str], prompt: str) -> float:

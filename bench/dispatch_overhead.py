@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.project import build_orchestrator, load_project  # noqa: E402
-from harness.results import RESULT_SCHEMA  # noqa: E402
-from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
+from harness.tasks.model import RESULT_SCHEMA  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 
 BARE_SCRIPT = """

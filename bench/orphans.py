@@ -41,7 +41,7 @@ DRIVER = """
 import asyncio, sys
 from pathlib import Path
 from harness.project import build_orchestrator, load_project
-from harness.runtime import ClaudeRuntime
+from harness.runtime.claude import ClaudeRuntime
 
 async def main():
     runtime = ClaudeRuntime(guard_children=sys.argv[2] == "guarded")

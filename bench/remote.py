@@ -31,11 +31,11 @@ from common import copy_project, summary
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.nats_link import NatsSettings  # noqa: E402
-from harness.nats_runtime import NatsHosting  # noqa: E402
-from harness.orchestrator import Orchestrator  # noqa: E402
+from harness.agents.orchestrator import Orchestrator  # noqa: E402
 from harness.project import Project, build_orchestrator, load_project  # noqa: E402
-from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
+from harness.runtime.nats_hosting import NatsHosting  # noqa: E402
+from harness.runtime.nats_link import NatsSettings  # noqa: E402
 from harness.testing.nats_server import NatsServer  # noqa: E402
 from harness.testing.processes import claude_children  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402

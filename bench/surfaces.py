@@ -34,9 +34,9 @@ from bot.app import create_app  # noqa: E402
 from bot.server import BotServer  # noqa: E402
 from bot.settings import BotOptions, SlackEnv  # noqa: E402
 from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
-from harness.agent_spec import AgentRuntime  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
-from harness.runtime import ClaudeRuntime  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
+from harness.runtime.spec import AgentRuntime  # noqa: E402
 from harness.testing.held_runtime import HeldRuntime  # noqa: E402
 from harness.testing.model_turns import ToolCall  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402

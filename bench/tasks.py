@@ -35,12 +35,12 @@ from common import copy_project, summary
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.mcp import HarnessTools  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
-from harness.results import AgentResult, DispatchRecord, Task, ThreadRef  # noqa: E402
-from harness.task_json import dump_task  # noqa: E402
-from harness.tasks import FileTaskStore, journal_file_name  # noqa: E402
+from harness.tasks.model import AgentResult, DispatchRecord, Task, ThreadRef  # noqa: E402
+from harness.tasks.store import FileTaskStore, journal_file_name  # noqa: E402
+from harness.tasks.task_json import dump_task  # noqa: E402
 from harness.testing.held_runtime import HeldRuntime  # noqa: E402
+from harness.tools.gateway import HarnessTools  # noqa: E402
 
 STATUSES = ("completed", "completed", "failed", "killed", "running")
 WORDS = [

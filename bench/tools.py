@@ -22,14 +22,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.config import MetadataField  # noqa: E402
-from harness.mcp import HarnessTools  # noqa: E402
-from harness.metadata import MetadataCollector  # noqa: E402
+from harness.agents.metadata import MetadataCollector  # noqa: E402
+from harness.cli.scaffold import DEFAULTS  # noqa: E402
+from harness.config.settings import MetadataField  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
-from harness.runtime import ClaudeRuntime  # noqa: E402
-from harness.scaffold import DEFAULTS  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
 from harness.testing.held_runtime import HeldRuntime  # noqa: E402
 from harness.testing.scripted_model import ScriptedModel, Turn  # noqa: E402
+from harness.tools.gateway import HarnessTools  # noqa: E402
 
 AGENTS = 10
 FIELDS = [

@@ -31,8 +31,8 @@ from common import summary
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.config import parse_config  # noqa: E402
-from harness.workspaces import Workspaces  # noqa: E402
+from harness.config.settings import parse_config  # noqa: E402
+from harness.workspaces.manager import Workspaces  # noqa: E402
 
 ENV_CONFIG = "[user]\n\tname = Bench\n\temail = bench@example.com\n[commit]\n\tgpgsign = false\n"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.config import SlackSettings
+from harness.config.settings import SlackSettings
 
 REFUSAL = (
     "Sorry, I can't take requests from you here: this harness only works for the people "

@@ -42,10 +42,10 @@ from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
 from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
 from bot.surfaces import register_surfaces
-from harness.ledger import LEDGER_FILE, Ledger
-from harness.orchestrator import Orchestrator
-from harness.questions import Answer, Question
-from harness.results import DispatchRecord, ThreadRef
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.questions import Answer, Question
+from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.tasks.model import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import excerpt
 from bot.poster import CALL_ERRORS, classify
-from harness.pool import AgentInfo
-from harness.results import ThreadRef
-from harness.roles import Role
+from harness.agents.pool import AgentInfo
+from harness.config.roles import Role
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 

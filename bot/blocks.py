@@ -12,9 +12,9 @@ import re
 from collections.abc import Sequence
 from typing import Literal, TypedDict
 
-from harness.pool import AgentState
-from harness.render import usage_parts
-from harness.results import DispatchRecord
+from harness.agents.pool import AgentState
+from harness.cli.render import usage_parts
+from harness.tasks.model import DispatchRecord
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50

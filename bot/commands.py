@@ -24,12 +24,12 @@ from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
 from bot.requesters import Requesters
 from bot.settings import BotOptions
-from harness.config import SlackSettings
-from harness.metadata import FieldValue
-from harness.orchestrator import Orchestrator
-from harness.pool import AgentInfo
-from harness.results import TaskSummary
-from harness.tasks import DamagedTask
+from harness.agents.metadata import FieldValue
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.pool import AgentInfo
+from harness.config.settings import SlackSettings
+from harness.tasks.model import TaskSummary
+from harness.tasks.store import DamagedTask
 
 logger = logging.getLogger(__name__)
 

@@ -46,12 +46,12 @@ from bot.questions import pick_question
 from bot.requesters import Requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
-from harness.config import SlackSettings
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.questions import Answer, Question
+from harness.config.settings import SlackSettings
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, repair_command
-from harness.ledger import Ledger
-from harness.orchestrator import Orchestrator
-from harness.questions import Answer, Question
-from harness.results import ThreadRef
+from harness.tasks.ledger import Ledger
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 

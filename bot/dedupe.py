@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from harness.ledger import Ledger
+from harness.tasks.ledger import Ledger
 
 
 class TtlSet:

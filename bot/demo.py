@@ -35,15 +35,15 @@ from bot.app import create_app
 from bot.server import BotServer, serve
 from bot.settings import BotOptions, SlackEnv, check_token_shapes, choose_mode
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
-from harness.agent_spec import AgentRuntime
 from harness.atomic import write_atomic
+from harness.cli.offline import exported_keys, harness_command, model_access, scripted_env
+from harness.cli.scaffold import config_for_demo
 from harness.errors import HarnessError
-from harness.nats_link import NatsSettings
-from harness.nats_runtime import NatsHosting
-from harness.offline import exported_keys, harness_command, model_access, scripted_env
 from harness.project import Project, build_orchestrator, load_project
-from harness.runtime import ClaudeRuntime
-from harness.scaffold import config_for_demo
+from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.nats_hosting import NatsHosting
+from harness.runtime.nats_link import NatsSettings
+from harness.runtime.spec import AgentRuntime
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ScriptedModel, demo_script
 from harness.testing.workers import start_worker

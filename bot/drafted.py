@@ -9,9 +9,9 @@ from bot.background import Background
 from bot.blocks import drafted_intro
 from bot.progress import AgentWatcher
 from bot.requesters import Requesters
-from harness.events import AgentEvent
-from harness.orchestrator import Orchestrator
-from harness.results import DispatchRecord, ThreadRef
+from harness.agents.events import AgentEvent
+from harness.agents.orchestrator import Orchestrator
+from harness.tasks.model import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 

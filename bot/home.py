@@ -23,13 +23,13 @@ from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.requesters import Requesters
-from harness.config import SlackSettings
+from harness.agents.events import AgentEvent
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.pool import AgentInfo
+from harness.agents.questions import Question
+from harness.config.settings import SlackSettings
 from harness.errors import HarnessError
-from harness.events import AgentEvent
-from harness.orchestrator import Orchestrator
-from harness.pool import AgentInfo
-from harness.questions import Question
-from harness.results import Task, TaskSummary
+from harness.tasks.model import Task, TaskSummary
 
 logger = logging.getLogger(__name__)
 

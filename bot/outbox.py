@@ -28,8 +28,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
 from bot.poster import DeliveryError, Poster, classify, message_content
-from harness.ledger import Ledger, Owed
-from harness.results import ThreadRef
+from harness.tasks.ledger import Ledger, Owed
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 

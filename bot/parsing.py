@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from bot.assistant import GREETING
 from bot.blocks import escape
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 
 # Message subtypes that are still a person talking to the bot.
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})

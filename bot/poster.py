@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
 from harness.errors import HarnessError
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 

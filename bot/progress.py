@@ -37,11 +37,11 @@ from bot.streaming import (
     task_title,
     with_feedback,
 )
+from harness.agents.events import AgentEvent
+from harness.agents.orchestrator import Orchestrator
 from harness.errors import AgentNotFoundError, HarnessError
-from harness.events import AgentEvent
-from harness.ledger import Ledger
-from harness.orchestrator import Orchestrator
-from harness.results import FINAL_STATUSES, DispatchRecord, ThreadRef
+from harness.tasks.ledger import Ledger
+from harness.tasks.model import FINAL_STATUSES, DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 from bot.blocks import Block, SlackMessage, context_block, escape, mention, section_block
 from bot.poster import Poster
-from harness.questions import Answer, Question
-from harness.results import Task, ThreadRef
+from harness.agents.questions import Answer, Question
+from harness.tasks.model import Task, ThreadRef
 
 logger = logging.getLogger(__name__)
 

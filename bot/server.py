@@ -22,10 +22,10 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from bot.app import HarnessBot, create_app
 from bot.http_intake import HttpIntake
 from bot.settings import BotOptions, Mode, SlackEnv
-from harness.agent_spec import AgentRuntime
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
-from harness.runtime import ClaudeRuntime
+from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.spec import AgentRuntime
 
 logger = logging.getLogger(__name__)
 

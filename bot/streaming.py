@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
 from bot.parsing import AGENT_ID_RE
 from bot.poster import CALL_ERRORS, DeliveryError, classify
-from harness.results import DispatchStatus, FeedbackValue, ThreadRef
+from harness.tasks.model import DispatchStatus, FeedbackValue, ThreadRef
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from bot.home import KILL_ACTION, HomeTab
 from bot.parsing import MAX_TEXT_CHARS, Ignore, clicked_thread
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.streaming import FEEDBACK_ACTION, parse_feedback
+from harness.agents.orchestrator import Orchestrator
 from harness.errors import HarnessError
-from harness.orchestrator import Orchestrator
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from bot.background import Background
-from harness.results import TaskSummary, ThreadRef
+from harness.tasks.model import TaskSummary, ThreadRef
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    from harness.schema import Problem
+    from harness.problems import Problem
 
 
 class HarnessError(Exception):

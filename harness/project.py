@@ -7,17 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.agent_spec import AgentControl, AgentRuntime, AgentSpec, Hosting, RunIO, RunOutcome
-from harness.config import Config, RuntimeSettings, load_config
+from harness.agents.orchestrator import Orchestrator
+from harness.config.roles import Role, load_roles
+from harness.config.routing import validate_routing
+from harness.config.settings import Config, RuntimeSettings, load_config
 from harness.errors import ConfigError, RoleError
-from harness.host import AgentHost
-from harness.mcp import HarnessTools
-from harness.orchestrator import Orchestrator
-from harness.roles import Role, load_roles
-from harness.routing import validate_routing
-from harness.schema import closest
-from harness.tasks import FileTaskStore
-from harness.workspaces import Workspaces
+from harness.problems import closest
+from harness.runtime.host import AgentHost
+from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, Hosting, RunIO, RunOutcome
+from harness.tasks.store import FileTaskStore
+from harness.tools.gateway import HarnessTools
+from harness.workspaces.manager import Workspaces
 
 # Categories that mean something without configuration: `conversational` is the default full
 # access category, `worker` the usual read-only one. Any other category must be named in
@@ -141,8 +141,8 @@ def configured_hosting(
     NATS (``nats``)."""
     if settings.kind == "local" or runtime is not None:
         return AgentHost(runtime or _ClaudeRuntimeOnFirstRun(), workspaces)
-    from harness.nats_link import NatsSettings
-    from harness.nats_runtime import NatsHosting
+    from harness.runtime.nats_hosting import NatsHosting
+    from harness.runtime.nats_link import NatsSettings
 
     assert settings.url is not None  # parse_config requires it for `nats`
     nats = NatsSettings(settings.url, settings.credentials, settings.tls_ca, settings.prefix)
@@ -158,7 +158,7 @@ class _ClaudeRuntimeOnFirstRun:
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         if self._runtime is None:
-            from harness.runtime import ClaudeRuntime
+            from harness.runtime.claude import ClaudeRuntime
 
             self._runtime = ClaudeRuntime()
         return await self._runtime.run(spec, control, io)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli.scaffold import init_project
 from harness.project import Project, load_project
-from harness.scaffold import init_project
 
 REPO = Path(__file__).resolve().parent.parent
 

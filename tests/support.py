@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.orchestrator import Orchestrator
-from harness.questions import Answer, Question
-from harness.results import Task
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.questions import Answer, Question
+from harness.tasks.model import Task
 
 
 async def latest_task(orchestrator: Orchestrator) -> Task:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.agent_spec import AgentControl, AgentSpec, RunIO, RunOutcome
-from harness.results import AgentResult
+from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
+from harness.tasks.model import AgentResult
 
 
 class HeldRuntime:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import pytest
 
-from harness.orchestrator import Orchestrator
+from harness.agents.orchestrator import Orchestrator
 
 WAIT = 30.0  # bounded waits: a real runtime may start a process for each agent
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.results import AgentResult, Decision, DispatchRecord, ThreadRef
-from harness.tasks import TaskStore
+from harness.tasks.model import AgentResult, Decision, DispatchRecord, ThreadRef
+from harness.tasks.store import TaskStore
 
 TRAVERSAL_SLUGS = ["../x", "../../etc", "a/../b", "/tmp"]
 ESCAPING_LOG_NAMES = [
@@ -212,7 +212,7 @@ class TaskStoreConformance:
         assert await store.read_text(slug, "diffs/a1.diff") is None
 
     # ---------------------------------------------------------------- damaged tasks
-    # (Damaging a task is the file store's own business: tests/harness/test_task_repair.py.)
+    # (Damaging a task is the file store's own business: tests/harness/tasks/test_repair.py.)
 
     async def test_readable_tasks_are_never_listed_as_damaged(self, store: TaskStore) -> None:
         assert await store.damaged() == []

@@ -22,11 +22,11 @@ from bot.app import HarnessBot, create_app
 from bot.server import BotServer
 from bot.settings import BotOptions, Mode, SlackEnv
 from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
-from harness.agent_spec import AgentRuntime
-from harness.config import SlackSettings
-from harness.orchestrator import Orchestrator
+from harness.agents.orchestrator import Orchestrator
+from harness.config.settings import SlackSettings
 from harness.project import Project, build_orchestrator
-from harness.runtime import ClaudeRuntime
+from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.spec import AgentRuntime
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
 

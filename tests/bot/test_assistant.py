@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.assistant import assistant_status, in_assistant_thread, suggested_prompts
-from harness.pool import AgentInfo, AgentState
-from harness.results import ThreadRef
-from harness.roles import Role
+from harness.agents.pool import AgentInfo, AgentState
+from harness.config.roles import Role
+from harness.tasks.model import ThreadRef
 
 
 def role(name: str, example: str | None) -> Role:

@@ -21,7 +21,7 @@ from bot.blocks import (
     status_text,
     waiting_text,
 )
-from harness.results import AgentResult, DispatchRecord
+from harness.tasks.model import AgentResult, DispatchRecord
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.commands import render_agent_list
-from harness.pool import AgentInfo
+from harness.agents.pool import AgentInfo
 
 
 def info(agent_id: str, *, worker: str | None) -> AgentInfo:

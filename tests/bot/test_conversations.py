@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Turn, demo_script
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.demo import _next_steps, main
-from harness.offline import harness_command
+from harness.cli.offline import harness_command
 
 
 def test_the_next_steps_show_the_demos_task_with_the_config_it_ran_on(

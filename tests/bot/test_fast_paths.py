@@ -17,8 +17,8 @@ import pytest
 from bot.access import CHANNEL_REFUSAL, REFUSAL
 from bot.commands import HELP
 from bot.testing.slack_emulator import SlackEmulator
-from harness.config import SlackSettings
-from harness.results import ThreadRef
+from harness.config.settings import SlackSettings
+from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import Rig, RigFactory, calls_with
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from bot.home import KILL_ACTION, render_home, task_line, waiting_on
-from harness.config import SlackSettings
-from harness.pool import AgentInfo
-from harness.questions import Question
-from harness.results import Task, ThreadRef
+from harness.agents.pool import AgentInfo
+from harness.agents.questions import Question
+from harness.config.settings import SlackSettings
+from harness.tasks.model import Task, ThreadRef
 from harness.testing.store_conformance import make_record
 
 

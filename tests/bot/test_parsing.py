@@ -22,7 +22,7 @@ from bot.parsing import (
     strip_mention,
     thread_task_description,
 )
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 
 BOT = "UBOT"
 PARENT = "1699999999.000100"

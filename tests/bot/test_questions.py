@@ -11,7 +11,7 @@ import pytest
 
 from bot.questions import ACTION_PREFIX, pick_question
 from bot.settings import Mode
-from harness.questions import Question
+from harness.agents.questions import Question
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 from tests.support import latest_task

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.nats_link import NatsSettings
-from harness.nats_runtime import NatsHosting
+from harness.runtime.nats_hosting import NatsHosting
+from harness.runtime.nats_link import NatsSettings
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn

@@ -14,9 +14,9 @@ from bot.dedupe import TtlSet
 from bot.requesters import Requesters
 from bot.settings import DEFAULT_API_URL, SlackEnv, check_token_shapes, choose_mode
 from bot.threads import ThreadIndex, ThreadLanes
-from harness.config import SlackSettings
+from harness.config.settings import SlackSettings
 from harness.errors import HarnessError
-from harness.results import TaskSummary, ThreadRef
+from harness.tasks.model import TaskSummary, ThreadRef
 
 OPEN = SlackSettings()
 CLOSED = SlackSettings(allowed_users=("U1",), allowed_channels=("C1",), admins=("UADMIN",))

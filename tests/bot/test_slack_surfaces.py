@@ -14,7 +14,7 @@ from bot.home import KILL_ACTION
 from bot.settings import BotOptions
 from bot.streaming import FEEDBACK_ACTION
 from bot.surfaces import SHORTCUT
-from harness.config import SlackSettings
+from harness.config.settings import SlackSettings
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.model_turns import ToolCall
 from harness.testing.scripted_model import ModelRequest, Turn, demo_script

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text

@@ -15,7 +15,7 @@ from bot.streaming import (
     task_title,
     with_feedback,
 )
-from harness.results import ThreadRef
+from harness.tasks.model import ThreadRef
 
 
 def test_a_drafted_agents_dispatch_status_becomes_its_task_lines_status() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 HOLDER = """
 import asyncio, os, subprocess, sys
 from pathlib import Path
-from harness.tasks import FileTaskStore
+from harness.tasks.store import FileTaskStore
 
 async def main():
     store = FileTaskStore(Path(sys.argv[1]))

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.agent_spec import Approval
-from harness.approvals import Approvals
-from harness.config import SlackSettings
-from harness.questions import Answer, Question
-from harness.results import ThreadRef
+from harness.agents.questions import Answer, Question
+from harness.config.settings import SlackSettings
+from harness.runtime.spec import Approval
+from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
+from harness.tools.approvals import Approvals
 from tests.bot.conftest import Rig, RigFactory, message_text
 
 pytestmark = [pytest.mark.anyio]

@@ -8,7 +8,7 @@ import pytest
 
 from bot.settings import BotOptions
 from bot.testing.slack_emulator import SlackEmulator
-from harness.render import render_task
+from harness.cli.render import render_task
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 from tests.support import latest_task

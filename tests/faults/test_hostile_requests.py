@@ -23,7 +23,7 @@ from bot.commands import HELP
 from bot.http_intake import MAX_BODY, Accepted, Problem, check_request
 from bot.testing.slack_emulator import SlackEmulator
 from bot.testing.slack_model import sign
-from harness.scaffold import init_project
+from harness.cli.scaffold import init_project
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process
 
 pytestmark = [pytest.mark.anyio]

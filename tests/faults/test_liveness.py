@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.project import Project, build_orchestrator
-from harness.tasks import FileTaskStore
+from harness.tasks.store import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.testing.store_conformance import make_record

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.orphans import (
+from harness.project import Project, build_orchestrator
+from harness.runtime.orphans import (
     RUN_ID_ENV,
     launcher_script,
     processes_of_runs,
     run_id_in_environ,
     write_launcher,
 )
-from harness.project import Project, build_orchestrator
-from harness.run_lock import RUNS_FOLDER, run_alive
-from harness.tasks import FileTaskStore
+from harness.tasks.run_lock import RUNS_FOLDER, run_alive
+from harness.tasks.store import FileTaskStore
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.faults.runs import (

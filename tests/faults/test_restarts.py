@@ -13,10 +13,10 @@ from bot.progress import Watch
 from bot.settings import BotOptions
 from bot.testing.slack_emulator import SlackEmulator
 from bot.testing.slack_model import DeliveredEvent
-from harness.ledger import LEDGER_FILE, Ledger
 from harness.project import Project
-from harness.results import DispatchRecord, ThreadRef
-from harness.tasks import FileTaskStore
+from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.tasks.model import DispatchRecord, ThreadRef
+from harness.tasks.store import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 

@@ -8,9 +8,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from harness.orchestrator import Orchestrator
+from harness.agents.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
-from harness.runtime import ClaudeRuntime
+from harness.runtime.claude import ClaudeRuntime
 from harness.testing.scripted_model import Script, ScriptedModel
 
 

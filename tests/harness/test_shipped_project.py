@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_config
+from harness.cli.scaffold import DEFAULTS
+from harness.config.roles import BUILTIN_TOOLS, load_roles
+from harness.config.routing import Router, validate_routing
+from harness.config.settings import load_config
 from harness.errors import RoleError
-from harness.permissions import decide
+from harness.permissions.rules import decide
 from harness.project import load_project
-from harness.roles import BUILTIN_TOOLS, load_roles
-from harness.routing import Router, validate_routing
-from harness.scaffold import DEFAULTS
 
 
 def test_shipped_config_and_roles_load_and_validate() -> None:

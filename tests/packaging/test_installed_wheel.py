@@ -99,7 +99,7 @@ def test_harness_and_bot_come_from_the_wheel_not_the_checkout(installed: Install
         installed.home,
         "python",
         "-c",
-        "import harness, bot, harness.scaffold as s; "
+        "import harness, bot, harness.cli.scaffold as s; "
         "print(harness.__file__, bot.__file__, s.DEFAULTS / 'config.yaml', sep='\\n')",
     )
 
@@ -150,7 +150,7 @@ def test_a_newcomers_first_commands_outside_the_repository(
     assert listed.stdout.splitlines()[1].split()[:1] == ["plan-a-settings-page"]
 
 
-@pytest.mark.parametrize("demo", ["harness.demo", "bot.demo"])
+@pytest.mark.parametrize("demo", ["harness.cli.demo", "bot.demo"])
 def test_the_demos_run_from_the_wheel_on_the_shipped_defaults(
     installed: Installed, tmp_path: Path, demo: str
 ) -> None:

@@ -25,7 +25,7 @@ from claude_agent_sdk import (
     tool,
 )
 
-from harness.results import RESULT_SCHEMA
+from harness.tasks.model import RESULT_SCHEMA
 from harness.testing.scripted_model import (
     AWAIT_TOOL,
     DRAFT_TOOL,

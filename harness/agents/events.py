@@ -1,0 +1,52 @@
+"""Agent events for the front ends: queued, started, progress, finished.
+
+Listeners may be plain functions or coroutines; a coroutine runs as its own task, kept
+referenced until it ends, and its failure is logged rather than lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.tasks.model import DispatchRecord, Task
+
+logger = logging.getLogger(__name__)
+
+EventKind = Literal["queued", "started", "progress", "finished"]
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    kind: EventKind
+    task: Task
+    record: DispatchRecord
+
+
+Listener = Callable[[AgentEvent], Awaitable[None] | None]
+
+
+class Events:
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._pending: set[asyncio.Future[Any]] = set()
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def emit(self, event: AgentEvent) -> None:
+        for listener in self._listeners:
+            outcome = listener(event)
+            if asyncio.iscoroutine(outcome):
+                task = asyncio.ensure_future(outcome)
+                self._pending.add(task)
+                task.add_done_callback(_log_failure)
+                task.add_done_callback(self._pending.discard)
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("an agent event listener failed", exc_info=task.exception())

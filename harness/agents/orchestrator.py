@@ -1,0 +1,529 @@
+"""The orchestrator: the one facade the CLI, the tool layer and the Slack bot all use.
+
+It ties the pieces together: roles and routing pick who works, the task store keeps what
+happened, the context builder hands history forward, the pool runs agents under a cap, the
+question board waits on humans. Those parts are private; callers use the methods below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from harness.agents.ends import utc_now
+from harness.agents.events import AgentEvent, Events, Listener
+from harness.agents.metadata import FieldValue, MetadataCollector
+from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
+from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
+from harness.agents.recovery import host_alive, recover_interrupted
+from harness.agents.runs import AgentRuns, ToolProvider
+from harness.config.roles import Role
+from harness.config.routing import Router
+from harness.config.settings import Config, MetadataField
+from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
+from harness.runtime.host import workspace_request
+from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
+from harness.tasks.context import build_task_context, compose_prompt
+from harness.tasks.journal import said_in
+from harness.tasks.model import (
+    FINAL_STATUSES,
+    Decision,
+    DispatchRecord,
+    Feedback,
+    FeedbackValue,
+    Task,
+    TaskSummary,
+    ThreadRef,
+)
+from harness.tasks.removal import busy_error, damaged_error
+from harness.tasks.store import (
+    DamagedTask,
+    LogEntries,
+    RepairReport,
+    TaskStore,
+    journal_file_name,
+)
+from harness.workspaces.manager import (
+    PruneReport,
+    RepositoryChoice,
+    WorkspaceInfo,
+    Workspaces,
+    choose_repository,
+    task_branch,
+)
+
+logger = logging.getLogger(__name__)
+
+AUDIT_LOG = "audit.jsonl"
+# 40 random bits: ids stay short enough to type in Slack; each is also checked against the
+# store, so an id is never reused, across restarts too.
+_AGENT_ID_BYTES = 5
+
+
+ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
+
+
+@dataclass(frozen=True)
+class AgentHandle:
+    agent_id: str
+    role: str
+    task_slug: str
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        config: Config,
+        roles: Mapping[str, Role],
+        store: TaskStore,
+        hosting: Hosting,
+        *,
+        workspaces: Workspaces,
+        tools: ToolProviderFactory,
+        child_env: Mapping[str, str] | None = None,
+        simulated_costs: bool = False,
+    ) -> None:
+        self._config = config
+        # Agents talk to a scripted model: their records say the costs were not paid.
+        self._simulated_costs = simulated_costs
+        self._roles = dict(roles)
+        self._store = store
+        self._hosting = hosting
+        self._router = Router(config.rules, config.default_role)
+        self._pool = AgentPool(config.mcp.max_concurrent_agents)
+        self._questions = QuestionBoard()
+        # One collector (and so one cache) for every front end and the tools.
+        self._metadata = MetadataCollector(config.metadata)
+        self._workspaces = workspaces
+        self._events = Events()
+        child_env = {
+            # MCP tools are offered directly, not behind ToolSearch.
+            "ENABLE_TOOL_SEARCH": "false",
+            # A long await_agent must not be cut off by the CLI's MCP timeout.
+            "MCP_TOOL_TIMEOUT": str(config.mcp.tool_timeout_ms),
+            # A failing model API: this many retries, each shown as the agent's progress.
+            MODEL_API_RETRIES_ENV: str(config.model_api_retries),
+            **(child_env or {}),
+        }
+        self._runs = AgentRuns(
+            config,
+            store,
+            hosting,
+            self._pool,
+            self._events,
+            tools=tools(self),
+            child_env=child_env,
+        )
+        self._closing = False
+
+    # -- settings, roles, routing -----------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def role(self, name: str) -> Role:
+        role = self._roles.get(name)
+        if role is None:
+            raise UnknownRoleError(name, list(self._roles))
+        return role
+
+    def role_names(self) -> list[str]:
+        return sorted(self._roles)
+
+    def route(self, text: str, last_role: str | None = None) -> str:
+        return self._router.route(text, last_role)
+
+    def route_follow_up(self, task: Task, text: str) -> str:
+        """The role for a follow-up on ``task``: when the last agent asked questions, the
+        reply answers them, so it goes back to that role; else routing, else the last role."""
+        top = [d for d in task.dispatches if d.parent_id is None]
+        if top and top[-1].result is not None and top[-1].result.questions:
+            return top[-1].role
+        return self.route(text, top[-1].role if top else None)
+
+    def subscribe(self, listener: Listener) -> None:
+        self._events.subscribe(listener)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def choose_repository(self, text: str, channel: str | None = None) -> RepositoryChoice:
+        """Which configured repository a request is about (``repo:NAME``, the channel's
+        default, the configured default, the only one), and its text without the token."""
+        return choose_repository(self._config.workspaces, text, channel)
+
+    async def workspaces(self) -> list[WorkspaceInfo]:
+        """Every task workspace on disk."""
+        return await self._workspaces.list()
+
+    async def prune_workspaces(self, older_than: timedelta | None = None) -> PruneReport:
+        """Remove the workspaces of tasks idle longer than ``older_than`` (default: config),
+        never those of tasks with live agents; uncommitted work is saved to a patch first."""
+        active = {info.task_slug for info in self._pool.snapshot()}
+        return await self._workspaces.prune(older_than, keep=active)
+
+    async def create_task(
+        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+    ) -> Task:
+        return await self._store.create(description, thread, repository)
+
+    async def task(self, slug: str) -> Task:
+        return await self._store.get(slug)
+
+    async def find_task(self, thread: ThreadRef) -> Task | None:
+        return await self._store.find_by_thread(thread)
+
+    async def task_summaries(self) -> list[TaskSummary]:
+        """Every task in one line each, newest first (those that cannot be read are left
+        out: see ``damaged_tasks``)."""
+        return await self._store.summaries()
+
+    async def damaged_tasks(self) -> list[DamagedTask]:
+        """The tasks whose task.json cannot be read, for the front ends to say so."""
+        return await self._store.damaged()
+
+    async def repair_task(self, slug: str) -> RepairReport:
+        """Make a damaged task readable again (see ``TaskStore.repair``)."""
+        return await self._store.repair(slug)
+
+    async def tasks(self) -> list[Task]:
+        """Every readable task in full, newest first."""
+        return await self._store.list()
+
+    async def deletable_task(self, slug: str, *, force: bool = False) -> Task | None:
+        """The task ``delete_task`` would delete (None: it cannot be read). Raises when an
+        agent is queued or running on it (here or in another live harness process), and
+        when it cannot be read, unless ``force``; TaskNotFoundError when there is none."""
+        try:
+            task = await self._store.get(slug)
+        except TaskDamagedError:
+            if not force:
+                raise damaged_error(slug) from None
+            return None
+        if not force:
+            here = {info.agent_id for info in self._pool.snapshot() if info.task_slug == slug}
+            busy = [
+                d
+                for d in task.dispatches
+                if d.status not in FINAL_STATUSES
+                and (d.agent_id in here or await host_alive(self._store, d))
+            ]
+            if busy:
+                raise busy_error(slug, busy)
+        return task
+
+    async def delete_task(self, slug: str, *, force: bool = False) -> Task | None:
+        """Delete a task with all its files (``TaskStore.delete``), on the terms of
+        ``deletable_task``; the task as it was. Its workspace is left alone."""
+        task = await self.deletable_task(slug, force=force)
+        await self._store.delete(slug)
+        return task
+
+    async def task_context(self, slug: str) -> str:
+        task = await self._store.get(slug)
+        return build_task_context(task, budget_chars=self._config.context_budget_chars)
+
+    async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
+        entry = self._live(agent_id)
+        decision = Decision(title, body, at=utc_now(), agent_id=agent_id, role=entry.role)
+        return await self._store.add_decision(entry.task_slug, decision)
+
+    async def allow_for_task(self, slug: str, rule: str) -> Task:
+        """Remember a permission rule a human granted for the whole task."""
+        return await self._store.allow(slug, rule)
+
+    def audit(self, slug: str, entry: dict[str, Any]) -> None:
+        """Queue one line of the task's audit log of tool calls."""
+        self._store.append_jsonl(slug, AUDIT_LOG, entry)
+
+    async def audit_log(self, slug: str) -> LogEntries:
+        return await self._store.read_jsonl(slug, AUDIT_LOG)
+
+    # -- agents ----------------------------------------------------------------------------
+
+    async def draft(
+        self,
+        role_name: str,
+        prompt: str,
+        *,
+        task_slug: str | None = None,
+        parent_id: str | None = None,
+        repository: str | None = None,
+    ) -> AgentHandle:
+        """Start an agent and return once it is queued. Without task_slug a new task is
+        created from the prompt (about ``repository``, if given). The agent sees the task's
+        history before the prompt, and works in the task's workspace unless its role names
+        a folder of its own."""
+        role = self.role(role_name)
+        if not prompt.strip():
+            raise HarnessError("the prompt is empty", fix="say what the agent should do")
+        self._refuse_when_closing()
+        task = await (
+            self._store.get(task_slug)
+            if task_slug
+            else self._store.create(prompt, repository=repository)
+        )
+        # Whoever hosts the agent makes its workspace from the request, where it runs; a
+        # role with a folder of its own works there.
+        request = workspace_request(self._config.workspaces, task.repository)
+        cwd = role.cwd if role.cwd is not None else self._config.workspaces.root / task.slug
+        parent = self._pool.get(parent_id) if parent_id else None
+        agent_id = await self._new_agent_id()
+        run_id = await self._store.begin_run()  # this process's run: held until it ends
+        record = DispatchRecord(
+            agent_id=agent_id,
+            role=role.name,
+            cwd=str(cwd),
+            model=role.model,
+            started_at=utc_now(),
+            status="queued",
+            journal_file=journal_file_name(agent_id),
+            prompt=prompt,
+            parent_id=parent_id,
+            host_pid=os.getpid(),
+            run_id=run_id,
+            branch=task_branch(task.slug) if request and role.cwd is None else None,
+            cost_simulated=self._simulated_costs,
+        )
+        entry = PoolEntry(
+            agent_id=agent_id,
+            role=role.name,
+            task_slug=task.slug,
+            cwd=cwd,
+            parent_id=parent_id,
+            depth=parent.depth + 1 if parent else 1,
+            queued_at=record.started_at,
+            writes=role.writes,
+        )
+        # Checked again and registered with no await in between: shutdown stops every
+        # registered agent, and none registers after it began. A kill or a wait finds it now.
+        self._refuse_when_closing()
+        self._runs.register(entry)
+        try:
+            task = await self._store.save_dispatch(task.slug, record)
+        except BaseException:
+            self._runs.unregister(entry)
+            raise
+        full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
+        self._runs.start(entry, role, record, full_prompt, request)
+        self._events.emit(AgentEvent("queued", task, record))
+        return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
+
+    async def run(
+        self, role_name: str, prompt: str, *, task_slug: str | None = None
+    ) -> DispatchRecord:
+        handle = await self.draft(role_name, prompt, task_slug=task_slug)
+        return await self.wait(handle.agent_id)
+
+    async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
+        """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""
+        final = await self._runs.wait(agent_id, timeout)
+        return final if final is not None else await self._store.record(agent_id)
+
+    async def record(self, agent_id: str) -> DispatchRecord:
+        """The agent's current record, live or finished."""
+        return await self._store.record(agent_id)
+
+    async def note_undelivered(self, task_slug: str, agent_id: str, reason: str) -> None:
+        """Records on the agent's dispatch that its result could not be delivered, and why."""
+        record = await self._store.record(agent_id)
+        await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
+
+    async def record_feedback(
+        self, task_slug: str, agent_id: str, user: str, value: FeedbackValue
+    ) -> DispatchRecord:
+        """Keeps ``user``'s verdict on the agent's result on its dispatch (their latest one)."""
+        task = await self._store.get(task_slug)
+        record = next((d for d in task.dispatches if d.agent_id == agent_id), None)
+        if record is None:
+            raise AgentNotFoundError(agent_id)
+        kept = tuple(f for f in record.feedback if f.user != user)
+        record = dataclasses.replace(record, feedback=(*kept, Feedback(user, value, utc_now())))
+        await self._store.save_dispatch(task_slug, record)
+        return record
+
+    async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
+        """The full diff of the task's workspace when the agent ended; None when it changed
+        nothing or did not work in a git workspace."""
+        if record.diff_file is None:
+            return None
+        return await self._store.read_text(task_slug, record.diff_file)
+
+    def agents(self) -> list[AgentInfo]:
+        """Snapshots of the queued and running agents."""
+        return self._pool.snapshot()
+
+    def agent(self, agent_id: str) -> AgentInfo | None:
+        """One live agent's snapshot; None once it has ended (see ``record``)."""
+        return self._pool.info(agent_id)
+
+    @property
+    def roles(self) -> Mapping[str, Role]:
+        return self._roles
+
+    @property
+    def metadata_fields(self) -> tuple[MetadataField, ...]:
+        return self._metadata.fields
+
+    async def collect_metadata(self, cwds: Iterable[Path]) -> dict[Path, dict[str, FieldValue]]:
+        """The metadata fields of agents' folders (cached briefly, collected in parallel)."""
+        return await self._metadata.collect_many(cwds)
+
+    def agent_said(self, agent_id: str, since: int = 0) -> list[str]:
+        """What a live agent has said (its texts, in order) from the ``since``-th on; [] once
+        it has ended (its journal keeps everything)."""
+        entry = self._pool.get(agent_id)
+        return entry.said[since:] if entry is not None else []
+
+    async def said(self, task_slug: str, record: DispatchRecord) -> list[str]:
+        """Everything an agent said (its texts, in order), from its journal."""
+        if not record.journal_file:
+            return []
+        entries = await self._store.read_jsonl(task_slug, record.journal_file)
+        return [text for entry in entries for text in said_in(entry) if text]
+
+    @contextlib.asynccontextmanager
+    async def waiting(self, agent_id: str | None, activity: str) -> AsyncIterator[None]:
+        """A live agent blocks on something other than its own work (an agent it drafted, a
+        human): its slot serves the queue meanwhile, and its status says what it waits for."""
+        entry = self._pool.get(agent_id) if agent_id else None
+        if entry is None:
+            yield
+            return
+        entry.control.activity = activity
+        try:
+            async with self._pool.lend_slot(entry):
+                yield
+        finally:
+            entry.control.activity = "working"
+
+    async def report_progress(
+        self, agent_id: str, message: str, percent: float | None
+    ) -> DispatchRecord:
+        """Keep a live agent's progress in its record and tell the front ends."""
+        return await self._runs.report_progress(self._live(agent_id), message, percent)
+
+    async def kill(self, agent_id: str, reason: str) -> bool:
+        """End a queued or running agent. False when it is not live."""
+        return await self._pool.kill(agent_id, reason)
+
+    # -- humans ----------------------------------------------------------------------------
+
+    def add_human_channel(self, channel: HumanChannel) -> None:
+        """A front end that can put agents' questions in front of people."""
+        self._questions.add_channel(channel)
+
+    def pending_questions(self, task_slug: str | None = None) -> list[Question]:
+        return self._questions.pending(task_slug)
+
+    def answer_question(self, question_id: str, answer: Answer) -> bool:
+        """False when the question is closed or unknown."""
+        return self._questions.answer(question_id, answer)
+
+    async def ask_human(
+        self,
+        agent_id: str,
+        text: str,
+        options: tuple[str, ...],
+        timeout: float | None,
+        *,
+        activity: str | None = None,
+        kind: QuestionKind = "question",
+    ) -> tuple[Question, Answer | None]:
+        """Ask the task's humans and wait; the answer is None when nobody answered in time.
+        NoHumanError when no front end reaches a human for the task."""
+        entry = self._live(agent_id)
+        question = Question(
+            question_id=self._questions.new_id(),
+            agent_id=agent_id,
+            role=entry.role,
+            task_slug=entry.task_slug,
+            text=text,
+            options=options,
+            asked_at=utc_now(),
+            timeout_seconds=timeout or self._config.ask_timeout_seconds,
+            kind=kind,
+        )
+        task = await self._store.get(entry.task_slug)
+        async with self.waiting(agent_id, activity or f"waiting for an answer: {text[:80]}"):
+            answer = await self._questions.ask(question, task)
+        return question, answer
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def shutdown(
+        self, reason: str = "the harness shut down", *, leave_remote_agents: bool = False
+    ) -> None:
+        """Stop every agent (dispatches end ``interrupted``), wait for their records, and
+        close the store (every queued journal line on disk). No agent starts after this
+        began; the store still answers reads. With ``leave_remote_agents`` (a server being
+        restarted), agents running on workers go on, and the next start follows them."""
+        self._closing = True
+        if leave_remote_agents:
+            await self._runs.leave_running_on_workers()
+        await self._pool.kill_all(reason, interrupted=True)
+        await self._runs.join()
+        await self._hosting.close()
+        await self._store.close()
+
+    async def recover_interrupted(self) -> list[tuple[str, DispatchRecord]]:
+        """Mark dispatches that a crashed harness left queued/running as ``interrupted``, and
+        kill the processes it left running; (task slug, record) of each marked. Agents that
+        a worker still runs (a remote runtime) are followed to their end instead. Begins this
+        process's run first, so its own dispatches are never taken for a dead one's."""
+        await self._store.begin_run()
+        return await recover_interrupted(self._store, utc_now(), still_running=self._adopt)
+
+    async def _adopt(self, slug: str, record: DispatchRecord) -> bool:
+        """Follows an agent of a stopped harness that a worker still runs; False when none
+        does (or this runtime runs agents in this process, where none outlives it)."""
+        if record.role not in self._roles:
+            return False
+        if not await self._hosting.still_running(record.agent_id):
+            return False
+        role = self._roles[record.role]
+        seen = len(await self._store.read_jsonl(slug, record.journal_file))
+        entry = PoolEntry(
+            agent_id=record.agent_id,
+            role=role.name,
+            task_slug=slug,
+            cwd=Path(record.cwd),
+            parent_id=record.parent_id,
+            depth=1 if record.parent_id is None else 2,
+            queued_at=record.started_at,
+            writes=role.writes,
+        )
+        self._runs.register(entry)
+        # Followed, not placed: its workspace is where its host made it.
+        self._runs.start(entry, role, record, record.prompt, None, adopted_after=seen)
+        logger.info("agent %s (%s) of task %s: followed again on its worker", record.agent_id,
+                    role.name, slug)  # fmt: skip
+        return True
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _refuse_when_closing(self) -> None:
+        if self._closing:
+            raise HarnessError(
+                "the harness is shutting down, so no agent starts", fix="ask again once it is back"
+            )
+
+    def _live(self, agent_id: str) -> PoolEntry:
+        entry = self._pool.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        return entry
+
+    async def _new_agent_id(self) -> str:
+        while True:
+            agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
+            if not self._runs.is_live(agent_id) and not await self._store.knows_agent(agent_id):
+                return agent_id

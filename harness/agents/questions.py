@@ -1,0 +1,111 @@
+"""Questions from agents to the humans of a task (``ask_human``).
+
+The harness owns the waiting; front ends own the delivery. A front end registers a
+HumanChannel (the Slack bot: the task's thread; the CLI: the terminal, when one is attached),
+posts each question it is handed, and passes answers back through ``QuestionBoard.answer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from harness.errors import HarnessError
+from harness.tasks.model import Task
+
+logger = logging.getLogger(__name__)
+
+
+QuestionKind = Literal["question", "approval"]
+
+
+@dataclass(frozen=True)
+class Question:
+    question_id: str
+    agent_id: str
+    role: str
+    task_slug: str
+    text: str
+    options: tuple[str, ...]
+    asked_at: str
+    timeout_seconds: float
+    # "approval": may the agent run a tool call; only the task's requester and admins decide.
+    kind: QuestionKind = "question"
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    answered_by: str
+
+
+class NoHumanError(HarnessError):
+    """No front end can reach a human for this task (e.g. a CLI run without a terminal)."""
+
+
+class HumanChannel(Protocol):
+    def reaches(self, task: Task) -> bool:
+        """Whether this channel can put a question of this task in front of a human."""
+        ...
+
+    async def deliver(self, question: Question, task: Task) -> None:
+        """Show the question (e.g. post it in the task's thread)."""
+        ...
+
+    async def settle(self, question: Question, answer: Answer | None) -> None:
+        """The question is closed: answered, or timed out when ``answer`` is None."""
+        ...
+
+
+class QuestionBoard:
+    def __init__(self) -> None:
+        self._channels: list[HumanChannel] = []
+        self._pending: dict[str, tuple[Question, asyncio.Future[Answer]]] = {}
+
+    def add_channel(self, channel: HumanChannel) -> None:
+        self._channels.append(channel)
+
+    def reachable(self, task: Task) -> bool:
+        return any(c.reaches(task) for c in self._channels)
+
+    @staticmethod
+    def new_id() -> str:
+        return "q" + secrets.token_hex(3)
+
+    async def ask(self, question: Question, task: Task) -> Answer | None:
+        """Deliver the question and wait for the answer; None when it times out."""
+        channel = next((c for c in self._channels if c.reaches(task)), None)
+        if channel is None:
+            raise NoHumanError(
+                f"no human can be reached for task {task.slug}",
+                fix="run the task from Slack, or from a terminal (the CLI asks on the "
+                "terminal when one is attached); otherwise decide yourself and say so in "
+                "your result's questions",
+            )
+        answered: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._pending[question.question_id] = (question, answered)
+        answer: Answer | None = None
+        try:
+            await channel.deliver(question, task)
+            answer = await asyncio.wait_for(asyncio.shield(answered), question.timeout_seconds)
+        except TimeoutError:
+            answer = None
+        finally:
+            self._pending.pop(question.question_id, None)
+            await channel.settle(question, answer)
+        return answer
+
+    def pending(self, task_slug: str | None = None) -> list[Question]:
+        """Open questions, oldest first (of one task, or all)."""
+        return [q for q, _ in self._pending.values() if task_slug in (None, q.task_slug)]
+
+    def answer(self, question_id: str, answer: Answer) -> bool:
+        """Answer an open question; False when it is closed or unknown."""
+        entry = self._pending.get(question_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(answer)
+        return True

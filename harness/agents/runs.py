@@ -1,0 +1,281 @@
+"""Agents' lives, from the queue to their final record.
+
+Each registered agent waits for a slot in the pool, runs on its host (or, adopted, is
+followed on the worker that still runs it), has what it says journalled, and ends with a
+final record in the store: how it ended, its last progress and where its work is. Whoever
+waits for an agent gets that record, even when storing it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from harness.agents.ends import final_record, log_finish, utc_now, with_work
+from harness.agents.events import AgentEvent, Events
+from harness.agents.pool import AgentPool, PoolEntry
+from harness.config.roles import Role
+from harness.config.settings import Config
+from harness.errors import HarnessError
+from harness.runtime.orphans import RUN_ID_ENV
+from harness.runtime.spec import (
+    AgentSpec,
+    Hosting,
+    RunIO,
+    RunOutcome,
+    ToolDeclaration,
+    ToolGateway,
+    ToolUse,
+)
+from harness.tasks.journal import api_retry_in, said_in
+from harness.tasks.model import DispatchRecord, Progress, Task
+from harness.tasks.store import TaskStore, diff_file_name
+from harness.workspaces.manager import WorkReport, WorkspaceRequest
+
+logger = logging.getLogger(__name__)
+
+
+class ToolProvider(ToolGateway, Protocol):
+    """The harness tools: which ones a role is offered, and serving their calls."""
+
+    def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]: ...
+
+
+class AgentRuns:
+    """The runs of the registered agents, and the final records they are waited on for."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: TaskStore,
+        hosting: Hosting,
+        pool: AgentPool,
+        events: Events,
+        *,
+        tools: ToolProvider,
+        child_env: Mapping[str, str],
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._hosting = hosting
+        self._pool = pool
+        self._events = events
+        self._tools = tools
+        self._child_env = dict(child_env)
+        # Only live agents have a future; a finished agent is answered from the store.
+        self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
+        self._runs: set[asyncio.Task[None]] = set()
+        # Agents left running on their workers at shutdown (hosts elsewhere).
+        self._detached: set[str] = set()
+        self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being written
+
+    def register(self, entry: PoolEntry) -> None:
+        """A kill or a wait finds the agent from now on."""
+        self._pool.register(entry)
+        self._finished[entry.agent_id] = asyncio.get_running_loop().create_future()
+
+    def unregister(self, entry: PoolEntry) -> None:
+        """Forget an agent that never started (its dispatch could not be stored)."""
+        self._pool.release(entry)
+        self._finished.pop(entry.agent_id).cancel()
+
+    def is_live(self, agent_id: str) -> bool:
+        return agent_id in self._finished
+
+    def start(
+        self,
+        entry: PoolEntry,
+        role: Role,
+        record: DispatchRecord,
+        prompt: str,
+        workspace: WorkspaceRequest | None,
+        *,
+        adopted_after: int | None = None,
+    ) -> None:
+        """Run a registered agent in the background, its host making its ``workspace`` (None:
+        a scratch folder, or the role's own). With ``adopted_after`` it is an agent a worker
+        runs since before this process started (that many journal lines recorded): it is
+        followed to its end rather than started."""
+        run = asyncio.create_task(
+            self._run(entry, role, record, prompt, workspace, adopted_after), name=entry.agent_id
+        )
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+
+    async def wait(self, agent_id: str, timeout: float | None) -> DispatchRecord | None:
+        """A live agent's final record, once it ends; None when it is not live."""
+        done = self._finished.get(agent_id)
+        if done is None:
+            return None
+        return await asyncio.wait_for(asyncio.shield(done), timeout)
+
+    async def report_progress(
+        self, entry: PoolEntry, message: str, percent: float | None
+    ) -> DispatchRecord:
+        """Keep a live agent's progress in its record and tell the front ends."""
+        entry.progress = Progress(message=message, at=utc_now(), percent=percent)
+        entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
+        async with entry.record_lock:
+            # Reports may arrive together; whichever writes last writes the newest one. Once
+            # the final record is being written, it carries the newest progress itself.
+            record = await self._store.record(entry.agent_id)
+            if entry.record_closed:
+                return record
+            record = dataclasses.replace(record, progress=entry.progress)
+            task = await self._store.save_dispatch(entry.task_slug, record)
+        self._events.emit(AgentEvent("progress", task, record))
+        return record
+
+    async def leave_running_on_workers(self) -> None:
+        """Stop following the agents that run on workers; they go on, with no final record
+        here (the next start adopts them). Agents still waiting for a slot are not touched."""
+        if not self._hosting.agents_outlive_harness:
+            return
+        running = {a.agent_id for a in self._pool.snapshot() if a.status == "running"}
+        self._detached |= running
+        detached = [run for run in self._runs if run.get_name() in running]
+        for run in detached:
+            run.cancel()
+        await asyncio.gather(*detached, return_exceptions=True)
+
+    async def join(self) -> None:
+        """Wait for every run to have ended (killed ones included)."""
+        if self._runs:
+            await asyncio.gather(*self._runs, return_exceptions=True)
+
+    async def _run(
+        self,
+        entry: PoolEntry,
+        role: Role,
+        record: DispatchRecord,
+        prompt: str,
+        workspace: WorkspaceRequest | None,
+        adopted_after: int | None,
+    ) -> None:
+        slug = entry.task_slug
+        outcome: RunOutcome | None = None
+        try:
+            if await self._pool.acquire(entry):
+                entry.state = "running"
+                entry.started_at = record.started_at
+                if adopted_after is None:
+                    entry.started_at = utc_now()
+                    record = dataclasses.replace(
+                        record, status="running", started_at=entry.started_at
+                    )
+                    task = await self._store.save_dispatch(slug, record)
+                    logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
+                    self._events.emit(AgentEvent("started", task, record))
+                spec = self._spec(entry, role, prompt, workspace, record.run_id)
+                outcome = await self._run_on_host(spec, entry, record, adopted_after)
+            else:
+                outcome = RunOutcome(status="killed", error=entry.control.kill_reason)
+        except Exception as exc:  # top of an agent's life: the record must still be written
+            logger.exception("agent %s crashed in the harness", entry.agent_id)
+            outcome = RunOutcome(status="failed", error=f"internal harness error: {exc}")
+        finally:
+            if entry.agent_id in self._detached:  # it goes on on its worker: no record yet
+                self._pool.release(entry)
+                self._finished.pop(entry.agent_id).cancel()
+            else:
+                await self._end(entry, record, outcome)
+
+    async def _run_on_host(
+        self, spec: AgentSpec, entry: PoolEntry, record: DispatchRecord, adopted_after: int | None
+    ) -> RunOutcome:
+        journal = record.journal_file
+        io = RunIO(
+            self._tools,
+            lambda message: self._on_message(entry, journal, message),
+            lambda use: self._note_tool_use(entry, use),
+        )
+        if adopted_after is None:
+            return await self._hosting.run(spec, entry.control, io)
+        return await self._hosting.adopt(spec, entry.control, io, seen_messages=adopted_after)
+
+    async def _end(
+        self, entry: PoolEntry, record: DispatchRecord, outcome: RunOutcome | None
+    ) -> None:
+        slug = entry.task_slug
+        async with entry.record_lock:
+            entry.record_closed = True
+        final = final_record(
+            record,
+            outcome,
+            progress=entry.progress,
+            interrupted=entry.interrupted,
+            kill_reason=entry.control.kill_reason,
+        )
+        try:
+            # The host read the work while this agent still held the writer turn, so the
+            # next writer's edits are never reported as this agent's.
+            if outcome is not None and outcome.work is not None:
+                final = await self._with_work(slug, final, outcome.work)
+        finally:
+            self._pool.release(entry)
+        await self._finish(slug, final)
+
+    async def _with_work(
+        self, slug: str, record: DispatchRecord, work: WorkReport
+    ) -> DispatchRecord:
+        """The record with where the agent's work is (its diff kept in the task folder)."""
+        diff_file = None
+        if work.diff:
+            diff_file = diff_file_name(record.agent_id)
+            try:
+                await self._store.write_text(slug, diff_file, work.diff)
+            except (HarnessError, OSError) as exc:
+                logger.warning("could not keep the diff of agent %s: %s", record.agent_id, exc)
+                diff_file = None
+        return with_work(record, work, diff_file)
+
+    async def _finish(self, slug: str, final: DispatchRecord) -> None:
+        """Store the final record, then hand it to whoever waits, even if storing failed."""
+        stored: Task | None = None
+        try:
+            stored = await self._store.save_dispatch(slug, final)
+        except (HarnessError, OSError):
+            logger.exception("could not store the final record of agent %s", final.agent_id)
+        finally:
+            self._finished.pop(final.agent_id).set_result(final)
+            log_finish(final, slug)
+        if stored is not None:
+            self._events.emit(AgentEvent("finished", stored, final))
+
+    def _spec(
+        self,
+        entry: PoolEntry,
+        role: Role,
+        prompt: str,
+        workspace: WorkspaceRequest | None,
+        run_id: str | None,
+    ) -> AgentSpec:
+        # The run id reaches the CLI and every process it starts: whatever of them outlives
+        # this process is found by it, and killed, at the next start.
+        run = {RUN_ID_ENV: run_id} if run_id else {}
+        return AgentSpec(
+            agent_id=entry.agent_id,
+            role=role,
+            prompt=prompt,
+            cwd=str(entry.cwd),
+            harness_tools=self._tools.declarations(role),
+            env={**self._child_env, **run},
+            withhold_env=("SLACK_*", *self._config.withhold_env),
+            task_slug=entry.task_slug,
+            workspace=workspace,
+        )
+
+    def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
+        self._store.append_jsonl(entry.task_slug, journal, message)
+        entry.said.extend(text for text in said_in(message) if text)
+        retry = api_retry_in(message)
+        if retry is not None:  # shown at once: the terminal, the Slack status
+            note = asyncio.ensure_future(self.report_progress(entry, retry, None))
+            self._notes.add(note)
+            note.add_done_callback(self._notes.discard)
+
+    async def _note_tool_use(self, entry: PoolEntry, use: ToolUse) -> None:
+        entry.control.activity = f"using {use.name}"

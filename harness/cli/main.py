@@ -1,0 +1,231 @@
+"""The terminal front end: ``harness init | run | tasks | show | rm | repair | bot | ...``.
+A thin parser and dispatcher over the orchestrator and the commands' own modules."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from harness.agents.events import AgentEvent
+from harness.agents.orchestrator import Orchestrator
+from harness.cli import offline, scaffold, task_commands
+from harness.cli.parser import build_parser
+from harness.cli.render import (
+    render_audit,
+    render_prune,
+    render_record,
+    render_repair,
+    render_task,
+    render_task_list,
+    render_workspaces,
+)
+from harness.cli.terminal import TerminalChannel, confirm
+from harness.errors import HarnessError
+from harness.project import Project, build_orchestrator, default_config_path, load_project
+from harness.runtime.spec import AgentRuntime
+
+logger = logging.getLogger(__name__)
+
+# What the parsers that front ends add (``harness.cli.parser.COMMAND_GROUP``) set as their
+# handler.
+CommandHandler = Callable[[Project, argparse.Namespace], int]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `harness`: what it can do
+        parser.print_help()
+        return 0
+    configure_logging(
+        verbose=getattr(args, "verbose", False),
+        log_file=getattr(args, "log_file", None),
+        level=getattr(args, "log_level", logging.WARNING),
+    )
+    config_path: Path = getattr(args, "config", None) or default_config_path()
+    try:
+        if args.command == "worker":  # a worker machine needs no config.yaml
+            return asyncio.run(_worker(args))
+        if args.command == "init":
+            report = scaffold.init_project(args.dir, force=args.force)
+            print(scaffold.render_init(report, cwd=Path.cwd()))
+            return 0
+        project = load_project(config_path)
+        if args.command in _CORE_COMMANDS:
+            return asyncio.run(_command(project, args))
+        handler: CommandHandler = args.handler
+        return handler(project, args)
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+# Libraries whose debug lines are request dumps, not the harness's story.
+_QUIET_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "asyncio", "mcp", "claude_agent_sdk")
+
+
+def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> None:
+    """``level`` for everyone (commands pick their own: INFO for a server, WARNING for a
+    one-shot command); ``-v`` turns on debug lines of the harness's own loggers only."""
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else level)
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.INFO))
+
+
+_CORE_COMMANDS = ("run", "tasks", "show", "rm", "prune-tasks", "repair", "audit", "workspaces")
+
+
+async def _command(project: Project, args: argparse.Namespace) -> int:
+    scripted = args.command == "run" and args.scripted
+    if args.command == "run":  # before anything is created
+        offline.check_before_run(project.config.runtime.kind, scripted=scripted)
+    async with contextlib.AsyncExitStack() as stack:
+        runtime: AgentRuntime | None = None
+        if scripted:
+            runtime = await stack.enter_async_context(offline.scripted_runtime())
+            print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
+        return await _on(build_orchestrator(project, runtime, simulated_costs=scripted), args)
+
+
+async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
+    try:
+        if args.command == "run":
+            return await _run(orchestrator, args.prompt, args.role, args.task)
+        if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
+            done, said = await (
+                task_commands.remove_task(
+                    orchestrator, args.slug, yes=args.yes, force=args.force, confirm=confirm
+                )
+                if args.command == "rm"
+                else task_commands.prune_tasks(
+                    orchestrator, args.days, yes=args.yes, dry_run=args.dry_run, confirm=confirm
+                )
+            )
+            print(said)
+            return 0 if done else EXIT_FAILED
+        if args.command == "tasks":
+            tasks = await orchestrator.task_summaries()
+            print(render_task_list(tasks, await orchestrator.damaged_tasks()))
+        elif args.command == "show":
+            task = await orchestrator.task(args.slug)
+            context = await orchestrator.task_context(args.slug)
+            print(render_task(task, context, await orchestrator.audit_log(args.slug)))
+        elif args.command == "repair":
+            print(render_repair(await orchestrator.repair_task(args.slug)))
+        elif args.command == "audit":
+            await orchestrator.task(args.slug)
+            print(render_audit(await orchestrator.audit_log(args.slug)))
+        elif args.action == "list":
+            print(render_workspaces(await orchestrator.workspaces()))
+        else:
+            older = timedelta(days=args.days) if args.days is not None else None
+            print(render_prune(await orchestrator.prune_workspaces(older)))
+        return 0
+    finally:
+        await orchestrator.shutdown()
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from harness.runtime.claude import ClaudeRuntime
+    from harness.runtime.nats_link import NatsSettings
+    from harness.runtime.worker import Worker
+
+    if not args.nats:
+        raise HarnessError(
+            "no NATS server named", fix="pass --nats nats://HOST:4222 or set HARNESS_NATS_URL"
+        )
+    if args.slots < 1:
+        raise HarnessError(f"--slots {args.slots}: at least 1", fix="pass --slots 1 or more")
+    settings = NatsSettings(args.nats, args.credentials, args.tls_ca, args.prefix)
+    worker = Worker(
+        settings,
+        ClaudeRuntime(),
+        name=args.name,
+        slots=args.slots,
+        workspaces=args.workspaces.absolute(),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"harness worker {args.name}: connecting to {args.nats}", file=sys.stderr, flush=True)
+    await worker.serve(stop, ready=lambda: print(
+        f"harness worker {args.name}: ready, {args.slots} slot(s)", file=sys.stderr, flush=True
+    ))  # fmt: skip
+    print(f"harness worker {args.name}: stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
+    await orchestrator.recover_interrupted()
+    repository = None
+    if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
+        choice = orchestrator.choose_repository(prompt)
+        problem = choice.explain()
+        if problem is not None:
+            raise HarnessError(problem, fix="name the repository in the request: repo:NAME")
+        prompt, repository = choice.text, choice.repository
+    if role is None:
+        task = await orchestrator.task(slug) if slug else None
+        role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
+    orchestrator.role(role)  # unknown role: fail before creating a task
+    orchestrator.subscribe(_progress_on_stderr)
+    orchestrator.add_human_channel(TerminalChannel(orchestrator.answer_question))
+    stop = _install_signal_handlers(orchestrator)
+    try:
+        handle = await orchestrator.draft(role, prompt, task_slug=slug, repository=repository)
+        record = await orchestrator.wait(handle.agent_id)
+    finally:
+        stop()
+    print(render_record(record, task_slug=handle.task_slug))
+    if record.status == "completed":
+        return 0
+    return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED
+
+
+def _progress_on_stderr(event: AgentEvent) -> None:
+    r = event.record
+    if event.kind == "started":
+        print(f"[{r.agent_id}] {r.role} started on task {event.task.slug}", file=sys.stderr)
+    elif event.kind == "progress" and r.progress is not None:
+        percent = f" {r.progress.percent:g}%" if r.progress.percent is not None else ""
+        print(f"[{r.agent_id}]{percent} {r.progress.message}", file=sys.stderr)
+    elif event.kind == "finished":
+        print(f"[{r.agent_id}] {r.role} {r.status}", file=sys.stderr)
+
+
+def _install_signal_handlers(orchestrator: Orchestrator) -> Callable[[], None]:
+    """SIGINT/SIGTERM stop every agent (dispatches end ``interrupted``), never orphan them."""
+    loop = asyncio.get_running_loop()
+    pending: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
+        print(f"harness: {name} received, stopping agents…", file=sys.stderr)
+        pending.append(loop.create_task(orchestrator.shutdown(f"interrupted by {name}")))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    def remove() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+    return remove

@@ -1,0 +1,289 @@
+"""config.yaml: parsed and validated once, at start-up.
+
+``parse_config`` is pure (a mapping in, a Config out); ``load_config`` reads the file. The
+file's format is ``harness.config.schema``; the frozen settings below are what the rest of the
+harness sees. Relative paths inside the file are relative to the file's folder.
+
+Every problem is a ConfigError naming the file, the field path (``routing[1].pattern``,
+``mcp.maxDepth``), what is wrong and how to fix it, so a typo never starts a half-configured bot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pydantic
+import yaml
+
+from harness.config.schema import ConfigFile, RepositoryEntry, WorkspacesSection
+from harness.errors import ConfigError
+from harness.problems import describe, keys_of, problems
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RoutingRule:
+    pattern: re.Pattern[str]
+    role: str
+
+
+@dataclass(frozen=True)
+class MetadataField:
+    """A per-agent fact collected by running a shell command in the agent's cwd."""
+
+    name: str
+    command: str
+    description: str = ""
+    timeout_seconds: float = 5.0
+    include_in_list: bool = False
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    tool_timeout_ms: int = 600_000
+    full_access_categories: tuple[str, ...] = ("conversational",)
+    # Extra glob patterns per role category, on top of the full / read-only profile.
+    allow: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    deny: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    max_depth: int = 3
+    max_concurrent_agents: int = 4
+    task_budget_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    allowed_users: tuple[str, ...] = ()  # empty: everyone
+    allowed_channels: tuple[str, ...] = ()  # empty: every channel
+    admins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RepositorySettings:
+    """A git repository tasks get worktrees of: a local one at ``path``, or ``url`` cloned
+    into ``cache`` (exactly one of ``path`` and ``url`` is set; ``cache`` goes with ``url``)."""
+
+    name: str
+    path: Path | None = None
+    url: str | None = None
+    cache: Path | None = None
+    base_branch: str = "main"
+
+
+@dataclass(frozen=True)
+class WorkspaceSettings:
+    """Where tasks work. No repositories: every task gets a scratch folder under ``root``.
+
+    parse_config makes ``root`` absolute (under the config folder); the relative default here
+    only serves a Config built by hand.
+    """
+
+    root: Path = Path(".agents/workspaces")
+    prune_after_days: float = 14.0
+    # Commit what a writing agent left uncommitted on the task's branch when it ends, so the
+    # branch itself holds the work.
+    commit_work: bool = True
+    default: str | None = None  # the repository when a message names none
+    channels: Mapping[str, str] = field(default_factory=dict)  # Slack channel id -> repository
+    repositories: Mapping[str, RepositorySettings] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Where agents run: ``local`` (children of this process) or ``nats`` (``harness worker``
+    processes reached through a NATS server with JetStream)."""
+
+    kind: Literal["local", "nats"] = "local"
+    url: str | None = None
+    credentials: Path | None = None  # a NATS .creds file
+    tls_ca: Path | None = None  # the CA of the server's TLS certificate
+    prefix: str = "harness"  # subjects and streams; one prefix per harness installation
+    lost_after_seconds: float = 10.0  # a worker silent this long is lost
+
+
+@dataclass(frozen=True)
+class Config:
+    file: Path
+    base_dir: Path
+    roles_dir: Path
+    tasks_dir: Path
+    default_role: str
+    rules: tuple[RoutingRule, ...]
+    # `harness prune-tasks` deletes tasks idle longer than this; None keeps them forever.
+    prune_tasks_after_days: float | None = None
+    # How often an agent's CLI retries a model API that fails or cannot be reached, before
+    # the agent fails with that reason.
+    model_api_retries: int = 10
+    context_budget_chars: int = 24_000
+    ask_timeout_seconds: float = 900.0
+    mcp: McpSettings = field(default_factory=McpSettings)
+    metadata: tuple[MetadataField, ...] = ()
+    slack: SlackSettings = field(default_factory=SlackSettings)
+    workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
+    # Environment variables (glob patterns) agents never see, on top of every SLACK_* one.
+    withhold_env: tuple[str, ...] = ()
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+
+
+def _resolve(base_dir: Path, value: str) -> Path:
+    # normpath, not resolve(): keep parse_config free of file-system access.
+    return Path(os.path.normpath(base_dir / Path(value).expanduser()))
+
+
+def _repository(base_dir: Path, root: Path, name: str, raw: RepositoryEntry) -> RepositorySettings:
+    if raw.path is not None:
+        return RepositorySettings(
+            name=name, path=_resolve(base_dir, raw.path), base_branch=raw.base_branch
+        )
+    # A dot folder under root: never a valid task slug, so it never passes for a workspace.
+    cache = _resolve(base_dir, raw.cache) if raw.cache else root / ".repos" / name
+    return RepositorySettings(name=name, url=raw.url, cache=cache, base_branch=raw.base_branch)
+
+
+def _workspaces(base_dir: Path, raw: WorkspacesSection) -> WorkspaceSettings:
+    root = _resolve(base_dir, raw.root)
+    return WorkspaceSettings(
+        root=root,
+        prune_after_days=float(raw.prune_after_days),
+        commit_work=raw.commit_work,
+        default=raw.default,
+        channels=dict(raw.channels),
+        repositories={
+            name: _repository(base_dir, root, name, repo) for name, repo in raw.repositories.items()
+        },
+    )
+
+
+def _settings(file: Path, raw: ConfigFile) -> Config:
+    mcp = raw.mcp
+    return Config(
+        file=file,
+        base_dir=file.parent,
+        roles_dir=_resolve(file.parent, raw.roles),
+        tasks_dir=_resolve(file.parent, raw.tasks),
+        prune_tasks_after_days=(
+            float(raw.prune_tasks_after_days) if raw.prune_tasks_after_days is not None else None
+        ),
+        model_api_retries=raw.model_api_retries,
+        default_role=raw.default_role,
+        rules=tuple(
+            RoutingRule(pattern=re.compile(rule.pattern, re.IGNORECASE), role=rule.role)
+            for rule in raw.routing
+        ),
+        context_budget_chars=raw.context.budget_chars,
+        ask_timeout_seconds=raw.ask_human.timeout_seconds,
+        mcp=McpSettings(
+            tool_timeout_ms=mcp.tool_timeout_ms,
+            full_access_categories=tuple(mcp.full_access_categories),
+            allow={category: tuple(globs) for category, globs in mcp.allow.items()},
+            deny={category: tuple(globs) for category, globs in mcp.deny.items()},
+            max_depth=mcp.max_depth,
+            max_concurrent_agents=mcp.max_concurrent_agents,
+            task_budget_usd=mcp.task_budget_usd,
+        ),
+        metadata=tuple(
+            MetadataField(
+                name=name,
+                command=entry.command,
+                description=entry.description or "",
+                timeout_seconds=entry.timeout_seconds,
+                include_in_list=entry.include_in_list,
+            )
+            for name, entry in raw.metadata.items()
+        ),
+        slack=SlackSettings(
+            allowed_users=tuple(raw.slack.allowed_users),
+            allowed_channels=tuple(raw.slack.allowed_channels),
+            admins=tuple(raw.slack.admins),
+        ),
+        workspaces=_workspaces(file.parent, raw.workspaces),
+        withhold_env=tuple(raw.withhold_env),
+        runtime=RuntimeSettings(
+            kind=raw.runtime.kind,
+            url=raw.runtime.url,
+            credentials=_resolve(file.parent, raw.runtime.credentials)
+            if raw.runtime.credentials
+            else None,
+            tls_ca=_resolve(file.parent, raw.runtime.tls_ca) if raw.runtime.tls_ca else None,
+            prefix=raw.runtime.prefix,
+            lost_after_seconds=float(raw.runtime.lost_after_seconds),
+        ),
+    )
+
+
+def parse_config(mapping: Mapping[str, object], *, file: Path) -> Config:
+    """Validate a config.yaml mapping; ``file`` names it in errors and anchors relative paths."""
+    file = Path(os.path.normpath(file.absolute()))
+    try:
+        raw = ConfigFile.model_validate(mapping)
+    except pydantic.ValidationError as exc:
+        raise ConfigError.from_problems(str(file), problems(exc, ConfigFile)) from None
+    config = _settings(file, raw)
+    root = config.workspaces.root
+    if config.base_dir.is_relative_to(root):
+        # Agents never work in the harness's own checkout: no workspace may be it or hold it.
+        raise ConfigError(
+            str(file),
+            "workspaces.root",
+            f"{root} holds the harness's own folder ({config.base_dir})",
+            fix="point it at a folder of its own, e.g. `root: .agents/workspaces`",
+        )
+    logger.debug("parsed %s: %d routing rule(s)", file, len(config.rules))
+    return config
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate config.yaml. An empty file means "all defaults"."""
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        folder = "" if str(path.parent) == "." else f" {path.parent}"
+        raise ConfigError(
+            name,
+            "(file)",
+            "file not found",
+            fix=f"run `harness init{folder}` to write the shipped config.yaml and roles/ (then "
+            "edit them), or point to a config.yaml with --config PATH or $HARNESS_CONFIG",
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            name,
+            "(file)",
+            f"cannot read the file: {exc}",
+            fix="make it a readable UTF-8 text file",
+        ) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            name,
+            "(file)",
+            f"YAML syntax error: {exc}",
+            fix="fix the YAML at the line and column shown (indent with spaces, quote regexes)",
+        ) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            name,
+            "(top level)",
+            f"expected a mapping of settings, found {describe(data)}",
+            fix=f"write `key: value` lines with keys from: {', '.join(keys_of(ConfigFile))}",
+        )
+    config = parse_config(data, file=path)
+    if config.tasks_dir.is_file():
+        # The store creates the folder on first use; a file there would fail only then.
+        raise ConfigError(
+            str(config.file),
+            "tasks",
+            f"{config.tasks_dir} is a file, not a folder",
+            fix="point `tasks:` to a folder (created on first use), e.g. `tasks: .agents/tasks`",
+        )
+    return config

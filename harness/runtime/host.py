@@ -1,0 +1,154 @@
+"""The agent host: where one agent run happens, from its serialisable spec to its work report.
+
+A host places the agent's workspace from the spec's request (the role's own folder, the
+task's git worktree, or a scratch folder), runs the agent on its runtime there, commits what a
+writer left uncommitted on the task's branch, and returns the outcome with where the work is.
+
+The same host serves every agent: in the harness's own process for a one-machine install
+(``AgentHost`` is then what the orchestrator hands its agents to), and in each ``harness
+worker`` for agents sent over NATS. The orchestrator only ever hands over a spec with a
+workspace request; it never knows which kind of host runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from harness.config.settings import RepositorySettings, WorkspaceSettings
+from harness.errors import HarnessError
+from harness.runtime.orphans import RUN_ID_ENV
+from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
+from harness.workspaces.manager import (
+    WorkReport,
+    Workspace,
+    WorkspaceError,
+    WorkspaceRequest,
+    Workspaces,
+    commit_message,
+    unknown_repository,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def workspace_request(
+    settings: WorkspaceSettings, repository: str | None
+) -> WorkspaceRequest | None:
+    """The request for a task's git workspace in ``repository``; None for a scratch folder.
+    A repository that is no longer configured is an error, not a silent scratch folder."""
+    if repository is None:
+        return None
+    repo = settings.repositories.get(repository.lower())
+    if repo is None:
+        raise unknown_repository(repository, sorted(settings.repositories))
+    return WorkspaceRequest(
+        repository=repo.name,
+        url=repo.url,
+        path=str(repo.path) if repo.path else None,
+        base_branch=repo.base_branch,
+        commit_work=settings.commit_work,
+    )
+
+
+class AgentHost:
+    """Runs agents on ``runtime`` in workspaces under ``workspaces``' root.
+
+    ``run_id`` names the run that owns the agents' processes when it is this host's own (a
+    worker's): the sender's run id means nothing on another machine, and the sender's restart
+    must not sweep the agents away. None keeps the id the spec carries."""
+
+    def __init__(
+        self, runtime: AgentRuntime, workspaces: Workspaces, *, run_id: str | None = None
+    ) -> None:
+        self._runtime = runtime
+        self._workspaces = workspaces
+        self._run_id = run_id
+
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
+        try:
+            placed, workspace = await self._place(spec)
+        except WorkspaceError as exc:
+            logger.warning("agent %s: no workspace: %s", spec.agent_id, exc)
+            return RunOutcome(status="failed", error=f"could not make its workspace: {exc}")
+        outcome = await self._runtime.run(placed, control, io)
+        if workspace is None:
+            return outcome
+        return dataclasses.replace(outcome, work=await self._work(spec, workspace, outcome))
+
+    # Agents in this process end with it: none is left to follow after a restart.
+
+    @property
+    def agents_outlive_harness(self) -> bool:
+        return False
+
+    async def still_running(self, agent_id: str) -> bool:
+        return False
+
+    async def adopt(
+        self, spec: AgentSpec, control: AgentControl, io: RunIO, *, seen_messages: int
+    ) -> RunOutcome:
+        raise HarnessError(
+            f"agent {spec.agent_id} ran in a harness process that has stopped",
+            fix="nothing outlives a local harness: ask again to run it anew",
+        )
+
+    async def close(self) -> None:
+        return None
+
+    async def _place(self, spec: AgentSpec) -> tuple[AgentSpec, Workspace | None]:
+        """The spec with its working folder here: the role's own folder, else the task's git
+        worktree or scratch folder; the workspace when it is a git one."""
+        env = {**spec.env, **({RUN_ID_ENV: self._run_id} if self._run_id else {})}
+        if spec.role.cwd is not None:
+            return dataclasses.replace(spec, cwd=str(spec.role.cwd), env=env), None
+        request = spec.workspace
+        if request is not None:
+            self._know(request)
+        workspace = await self._workspaces.prepare(
+            spec.task_slug, request.repository if request else None
+        )
+        placed = dataclasses.replace(spec, cwd=str(workspace.path), env={**env, **workspace.env})
+        return placed, workspace if workspace.base_commit is not None else None
+
+    def _know(self, request: WorkspaceRequest) -> None:
+        """Learns the requested repository: a worker knows none until a run names it; a
+        repository this host has as requested keeps its own settings (its cache folder)."""
+        known = self._workspaces.settings.repositories.get(request.repository.lower())
+        path = request.path if not request.url else None
+        if known is not None and (
+            known.url,
+            str(known.path) if known.path else None,
+            known.base_branch,
+        ) == (request.url, path, request.base_branch):
+            return
+        root = self._workspaces.root
+        self._workspaces.add_repository(
+            RepositorySettings(
+                name=request.repository,
+                path=Path(path) if path else None,
+                url=request.url,
+                cache=root / ".repos" / request.repository if request.url else None,
+                base_branch=request.base_branch,
+            )
+        )
+
+    async def _work(
+        self, spec: AgentSpec, workspace: Workspace, outcome: RunOutcome
+    ) -> WorkReport | None:
+        """Where the agent's work is: a writer's work committed on the task's branch first."""
+        request = spec.workspace
+        message = None
+        if spec.role.writes and (request is None or request.commit_work):
+            summary = outcome.result.summary if outcome.result else None
+            message = commit_message(
+                workspace.slug, spec.role.name, spec.agent_id, outcome.status, summary
+            )
+        try:
+            return await self._workspaces.report(
+                workspace, commit=message, author=f"harness {spec.role.name}"
+            )
+        except (HarnessError, OSError) as exc:
+            logger.warning("could not read the changes in %s: %s", workspace.path, exc)
+            return None

@@ -1,0 +1,333 @@
+"""The ``Hosting`` whose agents run on ``harness worker`` processes, over NATS.
+
+``run`` puts the agent on the JetStream work queue, serves its harness tool calls and
+approval requests (answered by the orchestrator's ToolGateway; ``await_agent`` and
+``ask_human`` may take hours), follows its events in order (journal lines, tool use, the
+outcome) and returns the outcome the worker reports. The orchestrator does not know the
+difference: its concurrency cap, records and audit stay as they are. See
+``harness/runtime/wire.py`` for the protocol.
+
+The agents outlive the orchestrator's process: after a restart, ``still_running`` tells which
+of its unfinished dispatches a worker still runs (or has finished: the outcome waits in
+JetStream), and ``adopt`` follows such an agent to its end as ``run`` would have.
+
+A worker that goes silent (no event and no heartbeat for ``lost_after`` seconds while this
+side is connected) is lost: the run ends ``interrupted`` and is not run again (an agent's side
+effects and cost are not repeated behind anyone's back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
+from harness.runtime.spec import (
+    AgentControl,
+    AgentSpec,
+    RunIO,
+    RunOutcome,
+    ToolReply,
+)
+from harness.runtime.wire import (
+    WORKING,
+    Event,
+    RunRequest,
+    ToolRequest,
+    encode_approval,
+    encode_done,
+    encode_reply,
+    outcome_from_json,
+    tool_use_from_json,
+)
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
+logger = logging.getLogger(__name__)
+
+KILL_TIMEOUT = 2.0  # a worker answers a kill request within milliseconds
+PING_SECONDS = 3.0  # "working" to a waiting worker this often while a tool call runs
+
+
+class NatsHosting:
+    def __init__(self, settings: NatsSettings, *, lost_after: float = 10.0) -> None:
+        self.settings = settings
+        self.lost_after = lost_after
+        self._link: NatsLink | None = None
+        self._connecting = asyncio.Lock()
+        self._runs: set[_RemoteRun] = set()
+
+    async def link(self) -> NatsLink:
+        async with self._connecting:
+            if self._link is None:
+                self._link = await NatsLink.connect(
+                    self.settings, name="harness orchestrator", on_reconnect=self._reconnected
+                )
+            return self._link
+
+    async def close(self) -> None:
+        if self._link is not None:
+            await self._link.close()
+            self._link = None
+
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
+        run = _RemoteRun(await self.link(), spec, control, io, self)
+        return await run.follow(queue=True)
+
+    @property
+    def agents_outlive_harness(self) -> bool:
+        return True
+
+    async def still_running(self, agent_id: str) -> bool:
+        """Whether a worker still runs the agent (a heartbeat within ``lost_after``) or ran it
+        to its end (its outcome is in JetStream). A run no worker took yet is withdrawn from
+        the queue, and then it is not running."""
+        link = await self.link()
+        s = link.subjects
+        with contextlib.suppress(*nats_errors()):
+            last = await link.js.get_last_msg(s.events_stream, s.events(agent_id))
+            if last.data is not None and Event.decode(last.data).kind == "outcome":
+                return True
+        with contextlib.suppress(*nats_errors()):
+            queued = await link.js.get_last_msg(s.runs_stream, s.run(agent_id))
+            if queued.seq is not None and await link.js.delete_msg(s.runs_stream, queued.seq):
+                return False
+        heard = asyncio.Event()
+
+        async def on_alive(msg: Msg) -> None:
+            heard.set()
+
+        sub = await link.nc.subscribe(s.alive(agent_id), cb=on_alive)
+        try:
+            await asyncio.wait_for(heard.wait(), timeout=min(self.lost_after, 3.0))
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with contextlib.suppress(*nats_errors()):
+                await sub.unsubscribe()
+
+    async def adopt(
+        self, spec: AgentSpec, control: AgentControl, io: RunIO, *, seen_messages: int
+    ) -> RunOutcome:
+        """Follows an agent a worker runs since before this process started, to its end;
+        the first ``seen_messages`` journal lines were recorded already."""
+        run = _RemoteRun(await self.link(), spec, control, io, self)
+        run.started = True
+        run.skip_messages = seen_messages
+        return await run.follow(queue=False)
+
+    async def _reconnected(self) -> None:
+        # Silence while this side was cut off from NATS is not the workers' fault; and a
+        # restarted server may have lost the consumers following the runs' events.
+        for run in list(self._runs):
+            run.heard_now()
+            await run.follow_events()
+
+
+@dataclass
+class _Call:
+    """A tool call being answered: where to send the answer, and the answer once known."""
+
+    reply_to: str
+    answer: bytes | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class _RemoteRun:
+    """One agent run on a worker, seen from the orchestrator."""
+
+    def __init__(
+        self,
+        link: NatsLink,
+        spec: AgentSpec,
+        control: AgentControl,
+        io: RunIO,
+        runtime: NatsHosting,
+    ) -> None:
+        self.link = link
+        self.spec = spec
+        self.control = control
+        self.io = io
+        self.runtime = runtime
+        self.agent_id = spec.agent_id
+        self.started = False
+        self.skip_messages = 0
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._heard = asyncio.get_running_loop().time()
+        self._queued_seq: int | None = None  # the run request's place in the work queue
+        self._calls: dict[str, _Call] = {}
+        self._event_sub: Any = None
+
+    def heard_now(self) -> None:
+        self._heard = asyncio.get_running_loop().time()
+
+    async def follow(self, *, queue: bool) -> RunOutcome:
+        nc, js, s = self.link.nc, self.link.js, self.link.subjects
+        subscriptions: list[Any] = [
+            await nc.subscribe(s.tools(self.agent_id), cb=self._on_tool_request),
+            await nc.subscribe(s.alive(self.agent_id), cb=self._on_alive),
+        ]
+        await self.follow_events()
+        self.control.attach(self._kill)
+        self.runtime._runs.add(self)
+        try:
+            if queue:
+                request = RunRequest(self.spec, self.spec.task_slug).encode()
+                ack = await js.publish(
+                    s.run(self.agent_id), request, headers={"Nats-Msg-Id": self.agent_id}
+                )
+                self._queued_seq = ack.seq
+            return await self._outcome()
+        finally:
+            self.runtime._runs.discard(self)
+            self.control.attach(None)
+            for sub in [*subscriptions, self._event_sub]:
+                with contextlib.suppress(*nats_errors()):  # the connection may be gone
+                    await sub.unsubscribe()
+            tasks = [task for call in self._calls.values() for task in call.tasks]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def follow_events(self) -> None:
+        """(Re)subscribes to the run's events from its first; those seen are skipped by
+        their sequence number."""
+        old, self._event_sub = self._event_sub, None
+        if old is not None:
+            with contextlib.suppress(*nats_errors()):
+                await old.unsubscribe()
+        subject = self.link.subjects.events(self.agent_id)
+        try:
+            self._event_sub = await self.link.js.subscribe(
+                subject, ordered_consumer=True, cb=self._on_event
+            )
+        except nats_errors() as exc:  # the next reconnect tries again; the outcome is kept
+            logger.warning("agent %s: cannot follow its events yet: %s", self.agent_id, exc)
+
+    async def _stored_outcome(self) -> RunOutcome | None:
+        """The run's outcome as stored in JetStream, if the worker reported one."""
+        s = self.link.subjects
+        with contextlib.suppress(*nats_errors(), ValueError, KeyError):
+            last = await self.link.js.get_last_msg(s.events_stream, s.events(self.agent_id))
+            if last.data is not None:
+                event = Event.decode(last.data)
+                if event.kind == "outcome":
+                    return outcome_from_json(event.data)
+        return None
+
+    async def _outcome(self) -> RunOutcome:
+        last_seq = 0
+        messages = 0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                event = await asyncio.wait_for(self._events.get(), timeout=1.0)
+            except TimeoutError:
+                silent = loop.time() - self._heard
+                if self.started and silent > self.runtime.lost_after:
+                    stored = await self._stored_outcome()  # reported while nobody listened
+                    if stored is not None:
+                        return stored
+                    worker = self.control.worker or "the worker"
+                    return RunOutcome(
+                        status="interrupted",
+                        error=f"{worker} was lost: no word from it for {silent:.0f} s; the "
+                        "agent is not run again by itself (ask again to run it anew)",
+                    )
+                continue
+            if event.seq <= last_seq:  # delivered again: handled once
+                continue
+            last_seq = event.seq
+            self.heard_now()
+            if event.kind == "started":
+                self.started = True
+                self.control.worker = event.worker
+            elif event.kind == "message":
+                messages += 1
+                if messages > self.skip_messages:  # recorded before a restart otherwise
+                    self.io.on_message(dict(event.data))
+            elif event.kind == "tool_use":
+                await self.io.on_tool_use(tool_use_from_json(event.data))
+            else:
+                return outcome_from_json(event.data)
+
+    # -- callbacks from NATS -----------------------------------------------------------------
+
+    async def _on_event(self, msg: Msg) -> None:
+        try:
+            self._events.put_nowait(Event.decode(msg.data))
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("agent %s: unreadable event skipped: %s", self.agent_id, exc)
+
+    async def _on_alive(self, msg: Msg) -> None:
+        self.heard_now()
+
+    async def _on_tool_request(self, msg: Msg) -> None:
+        self.heard_now()
+        if not msg.reply:
+            return
+        try:
+            request = ToolRequest.decode(msg.data)
+        except (ValueError, KeyError, TypeError) as exc:
+            reply = ToolReply({"error": "bad_request", "message": str(exc)}, is_error=True)
+            await self._send(msg.reply, encode_done(encode_reply(reply)))
+            return
+        call = self._calls.get(request.call_id) if request.call_id else None
+        if call is not None:  # sent again: answer where the worker listens now
+            call.reply_to = msg.reply
+            await self._send(msg.reply, WORKING if call.answer is None else call.answer)
+            return
+        call = _Call(msg.reply)
+        if request.call_id:
+            self._calls[request.call_id] = call
+        else:
+            self._calls[f"anonymous-{id(call)}"] = call
+        await self._send(call.reply_to, WORKING)
+        loop = asyncio.get_running_loop()
+        call.tasks += [loop.create_task(self._answer(call, request)), loop.create_task(
+            self._keep_pinging(call))]  # fmt: skip
+
+    async def _answer(self, call: _Call, request: ToolRequest) -> None:
+        if request.kind == "approve":
+            approval = await self.io.tools.approve(self.agent_id, request.tool, request.args)
+            answer = encode_done(encode_approval(approval))
+        else:
+            reply = await self.io.tools.call(self.agent_id, request.tool, request.args)
+            answer = encode_done(encode_reply(reply))
+        call.answer = answer
+        await self._send(call.reply_to, answer)
+
+    async def _keep_pinging(self, call: _Call) -> None:
+        while call.answer is None:
+            await asyncio.sleep(PING_SECONDS)
+            if call.answer is None:
+                await self._send(call.reply_to, WORKING)
+
+    async def _send(self, subject: str, data: bytes) -> None:
+        with contextlib.suppress(*nats_errors()):  # the worker asks again when it hears nothing
+            await self.link.nc.publish(subject, data)
+
+    async def _kill(self) -> None:
+        """Takes the run off the queue when no worker has it yet; else asks its worker."""
+        link, reason = self.link, self.control.kill_reason or "killed"
+        if not self.started and self._queued_seq is not None:
+            with contextlib.suppress(*nats_errors()):  # taken by a worker meanwhile
+                if await link.js.delete_msg(link.subjects.runs_stream, self._queued_seq):
+                    outcome = {"status": "killed", "error": reason}
+                    self._events.put_nowait(Event(1 << 62, "outcome", "", outcome))
+                    return
+        try:
+            await link.nc.request(
+                link.subjects.kill(self.agent_id), reason.encode("utf-8"), timeout=KILL_TIMEOUT
+            )
+        except nats_errors() as exc:  # no responder, a timeout: the worker may be gone
+            raise HarnessError(
+                f"could not reach the worker of agent {self.agent_id}: {exc}",
+                fix="check that the worker is running; a lost worker ends the agent by itself",
+            ) from exc

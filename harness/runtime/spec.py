@@ -1,0 +1,229 @@
+"""What a runtime needs to run an agent, and what it gives back: plain data and protocols.
+
+An ``AgentSpec`` is serialisable (``to_json`` / ``from_json``), so a runtime in another process
+can run it; the agent's harness tools are served by a ``ToolGateway`` the caller passes in.
+Nothing here imports the Claude SDK, so front ends that never run an agent stay light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from harness.config.roles import Role
+from harness.tasks.model import AgentResult
+from harness.workspaces.manager import WorkReport, WorkspaceRequest
+
+# The agents' own MCP server: the model sees its tools as ``mcp__harness__<tool>``.
+SERVER_NAME = "harness"
+
+OutcomeStatus = Literal["completed", "failed", "killed", "interrupted"]
+
+# In a spec's env: how often the CLI retries a failing model API call (the CLI's own variable,
+# from modelApiRetries); the runtime also stops a CLI that retries more.
+MODEL_API_RETRIES_ENV = "CLAUDE_CODE_MAX_RETRIES"
+
+
+def qualified(tool: str) -> str:
+    """The name the model sees: ``mcp__harness__draft_agent``."""
+    return f"mcp__{SERVER_NAME}__{tool}"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool call the agent is about to make (seen by a PreToolUse hook)."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolDeclaration:
+    """A harness tool as the model sees it: plain data, so it can travel with a spec."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A tool call's JSON payload; ``is_error`` makes it a tool error for the model."""
+
+    payload: dict[str, Any]
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Whether an agent may make a tool call; a refusal's message reaches the agent."""
+
+    allowed: bool
+    message: str = ""
+
+
+class ToolGateway(Protocol):
+    """Serves the harness tool calls of agents and decides whether a built-in tool call may
+    run; the runtime names the calling agent."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply: ...
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval: ...
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything a runtime needs to run one agent, as plain serialisable data: a runtime
+    in another process can rebuild it from ``to_json()``."""
+
+    agent_id: str
+    role: Role
+    prompt: str
+    cwd: str
+    # The harness tools offered to this agent (its access profile), served by the gateway.
+    harness_tools: tuple[ToolDeclaration, ...] = ()
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Variables of the runtime's own environment the agent must not see (glob patterns).
+    withhold_env: tuple[str, ...] = ("SLACK_*",)
+    # The task the agent works on (a runtime elsewhere names its folder after it).
+    task_slug: str = ""
+    # For a runtime elsewhere: the git workspace to make there (None: a scratch folder).
+    workspace: WorkspaceRequest | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        role = dataclasses.asdict(self.role)
+        role["cwd"] = str(self.role.cwd) if self.role.cwd is not None else None
+        role["tools"] = list(self.role.tools) if self.role.tools is not None else None
+        return {
+            "agentId": self.agent_id,
+            "role": role,
+            "prompt": self.prompt,
+            "cwd": self.cwd,
+            "harnessTools": [
+                {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                for t in self.harness_tools
+            ],
+            "env": dict(self.env),
+            "withholdEnv": list(self.withhold_env),
+            "taskSlug": self.task_slug,
+            "workspace": self.workspace.to_json() if self.workspace else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AgentSpec:
+        role = dict(data["role"])
+        role["cwd"] = Path(role["cwd"]) if role.get("cwd") else None
+        role["tools"] = tuple(role["tools"]) if role.get("tools") is not None else None
+        return cls(
+            agent_id=data["agentId"],
+            role=Role(**role),
+            prompt=data["prompt"],
+            cwd=data["cwd"],
+            harness_tools=tuple(
+                ToolDeclaration(t["name"], t["description"], t["inputSchema"])
+                for t in data.get("harnessTools", ())
+            ),
+            env=dict(data.get("env", {})),
+            withhold_env=tuple(data.get("withholdEnv", ("SLACK_*",))),
+            task_slug=str(data.get("taskSlug", "")),
+            workspace=WorkspaceRequest.from_json(data["workspace"])
+            if data.get("workspace")
+            else None,
+        )
+
+    @property
+    def harness_tool_names(self) -> tuple[str, ...]:
+        """The names the model sees: ``mcp__harness__draft_agent``."""
+        return tuple(qualified(t.name) for t in self.harness_tools)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: OutcomeStatus
+    result: AgentResult | None = None
+    error: str | None = None
+    last_text: str | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    duration_ms: int = 0
+    # What the agent changed, when it worked in a git workspace on another machine.
+    work: WorkReport | None = None
+
+
+class AgentControl:
+    """Shared between the pool and a running agent: kill requests and live activity."""
+
+    def __init__(self) -> None:
+        self.kill_reason: str | None = None
+        self.activity: str = "starting"
+        # Where the agent runs, when not in this process (a worker's name).
+        self.worker: str | None = None
+        self._interrupt: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def kill_requested(self) -> bool:
+        return self.kill_reason is not None
+
+    def attach(self, interrupt: Callable[[], Awaitable[None]] | None) -> None:
+        self._interrupt = interrupt
+
+    async def kill(self, reason: str) -> None:
+        """Ask the agent to stop; the runtime's run() then returns a ``killed`` outcome."""
+        first = self.kill_reason is None
+        self.kill_reason = reason if first else self.kill_reason
+        if first and self._interrupt is not None:
+            await self._interrupt()
+
+
+MessageSink = Callable[[dict[str, Any]], None]
+ToolUseSink = Callable[[ToolUse], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RunIO:
+    """Where a running agent reaches the harness: its harness tool calls and approvals go to
+    ``tools``, each SDK message (as JSON) to ``on_message``, each tool call it is about to
+    make to ``on_tool_use``."""
+
+    tools: ToolGateway
+    on_message: MessageSink
+    on_tool_use: ToolUseSink
+
+
+class AgentRuntime(Protocol):
+    """Runs one agent in the folder its spec names (already made) to its outcome."""
+
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome: ...
+
+
+@runtime_checkable
+class Hosting(Protocol):
+    """Where the orchestrator's agents run: a host in this process, or hosts on workers
+    elsewhere. Either takes a spec with its workspace request and returns the outcome with
+    where the work is; the orchestrator never knows which."""
+
+    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome: ...
+
+    @property
+    def agents_outlive_harness(self) -> bool:
+        """Whether running agents go on when the harness process stops (workers elsewhere)."""
+        ...
+
+    async def still_running(self, agent_id: str) -> bool:
+        """After a restart: whether the agent still runs (or ran to its end) somewhere."""
+        ...
+
+    async def adopt(
+        self, spec: AgentSpec, control: AgentControl, io: RunIO, *, seen_messages: int
+    ) -> RunOutcome:
+        """Follows an agent that runs since before this process started, to its end; its
+        first ``seen_messages`` journal lines were recorded already."""
+        ...
+
+    async def close(self) -> None:
+        """Lets go of the agents (those that outlive the harness go on)."""
+        ...

@@ -1,0 +1,271 @@
+"""``harness worker``: runs agents for a harness on another machine, over NATS.
+
+The worker takes agent runs from the JetStream work queue (at most ``slots`` at once), runs
+each on the same ``AgentHost`` as a one-machine install (the Claude Code CLI, in a folder of
+its own per task under ``workspaces``), and reports back: the agent's events go to JetStream in
+order, a heartbeat goes out every second while it runs, and its harness tool calls and
+approval requests go to the orchestrator by request/reply. A kill request stops the agent at
+once. The worker never sees the bot's Slack secrets: it has none, and its agents run with
+``SLACK_*`` withheld like any other.
+
+A run is acknowledged (taken off the queue for good) just before its agent starts, so a worker
+that dies before then leaves the run to another worker, and one that dies after never has it
+run twice. See ``harness/runtime/wire.py`` for the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.config.settings import WorkspaceSettings
+from harness.runtime.host import AgentHost
+from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
+from harness.runtime.spec import (
+    AgentControl,
+    AgentRuntime,
+    Approval,
+    RunIO,
+    RunOutcome,
+    ToolReply,
+    ToolUse,
+)
+from harness.runtime.wire import (
+    Event,
+    EventKind,
+    RunRequest,
+    ToolRequest,
+    decode_answer,
+    decode_approval,
+    decode_reply,
+    outcome_json,
+    tool_use_json,
+)
+from harness.tasks.common import validate_slug
+from harness.workspaces.manager import Workspaces
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+# The orchestrator says "working" at once, then every few seconds until a tool call is done;
+# this long without a word, it is gone (restarting) and the call is sent again.
+FIRST_ANSWER_SECONDS = 2.0
+SILENCE_SECONDS = 15.0
+DURABLE = "harness-workers"
+
+
+class RemoteTools:
+    """The orchestrator's ToolGateway, reached over NATS. A call is sent again (same call id)
+    whenever the orchestrator falls silent, e.g. while it restarts; nothing cuts a long
+    ``await_agent`` or ``ask_human`` short as long as the orchestrator says it is working."""
+
+    def __init__(self, link: NatsLink) -> None:
+        self.link = link
+
+    async def call(self, agent_id: str, tool: str, args: Any) -> ToolReply:
+        data = await self._request(agent_id, ToolRequest("call", tool, args, uuid.uuid4().hex))
+        return decode_reply(data)
+
+    async def approve(self, agent_id: str, tool: str, args: Any) -> Approval:
+        request = ToolRequest("approve", tool, args, uuid.uuid4().hex)
+        return decode_approval(await self._request(agent_id, request))
+
+    async def _request(self, agent_id: str, request: ToolRequest) -> bytes:
+        from nats.errors import TimeoutError as NatsTimeout
+
+        nc = self.link.nc
+        inbox = nc.new_inbox()
+        answers = await nc.subscribe(inbox)
+        delay = 0.2
+        try:
+            while True:
+                await nc.publish(self.link.subjects.tools(agent_id), request.encode(), inbox)
+                wait = FIRST_ANSWER_SECONDS
+                try:
+                    while True:
+                        msg = await answers.next_msg(timeout=wait)
+                        answer = decode_answer(msg.data)
+                        if answer is not None:
+                            return answer
+                        wait = SILENCE_SECONDS
+                except (NatsTimeout, TimeoutError):
+                    logger.info("agent %s: the harness is silent; asking again", agent_id)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            with contextlib.suppress(*nats_errors()):
+                await answers.unsubscribe()
+
+
+class _Reporter:
+    """Publishes one run's events to JetStream, in order, each exactly once."""
+
+    def __init__(self, link: NatsLink, agent_id: str, worker: str) -> None:
+        self.link = link
+        self.agent_id = agent_id
+        self.worker = worker
+        self._seq = 0
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._publish_all())
+
+    def report(self, kind: EventKind, data: dict[str, Any]) -> None:
+        self._seq += 1
+        self._queue.put_nowait(Event(self._seq, kind, self.worker, data))
+
+    async def close(self) -> None:
+        """Every event reported so far is in JetStream."""
+        self._queue.put_nowait(None)
+        await self._task
+
+    async def _publish_all(self) -> None:
+        while (event := await self._queue.get()) is not None:
+            await self._publish(event)
+
+    async def _publish(self, event: Event) -> None:
+        subject = self.link.subjects.events(self.agent_id)
+        headers = {"Nats-Msg-Id": event.msg_id(self.agent_id)}
+        delay = 0.2
+        while True:
+            try:
+                await self.link.js.publish(subject, event.encode(), headers=headers, timeout=5)
+                return
+            except nats_errors() as exc:  # NATS down or restarting: the event must not be lost
+                logger.warning("event %s of %s not stored yet: %s", event.seq, self.agent_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: NatsSettings,
+        runtime: AgentRuntime,
+        *,
+        name: str,
+        slots: int,
+        workspaces: Path,
+    ) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.name = name
+        self.slots = slots
+        self.workspaces = workspaces
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        # The agents' run is this worker: the orchestrator's run id means nothing here, and
+        # its restart must not sweep the agents away.
+        self.host = AgentHost(
+            runtime, Workspaces(WorkspaceSettings(root=workspaces)), run_id=f"worker-{name}"
+        )
+        self._controls: dict[str, AgentControl] = {}
+
+    async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
+        """Takes and runs agents until ``stop`` is set (calling ``ready`` once it takes
+        them); then stops the agents it runs."""
+        link = await NatsLink.connect(self.settings, name=f"harness worker {self.name}")
+        free = asyncio.Semaphore(self.slots)
+        try:
+            from nats.js.api import AckPolicy, ConsumerConfig
+
+            config = ConsumerConfig(
+                durable_name=DURABLE, ack_policy=AckPolicy.EXPLICIT, ack_wait=30
+            )
+            queue = await link.js.pull_subscribe(
+                link.subjects.all_runs, durable=DURABLE, stream=link.subjects.runs_stream,
+                config=config,
+            )  # fmt: skip
+            logger.info("worker %s: taking agents from %s (%d slots)", self.name,
+                        self.settings.url, self.slots)  # fmt: skip
+            ready()
+            while not stop.is_set():
+                await free.acquire()
+                msg = await self._next_run(queue, stop)
+                if msg is None:
+                    free.release()
+                    continue
+                task = asyncio.get_running_loop().create_task(self._serve_run(link, msg))
+                task.add_done_callback(lambda _: free.release())
+        finally:
+            for control in list(self._controls.values()):
+                await control.kill(f"the worker {self.name} stopped")
+            await asyncio.gather(*self._runs.values(), return_exceptions=True)
+            await link.close()
+
+    async def _next_run(self, queue: Any, stop: asyncio.Event) -> Msg | None:
+        from nats.errors import TimeoutError as NatsTimeout
+
+        try:
+            [msg] = await queue.fetch(1, timeout=1.0)
+        except (NatsTimeout, TimeoutError):
+            return None
+        if stop.is_set():
+            await msg.nak()
+            return None
+        return msg  # type: ignore[no-any-return]
+
+    async def _serve_run(self, link: NatsLink, msg: Msg) -> None:
+        try:
+            request = RunRequest.decode(msg.data)
+            validate_slug(request.task_slug)
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.error("worker %s: dropped a run it cannot read: %s", self.name, exc)
+            await msg.term()
+            return
+        spec = request.spec
+        agent_id = spec.agent_id
+        control = AgentControl()
+        control.worker = self.name
+
+        async def on_kill(kill: Msg) -> None:
+            await control.kill(kill.data.decode("utf-8", "replace") or "killed")
+            await kill.respond(b"{}")
+
+        kills = await link.nc.subscribe(link.subjects.kill(agent_id), cb=on_kill)
+        reporter = _Reporter(link, agent_id, self.name)
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
+        self._controls[agent_id] = control
+        self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            # Taken for good, and said so, before the workspace is made (a clone may take a
+            # while): from now on silence means this worker is lost.
+            await msg.ack()
+            reporter.report("started", {})
+            logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
+
+            async def on_tool_use(use: ToolUse) -> None:
+                reporter.report("tool_use", tool_use_json(use))
+
+            io = RunIO(
+                RemoteTools(link),
+                lambda message: reporter.report("message", message),
+                on_tool_use,
+            )
+            outcome = await self.host.run(spec, control, io)
+        except Exception as exc:  # the top of a remote agent's life: the outcome must go out
+            logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
+            outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
+        finally:
+            self._controls.pop(agent_id, None)
+            self._runs.pop(agent_id, None)
+        try:
+            reporter.report("outcome", outcome_json(outcome))
+            await reporter.close()
+            logger.info("worker %s: agent %s %s", self.name, agent_id, outcome.status)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(*nats_errors()):
+                await kills.unsubscribe()
+
+    async def _heartbeat(self, link: NatsLink, agent_id: str) -> None:
+        subject = link.subjects.alive(agent_id)
+        while True:
+            with contextlib.suppress(*nats_errors()):  # a missed beat is what the other side sees
+                await link.nc.publish(subject, b"")
+            await asyncio.sleep(HEARTBEAT_SECONDS)

@@ -1,0 +1,223 @@
+"""Domain values of an agent's work: its structured result and the dispatch record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
+FeedbackValue = Literal["good", "bad"]
+FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed", "interrupted"})
+# A task's status in listings: a dispatch status, or "new" for a task no agent worked on yet.
+TaskStatus = Literal["new", "queued", "running", "completed", "failed", "killed", "interrupted"]
+
+# The JSON schema every agent's final answer must match (through the CLI's StructuredOutput).
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "What was done, in a few sentences."},
+        "changes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Each change made (files, behaviour), one per item.",
+        },
+        "issues": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Problems found or left open.",
+        },
+        "questions": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Questions for the humans, if any.",
+        },
+    },
+    "required": ["summary", "changes", "issues", "questions"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    summary: str
+    changes: tuple[str, ...] = ()
+    issues: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "changes": list(self.changes),
+            "issues": list(self.issues),
+            "questions": list(self.questions),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> AgentResult | None:
+        """Lenient: a result from the model or from disk; None when there is no summary."""
+        if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+            return None
+
+        def strings(key: str) -> tuple[str, ...]:
+            value = data.get(key)
+            if not isinstance(value, list):
+                return ()
+            return tuple(str(item) for item in value)
+
+        return cls(
+            summary=data["summary"],
+            changes=strings("changes"),
+            issues=strings("issues"),
+            questions=strings("questions"),
+        )
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """Where a task lives in Slack (kept interface-agnostic: just two strings)."""
+
+    channel: str
+    thread_ts: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The latest ``update_progress`` of an agent."""
+
+    message: str
+    at: str
+    percent: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision an agent logged on its task (``log_decision``), kept for later agents."""
+
+    title: str
+    body: str
+    at: str
+    agent_id: str | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A person's verdict on an agent's result (the feedback buttons under it)."""
+
+    user: str
+    value: FeedbackValue
+    at: str
+
+
+@dataclass(frozen=True)
+class DispatchRecord:
+    agent_id: str
+    role: str
+    cwd: str
+    model: str | None
+    started_at: str
+    status: DispatchStatus
+    journal_file: str
+    prompt: str = ""
+    parent_id: str | None = None
+    completed_at: str | None = None
+    cost_usd: float | None = None
+    # The cost came from a scripted model (a demo, `harness run --scripted`): nothing was paid.
+    cost_simulated: bool = False
+    turns: int | None = None
+    duration_ms: int | None = None
+    result: AgentResult | None = None
+    # Why it failed / was killed, in words a user can act on.
+    error: str | None = None
+    # The agent's last text, kept when it produced no structured result.
+    last_text: str | None = None
+    # PID of the harness process that ran it (shown to people; the liveness check of records
+    # that have no run_id, written by earlier versions).
+    host_pid: int | None = None
+    # The run of the harness process that ran it (``harness/tasks/run_lock.py``): while that process
+    # lives it holds the run's lock, so a restart tells a crash from a live peer by the lock.
+    run_id: str | None = None
+    progress: Progress | None = None
+    # Where the work is, when the agent worked in a git workspace: the task's branch, its head
+    # commit when the agent ended, and a diff stat of all it changed (committed or not);
+    # the full diff is kept in the task folder as ``diff_file`` when there was any change.
+    branch: str | None = None
+    head_commit: str | None = None
+    diff_stat: str | None = None
+    diff_file: str | None = None
+    # Why the result could not be delivered to where it was asked for (e.g. a Slack thread
+    # the bot lost access to); None when it was, or when nobody was owed it.
+    undelivered: str | None = None
+    # One verdict per person, the latest kept.
+    feedback: tuple[Feedback, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    slug: str
+    created: str
+    description: str
+    thread: ThreadRef | None = None
+    dispatches: tuple[DispatchRecord, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    # The repository (a name from config.yaml's workspaces) the task's agents work in.
+    repository: str | None = None
+    # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
+    allowed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """A task in one line, for listings (``harness tasks``, ``list_tasks``, ``/harness tasks``)."""
+
+    slug: str
+    created: str
+    description: str
+    dispatch_count: int
+    thread: ThreadRef | None = None
+    # The most recent dispatch, if any.
+    last_role: str | None = None
+    last_status: DispatchStatus | None = None
+    status: TaskStatus = "new"  # see ``task_status``
+    cost_usd: float | None = None  # see ``task_cost``
+    cost_simulated: bool = False  # some of that cost came from a scripted model
+
+    @classmethod
+    def of(cls, task: Task) -> TaskSummary:
+        last = task.dispatches[-1] if task.dispatches else None
+        return cls(
+            slug=task.slug,
+            created=task.created,
+            description=task.description,
+            dispatch_count=len(task.dispatches),
+            thread=task.thread,
+            last_role=last.role if last else None,
+            last_status=last.status if last else None,
+            status=task_status(task.dispatches),
+            cost_usd=task_cost(task.dispatches),
+            cost_simulated=any(
+                d.cost_simulated and d.cost_usd is not None for d in task.dispatches
+            ),
+        )
+
+
+def task_status(dispatches: Sequence[DispatchRecord]) -> TaskStatus:
+    """Running while any of its agents runs (queued while the only ones left wait for a
+    slot); else how the latest request a person made ended (an agent another drafted is
+    part of its drafter's work, which reports on it); "new" before any agent."""
+    if not dispatches:
+        return "new"
+    statuses = {d.status for d in dispatches}
+    if "running" in statuses:
+        return "running"
+    if "queued" in statuses:
+        return "queued"
+    asked = [d for d in dispatches if d.parent_id is None] or list(dispatches)
+    return asked[-1].status
+
+
+def task_cost(dispatches: Sequence[DispatchRecord]) -> float | None:
+    """What the task's agents cost in USD, as far as known; None when no agent reported it."""
+    costs = [d.cost_usd for d in dispatches if d.cost_usd is not None]
+    return sum(costs) if costs else None

@@ -1,0 +1,13 @@
+"""The harness tools agents call (``mcp__harness__draft_agent`` and the rest), and whether an
+agent may make a built-in tool call.
+
+``HarnessTools`` is the gateway: every harness tool call comes through it (access by role
+category, strict input validation, the audit log, one error shape), and so does every approval
+of a built-in tool call. Modules: ``gateway``, ``handlers`` (each tool declared next to its
+handler), ``access`` (which tools a role category is offered), ``validation`` (tool inputs as
+pydantic models), ``approvals`` (allow and deny rules, and asking the task's humans).
+"""
+
+from harness.tools.gateway import HarnessTools
+
+__all__ = ["HarnessTools"]

@@ -1,0 +1,152 @@
+"""Which built-in tool calls an agent may make.
+
+The role's ``deny:`` rules refuse, its ``allow:`` rules (and rules a human granted for the
+task) let the call run, and anything else is asked of the task's humans: in its Slack thread
+with buttons, or on the terminal. No human reachable, no answer in time, or a "deny" answer:
+the call is refused and the agent is told why. Every decision goes to the task's audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from harness.agents.ends import utc_now
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.pool import AgentInfo
+from harness.agents.questions import Answer, NoHumanError
+from harness.permissions.rules import (
+    PermissionRule,
+    decide,
+    describe_tool_use,
+    parse_rule,
+    rule_for,
+)
+from harness.runtime.spec import Approval
+
+logger = logging.getLogger(__name__)
+
+ALLOW_ONCE = "Allow once"
+ALLOW_FOR_TASK = "Allow for this task"
+DENY = "Deny"
+CHOICES = (ALLOW_ONCE, ALLOW_FOR_TASK, DENY)
+_INPUT_LIMIT = 2000
+
+
+_SHOWN_INPUT = 1500
+
+
+def full_input(tool: str, args: Mapping[str, Any]) -> str:
+    """What exactly would run or change, for the person deciding: a Bash command in full, an
+    edit's old and new text, a new file's content (long ones cut, saying how much is left)."""
+    if tool == "Bash":
+        parts = [str(args.get("command", ""))]
+    elif tool == "Edit":
+        parts = [f"- {args.get('old_string', '')}", f"+ {args.get('new_string', '')}"]
+    elif tool == "Write":
+        parts = [str(args.get("content", ""))]
+    else:
+        return ""
+    text = "\n".join(parts)
+    if len(text) > _SHOWN_INPUT:
+        text = text[:_SHOWN_INPUT] + f"\n… ({len(text) - _SHOWN_INPUT} more characters)"
+    return f"\n```\n{text}\n```"
+
+
+def _rules(texts: tuple[str, ...]) -> list[PermissionRule]:
+    rules = []
+    for text in texts:
+        try:
+            rules.append(parse_rule(text))
+        except ValueError as exc:  # a hand-edited task.json: skip the rule, keep the rest
+            logger.warning("ignoring the task's allowed rule %r: %s", text, exc)
+    return rules
+
+
+def read_answer(answer: Answer) -> tuple[str, str]:
+    """("once" | "task" | "deny", reason) from a button or a reply: ``deny: <reason>`` denies
+    with that reason; anything that is not an allow denies, quoting the reply."""
+    text = answer.text.strip()
+    lowered = text.lower()
+    if lowered.startswith(ALLOW_FOR_TASK.lower()):
+        return "task", ""
+    if lowered.startswith(("allow", "yes", "ok")):
+        return "once", ""
+    if lowered.startswith("deny"):
+        reason = text[4:].lstrip(" :-").strip()
+        return "deny", reason or "denied"
+    return "deny", text
+
+
+class Approvals:
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self._orchestrator = orchestrator
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        orch = self._orchestrator
+        agent = orch.agent(agent_id)
+        if agent is None:
+            return Approval(False, f"agent {agent_id} is not running")
+        role = orch.role(agent.role)
+        granted = _rules((await orch.task(agent.task_slug)).allowed)
+        ruled = decide(tool, args, allow=(*role.allow, *granted), deny=role.deny, cwd=agent.cwd)
+        if ruled.decision != "ask":
+            allowed = ruled.decision == "allow"
+            source = f"rule {ruled.rule}" if ruled.rule else "rule"
+            message = "" if allowed else f"denied by the {role.name} role's {source}"
+            return self._decided(agent, tool, args, allowed, source, message)
+        what = describe_tool_use(tool, args, cwd=agent.cwd)
+        question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}"
+        try:
+            _, answer = await orch.ask_human(
+                agent_id, question, CHOICES, None, activity="waiting for approval", kind="approval"
+            )
+        except NoHumanError as exc:
+            message = f"denied: no human could approve it ({exc.message})"
+            return self._decided(agent, tool, args, False, "no human", message)
+        if answer is None:
+            message = "denied: nobody approved it in time"
+            return self._decided(agent, tool, args, False, "timeout", message)
+        kind, reason = read_answer(answer)
+        who = f"{answer.answered_by} ({answer.text})"
+        if kind == "task":
+            await self._grant(agent.task_slug, tool, args, agent.cwd)
+        if kind == "deny":
+            message = f"denied by {answer.answered_by}: {reason}"
+            return self._decided(agent, tool, args, False, who, message)
+        return self._decided(agent, tool, args, True, who, "")
+
+    async def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
+        try:
+            rule = parse_rule(rule_for(tool, args, cwd=cwd))
+        except ValueError as exc:  # nothing narrow enough to remember: allowed once only
+            logger.info("not remembering an approval of %s: %s", tool, exc)
+            return
+        await self._orchestrator.allow_for_task(slug, rule.text)
+
+    def _decided(
+        self,
+        agent: AgentInfo,
+        tool: str,
+        args: Mapping[str, Any],
+        allowed: bool,
+        decided_by: str,
+        message: str,
+    ) -> Approval:
+        shown = {k: (v[:_INPUT_LIMIT] if isinstance(v, str) else v) for k, v in args.items()}
+        self._orchestrator.audit(
+            agent.task_slug,
+            {
+                "time": utc_now(),
+                "tool": "approval",
+                "callerAgentId": agent.agent_id,
+                "callerRole": agent.role,
+                "task": agent.task_slug,
+                "input": {"tool": tool, "input": shown},
+                "outcome": "allowed" if allowed else "denied",
+                "decidedBy": decided_by,
+                "durationMs": 0,
+            },
+        )
+        return Approval(allowed, message)

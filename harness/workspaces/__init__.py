@@ -1,0 +1,104 @@
+"""Workspaces: the folder each task's agents work in, never the harness's own checkout.
+
+With repositories configured (``workspaces:`` in config.yaml), a task gets a git worktree of
+one of them on its own branch; without, a scratch folder. Two tasks never share a working tree.
+
+API (all of it; the modules behind it are internal)::
+
+    choose_repository(settings, text, channel) -> RepositoryChoice
+        Pure: which repository a message is about (``repo:NAME``, the channel's default,
+        ``default``, the only one), and the text without the token. Route on ``.text``.
+    workspaces = Workspaces(config.workspaces)
+    await workspaces.prepare(slug, repository: str | None) -> Workspace
+        Creates the task's workspace, or returns the one it has (a follow-up). Run the agent
+        with ``cwd=workspace.path`` and ``workspace.env`` added to its environment.
+    await workspaces.find(slug) -> Workspace | None        the task's workspace, if it has one
+    await workspaces.commit(workspace, message, author=) -> str | None
+        Commits the worktree's uncommitted work on its branch (``commitWork``).
+    await workspaces.report(workspace, commit=message | None, author=) -> WorkReport | None
+        Branch, head, diff stat and diff since the base (committing first with a message).
+    await workspaces.changes(workspace) -> Changes | None   None for a scratch folder
+    await workspaces.patch(workspace) -> str                everything changed since the base
+    await workspaces.list() -> list[WorkspaceInfo]
+    await workspaces.prune(older_than=None, keep=()) -> PruneReport
+
+The values, frozen dataclasses importable from here::
+
+    Workspace(slug, path, repository, branch, base_commit), .env
+    WorkspaceRequest(repository, url, path, base_branch, commit_work)   what a host is to make
+    WorkReport(branch, head_commit, diff_stat, diff)                     where an agent's work is
+    Changes(branch, head, base, commits, uncommitted, files), .summary()
+    FileChange(path, status: added | modified | deleted | type changed, insertions, deletions)
+    WorkspaceInfo(slug, path, kind: worktree | scratch, repository, branch, modified,
+                  uncommitted, problem)
+    PruneReport(removed: Removed(slug, patch)..., kept: Kept(slug, reason, detail)...,
+                patches), reason: in use | recent | failed
+    RepositoryChoice(status: chosen | none | ambiguous | unknown, text, repository, source,
+                     candidates, requested), .explain()
+
+Errors are WorkspaceError (a HarnessError with a fix), GitError carrying git's own message.
+
+On disk, under ``root``::
+
+    <slug>/                          a worktree on branch harness/<slug>, or a scratch folder
+    .repos/<name>/                   the clone of a `url` repository (its default cache)
+    .patches/<slug>-<UTC time>.patch uncommitted work prune saved before removing a workspace
+
+Rules:
+
+- A worktree starts from the repository's ``baseBranch`` (for a `url` repository, as just
+  fetched into its cache: cloned the first time, fetched for each new task; follow-ups do
+  not fetch). Its base commit is kept in the repository's config
+  (``branch.harness/<slug>.harnessBase``), so follow-ups and a worktree re-created after
+  prune, which continues the kept branch, report changes against the same commit.
+- A task keeps the kind of workspace it started with: preparing another repository (or none)
+  for a task that has a workspace is an error.
+- Work that touches a repository's shared state (fetch, ``worktree add``, the branch and its
+  config) runs one at a time per repository in this process; filling the new worktree with
+  files runs outside that, so tasks are prepared in parallel. git's lock errors from other
+  processes are retried briefly.
+- "Idle" is the newest modification time of anything in the workspace; ``prepare`` touches the
+  folder, so a follow-up counts as activity. ``prune`` never deletes uncommitted work
+  silently: uncommitted and untracked files (not ignored ones) go to a patch file first,
+  ``git apply`` re-applies it on the kept branch; a scratch folder's files likewise.
+"""
+
+from harness.workspaces.manager import (
+    Changes,
+    FileChange,
+    GitError,
+    Kept,
+    PruneReport,
+    Removed,
+    RepositoryChoice,
+    WorkReport,
+    Workspace,
+    WorkspaceError,
+    WorkspaceInfo,
+    WorkspaceRequest,
+    Workspaces,
+    choose_repository,
+    commit_message,
+    task_branch,
+    unknown_repository,
+)
+
+__all__ = [
+    "Changes",
+    "FileChange",
+    "GitError",
+    "Kept",
+    "PruneReport",
+    "Removed",
+    "RepositoryChoice",
+    "WorkReport",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceInfo",
+    "WorkspaceRequest",
+    "Workspaces",
+    "choose_repository",
+    "commit_message",
+    "task_branch",
+    "unknown_repository",
+]

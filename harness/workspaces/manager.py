@@ -1,0 +1,465 @@
+"""The task workspaces (``Workspaces``): preparing, committing, reporting, listing and pruning
+them; the package's docstring is the whole API. Internal helpers: ``choice``, ``files``,
+``git``, ``prune``, ``repos``."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.config.settings import RepositorySettings, WorkspaceSettings
+from harness.problems import did_you_mean
+from harness.tasks.common import SLUG_RE, validate_slug
+from harness.workspaces.choice import RepositoryChoice, choose_repository
+from harness.workspaces.files import (
+    FolderKind,
+    folder_kind,
+    has_files,
+    latest_mtime,
+    make_scratch,
+    touch,
+    worktree_common_dir,
+)
+from harness.workspaces.git import (
+    FileChange,
+    GitError,
+    WorkspaceError,
+    commit_all,
+    diff_files,
+    diff_patch,
+    git,
+    has_uncommitted_work,
+    head_branch,
+)
+from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
+from harness.workspaces.repos import (
+    add_worktree,
+    branch_exists,
+    check_local,
+    clone,
+    common_dir,
+    fetch,
+    populate,
+    resolve_base,
+    store_base,
+    stored_base,
+)
+
+__all__ = [
+    "Changes",
+    "FileChange",
+    "GitError",
+    "Kept",
+    "PruneReport",
+    "Removed",
+    "RepositoryChoice",
+    "WorkReport",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceInfo",
+    "WorkspaceRequest",
+    "Workspaces",
+    "choose_repository",
+    "commit_message",
+    "task_branch",
+    "unknown_repository",
+]
+
+logger = logging.getLogger(__name__)
+
+BRANCH_PREFIX = "harness/"
+# Listing runs a few git commands per workspace: enough at once to hide their latency, few
+# enough not to fork hundreds of processes.
+_LIST_CONCURRENCY = 8
+
+
+@dataclass(frozen=True)
+class WorkspaceRequest:
+    """The git workspace an agent on another machine is to work in: the task's worktree of
+    this repository, made there (a ``url`` repository is cloned into the machine's cache)."""
+
+    repository: str
+    url: str | None
+    path: str | None
+    base_branch: str
+    commit_work: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkspaceRequest:
+        return cls(
+            repository=str(data["repository"]),
+            url=data.get("url"),
+            path=data.get("path"),
+            base_branch=str(data["base_branch"]),
+            commit_work=bool(data.get("commit_work", True)),
+        )
+
+
+@dataclass(frozen=True)
+class WorkReport:
+    """Where an agent's work is, as the machine that ran it saw it: the task's branch, its
+    head commit, a diff stat and the full diff since the task's base."""
+
+    branch: str | None
+    head_commit: str
+    diff_stat: str
+    diff: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkReport:
+        return cls(
+            branch=data.get("branch"),
+            head_commit=str(data["head_commit"]),
+            diff_stat=str(data["diff_stat"]),
+            diff=str(data["diff"]),
+        )
+
+
+@dataclass(frozen=True)
+class Workspace:
+    slug: str
+    path: Path
+    repository: str | None = None  # None: a scratch folder, or a repository no longer configured
+    branch: str | None = None  # the branch checked out; None when detached or not git
+    base_commit: str | None = None  # what changes are measured against; None: not git
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Variables for the processes working here: git never looks above the workspaces'
+        root, so a git command in a scratch folder cannot reach an enclosing checkout."""
+        return {"GIT_CEILING_DIRECTORIES": str(self.path.parent)}
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Everything a task changed relative to its base commit: commits, edits, new files."""
+
+    branch: str | None
+    head: str
+    base: str
+    commits: int  # commits on HEAD since the base
+    uncommitted: bool  # modified, staged or untracked files not yet committed
+    files: tuple[FileChange, ...]
+
+    @property
+    def insertions(self) -> int:
+        return sum(change.insertions or 0 for change in self.files)
+
+    @property
+    def deletions(self) -> int:
+        return sum(change.deletions or 0 for change in self.files)
+
+    def stat(self) -> str:
+        """``git diff --stat`` style: a line per file, then the totals."""
+        width = max((len(change.path) for change in self.files), default=0)
+        lines = [
+            f" {change.path:<{width}} | "
+            + (
+                "Bin"
+                if change.insertions is None
+                else f"+{change.insertions} -{change.deletions or 0}"
+            )
+            for change in self.files
+        ]
+        return "\n".join([*lines, f" {self.summary()}"])
+
+    def summary(self) -> str:
+        """``3 files changed, 12 insertions(+), 1 deletion(-); 1 commit, uncommitted work``"""
+        files = _count(len(self.files), "file") + " changed"
+        ins, dels = _count(self.insertions, "insertion"), _count(self.deletions, "deletion")
+        state = _count(self.commits, "commit") + (", uncommitted work" if self.uncommitted else "")
+        return f"{files}, {ins}(+), {dels}(-); {state}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    slug: str
+    path: Path
+    kind: Literal["worktree", "scratch"]
+    repository: str | None  # a configured repository's name; None for scratch or unknown
+    branch: str | None
+    modified: datetime  # newest modification time of anything in it, UTC
+    uncommitted: bool  # work prune would save to a patch (in a scratch folder: any file)
+    problem: str | None = None  # why git could not read it, when it could not
+
+
+# The address of the commits the harness makes for its agents (they have no mailbox).
+COMMIT_EMAIL = "harness@localhost"
+
+
+def commit_message(slug: str, role: str, agent_id: str, status: str, summary: str | None) -> str:
+    """``developer a1b2c3d4e5: <the result's summary, or how it ended>`` and the task."""
+    subject = summary.strip().splitlines()[0] if summary and summary.strip() else None
+    subject = subject or f"work left when it {status}"
+    if len(subject) > 72:
+        subject = subject[:71] + "…"
+    return f"{role} {agent_id}: {subject}\n\nTask: {slug}\nStatus: {status}\n"
+
+
+def task_branch(slug: str) -> str:
+    """The branch a task's worktree works on."""
+    return BRANCH_PREFIX + slug
+
+
+def unknown_repository(name: str, known: builtins.list[str]) -> WorkspaceError:
+    return WorkspaceError(
+        f"unknown repository {name!r}; known repositories: {', '.join(known) or '(none)'}",
+        fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories` in config.yaml",
+    )
+
+
+class Workspaces:
+    def __init__(self, settings: WorkspaceSettings) -> None:
+        self.settings = settings
+        self.root = settings.root
+        self._locks: dict[str, asyncio.Lock] = {}  # "task:<slug>", "repo:<name>"
+        self._fetched: dict[str, float] = {}  # repository -> monotonic time its fetch began
+        self._common_dirs: dict[str, Path] = {}  # repository -> its git common dir
+
+    def add_repository(self, repo: RepositorySettings) -> None:
+        """Makes ``repo`` known: a worker learns the repositories from the runs it takes."""
+        repositories = {**self.settings.repositories, repo.name.lower(): repo}
+        self.settings = dataclasses.replace(self.settings, repositories=repositories)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    # --- preparing ------------------------------------------------------------------------
+
+    async def prepare(self, slug: str, repository: str | None) -> Workspace:
+        """The task's workspace: a worktree of ``repository``, or a scratch folder for None.
+        A task that has one gets it again (a follow-up)."""
+        validate_slug(slug)
+        asked = time.monotonic()
+        repo = self._repository(repository) if repository is not None else None
+        path = self.root / slug
+        async with self._lock(f"task:{slug}"):
+            kind = await asyncio.to_thread(folder_kind, path)
+            if kind == "missing" and repo is not None:
+                workspace = await self._create(slug, path, repo, asked)
+            elif kind == "missing" or (kind == "scratch" and repo is None):
+                await asyncio.to_thread(make_scratch, path)
+                workspace = Workspace(slug, path)
+            elif kind == "worktree":
+                workspace = await self._open(slug, path)
+                if repo is None or workspace.repository != repo.name:
+                    raise self._mismatch(slug, kind, workspace.repository, repository)
+                await populate(path)
+            else:
+                raise self._mismatch(slug, kind, None, repository)
+            await asyncio.to_thread(touch, path)
+        logger.info("workspace of %s: %s (%s)", slug, path, repository or "scratch")
+        return workspace
+
+    async def find(self, slug: str) -> Workspace | None:
+        """The workspace the task has, or None."""
+        validate_slug(slug)
+        path = self.root / slug
+        kind = await asyncio.to_thread(folder_kind, path)
+        if kind == "worktree":
+            return await self._open(slug, path)
+        return Workspace(slug, path) if kind == "scratch" else None
+
+    def _repository(self, name: str) -> RepositorySettings:
+        repo = self.settings.repositories.get(name.lower())
+        if repo is None:
+            raise unknown_repository(name, sorted(self.settings.repositories))
+        return repo
+
+    def _mismatch(
+        self, slug: str, kind: FolderKind, has: str | None, wanted: str | None
+    ) -> WorkspaceError:
+        what = {
+            "worktree": f"a worktree of {has!r}" if has else "a worktree",
+            "scratch": "a scratch folder",
+        }.get(kind, "not a folder the harness made")
+        asked = f"a worktree of {wanted!r}" if wanted else "a scratch folder"
+        return WorkspaceError(
+            f"task {slug!r} already has a workspace at {self.root / slug}: {what}, not {asked}",
+            fix="a task keeps the workspace it started with: start a new task (thread) for "
+            "other work, or delete that folder if nothing in it is needed",
+        )
+
+    async def _create(
+        self, slug: str, path: Path, repo: RepositorySettings, asked: float
+    ) -> Workspace:
+        branch = task_branch(slug)
+        async with self._lock(f"repo:{repo.name}"):
+            source = await self._source(repo, asked)
+            base = await resolve_base(source, repo)
+            await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+            if await branch_exists(source, branch):
+                # Kept by an earlier prune: the task continues its committed work.
+                await add_worktree(source, str(path), branch)
+                base_commit = await stored_base(source, branch)
+                if base_commit is None:
+                    base_commit = (await git("merge-base", branch, base, cwd=source)).text
+            else:
+                await add_worktree(source, "-b", branch, str(path), base)
+                base_commit = base
+            await store_base(source, branch, base_commit)
+        # Checking files out touches this worktree alone: other tasks need not wait for it.
+        await populate(path)
+        return Workspace(slug, path, repo.name, branch, base_commit)
+
+    async def _source(self, repo: RepositorySettings, asked: float) -> Path:
+        """The folder of the repository; a `url` repository's cache, cloned or fetched."""
+        if repo.path is not None:
+            await check_local(repo, repo.path)
+            return repo.path
+        assert repo.url is not None and repo.cache is not None
+        if not await asyncio.to_thread(repo.cache.exists):
+            self._fetched[repo.name] = time.monotonic()
+            await clone(repo.url, repo.cache)
+        elif self._fetched.get(repo.name, -1.0) < asked:
+            # A fetch that began after this task asked is as fresh as one of its own.
+            self._fetched[repo.name] = time.monotonic()
+            await fetch(repo.url, repo.cache)
+        return repo.cache
+
+    async def _open(self, slug: str, path: Path) -> Workspace:
+        common = await asyncio.to_thread(worktree_common_dir, path)
+        repository = await self._name_of(common) if common is not None else None
+        branch, base = await asyncio.gather(
+            head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
+        )
+        return Workspace(slug, path, repository, branch, base)
+
+    async def _name_of(self, common: Path) -> str | None:
+        """The configured repository whose git directory is ``common``."""
+        for name, repo in self.settings.repositories.items():
+            if name not in self._common_dirs:
+                found = await common_dir(repo.path or repo.cache)
+                if found is None:
+                    continue
+                self._common_dirs[name] = found
+            if self._common_dirs[name] == common:
+                return name
+        return None
+
+    async def commit(self, workspace: Workspace, message: str, *, author: str) -> str | None:
+        """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
+        commit, or None when there was nothing to commit, it is a scratch folder or commits
+        are turned off."""
+        if workspace.base_commit is None or not self.settings.commit_work:
+            return None
+        async with self._lock(f"task:{workspace.slug}"):
+            return await commit_all(workspace.path, message, author=author, email=COMMIT_EMAIL)
+
+    async def report(
+        self, workspace: Workspace, *, commit: str | None, author: str
+    ) -> WorkReport | None:
+        """Where the work in ``workspace`` is: the branch, head, diff stat and full diff since
+        the task's base; with ``commit`` (a message), uncommitted work is committed first.
+        None for a scratch folder."""
+        if commit is not None:
+            await self.commit(workspace, commit, author=author)
+        changes = await self.changes(workspace)
+        if changes is None:
+            return None
+        diff = await self.patch(workspace) if changes.files else ""
+        return WorkReport(changes.branch, changes.head, changes.stat(), diff)
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def changes(self, workspace: Workspace) -> Changes | None:
+        """What the task changed since its base commit; None for a scratch folder."""
+        if workspace.base_commit is None:
+            return None
+        path, base = workspace.path, workspace.base_commit
+        files, head, branch, uncommitted, commits = await asyncio.gather(
+            diff_files(path, base),
+            git("rev-parse", "HEAD", cwd=path),
+            head_branch(path),
+            has_uncommitted_work(path),
+            git("rev-list", "--count", f"{base}..HEAD", cwd=path),
+        )
+        return Changes(branch, head.text, base, int(commits.text), uncommitted, files)
+
+    async def patch(self, workspace: Workspace) -> str:
+        """Every change since the base commit as one patch, untracked files included (UTF-8,
+        undecodable bytes replaced; prune's patch files are byte-exact); "" for scratch."""
+        if workspace.base_commit is None:
+            return ""
+        patch = await diff_patch(workspace.path, workspace.base_commit)
+        return patch.decode("utf-8", "replace")
+
+    async def list(self) -> builtins.list[WorkspaceInfo]:
+        """Every workspace under root, by slug."""
+        limit = asyncio.Semaphore(_LIST_CONCURRENCY)
+
+        async def info(slug: str) -> WorkspaceInfo | None:
+            async with limit:
+                return await self._info(slug)
+
+        found = await asyncio.gather(*(info(slug) for slug in await self._slugs()))
+        return [item for item in found if item is not None]
+
+    async def _slugs(self) -> builtins.list[str]:
+        def names() -> builtins.list[str]:
+            try:
+                return sorted(entry.name for entry in os.scandir(self.root))
+            except FileNotFoundError:
+                return []
+
+        # Dot folders (.repos, .patches) never match a slug.
+        return [name for name in await asyncio.to_thread(names) if SLUG_RE.match(name)]
+
+    async def _info(self, slug: str) -> WorkspaceInfo | None:
+        path = self.root / slug
+        kind = await asyncio.to_thread(folder_kind, path)
+        if kind != "worktree" and kind != "scratch":
+            return None
+        modified = datetime.fromtimestamp(await asyncio.to_thread(latest_mtime, path), UTC)
+        if kind == "scratch":
+            dirty = await asyncio.to_thread(has_files, path)
+            return WorkspaceInfo(slug, path, kind, None, None, modified, dirty)
+        try:
+            workspace = await self._open(slug, path)
+            dirty = await has_uncommitted_work(path)
+        except GitError as exc:
+            return WorkspaceInfo(slug, path, kind, None, None, modified, True, exc.message)
+        return WorkspaceInfo(
+            slug, path, kind, workspace.repository, workspace.branch, modified, dirty
+        )
+
+    # --- pruning --------------------------------------------------------------------------
+
+    async def prune(
+        self, older_than: timedelta | None = None, *, keep: Collection[str] = ()
+    ) -> PruneReport:
+        """Remove the workspaces idle longer than ``older_than`` (default: the configured
+        ``pruneAfterDays``), saving uncommitted work to patch files first. ``keep`` names
+        tasks whose workspaces stay whatever their age (those with agents running)."""
+        age = older_than if older_than is not None else timedelta(self.settings.prune_after_days)
+        pruner = Pruner(self.root, cutoff=time.time() - age.total_seconds())
+        outcomes: builtins.list[Removed | Kept] = []
+        for slug in await self._slugs():
+            if slug in keep:
+                outcomes.append(Kept(slug, "in use", "the task is active"))
+                continue
+            async with self._lock(f"task:{slug}"):
+                outcomes.append(await pruner.prune(slug))
+        await pruner.finish()
+        report = PruneReport.of(outcomes, pruner.patches)
+        logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
+        return report

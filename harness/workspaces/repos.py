@@ -1,0 +1,133 @@
+"""The repository side of a task's worktree: the source folder (a local repository, or the
+cache a `url` repository is cloned and fetched into), the base commit, adding the worktree and
+checking its files out. Internal to the workspaces, which serialise these per repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from harness.config.settings import RepositorySettings
+from harness.workspaces.files import has_files, make_temp_beside, move_into_place, remove_tree
+from harness.workspaces.git import GitError, WorkspaceError, git
+
+logger = logging.getLogger(__name__)
+
+_BASE_KEY = "harnessBase"  # branch.<branch>.harnessBase in the repository's config
+
+
+async def check_local(repo: RepositorySettings, path: Path) -> None:
+    """A `path` repository must exist and be a git repository."""
+    field = f"`workspaces.repositories.{repo.name}.path`"
+    if not await asyncio.to_thread(path.is_dir):
+        raise WorkspaceError(
+            f"repository {repo.name!r}: {path} does not exist",
+            fix=f"clone the repository there, or correct {field} in config.yaml",
+        )
+    if not (await git("rev-parse", "--git-dir", cwd=path, check=False)).ok:
+        raise WorkspaceError(
+            f"repository {repo.name!r}: {path} is not a git repository",
+            fix=f"point {field} in config.yaml at a git checkout",
+        )
+
+
+async def clone(url: str, cache: Path) -> None:
+    """Clone ``url`` into ``cache``: bare (worktrees hold the files), with remote-tracking
+    branches like a normal clone's. The clone is made beside the cache and renamed into place,
+    so a clone cut short never passes for a cache."""
+    logger.info("cloning %s into %s", url, cache)
+    temp = await asyncio.to_thread(make_temp_beside, cache)
+    fix = f"check the url, and that it is reachable without a password prompt: {url}"
+    try:
+        await git("clone", "--quiet", "--bare", "--", url, str(temp), cwd=temp.parent, fix=fix)
+        await git("config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*", cwd=temp)
+        await git("fetch", "--quiet", "origin", cwd=temp, fix=fix)
+        await asyncio.to_thread(move_into_place, temp, cache)
+    finally:
+        await asyncio.to_thread(remove_tree, temp)
+
+
+async def fetch(url: str, cache: Path) -> None:
+    logger.info("fetching %s into %s", url, cache)
+    fix = f"check that {url} is reachable; delete {cache} to clone it again"
+    await git("fetch", "--quiet", "--prune", "origin", cwd=cache, fix=fix)
+
+
+async def common_dir(source: Path | None) -> Path | None:
+    """The resolved git directory shared by a repository and all its worktrees."""
+    if source is None or not await asyncio.to_thread(source.is_dir):
+        return None
+    found = await git(
+        "rev-parse", "--path-format=absolute", "--git-common-dir", cwd=source, check=False
+    )
+    return Path(await asyncio.to_thread(os.path.realpath, found.text)) if found.ok else None
+
+
+async def resolve_base(source: Path, repo: RepositorySettings) -> str:
+    """The commit new task branches start from: the base branch (as fetched, for `url`)."""
+    name = repo.base_branch
+    namespace = "refs/remotes/origin" if repo.url else "refs/heads"
+    # A local repository's base may also be any revision git knows, such as `origin/main`.
+    for ref in [f"{namespace}/{name}"] if repo.url else [f"{namespace}/{name}", name]:
+        found = await git(
+            "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=source, check=False
+        )
+        if found.ok:
+            return found.text
+    listed = await git(
+        "for-each-ref", "--count=10", "--format=%(refname:lstrip=2)", namespace, cwd=source
+    )
+    branches = ", ".join(listed.text.split()) or "none, it has no commits"
+    raise WorkspaceError(
+        f"repository {repo.name!r} has no branch {name!r} (its branches: {branches})",
+        fix=f"set `workspaces.repositories.{repo.name}.baseBranch` in config.yaml to one of them",
+    )
+
+
+async def branch_exists(source: Path, branch: str) -> bool:
+    found = await git(
+        "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source, check=False
+    )
+    return found.ok
+
+
+async def stored_base(cwd: Path, branch: str) -> str | None:
+    """The base commit recorded when ``branch`` was made (readable from any worktree)."""
+    found = await git("config", "--get", f"branch.{branch}.{_BASE_KEY}", cwd=cwd, check=False)
+    return found.text or None
+
+
+async def store_base(source: Path, branch: str, commit: str) -> None:
+    await git("config", f"branch.{branch}.{_BASE_KEY}", commit, cwd=source)
+
+
+async def add_worktree(source: Path, *args: str) -> None:
+    """``git worktree add --no-checkout args``; the files come with :func:`populate`."""
+    fix = "see git's message; `git worktree list` in the repository lists its worktrees"
+    command = ("worktree", "add", "--quiet", "--no-checkout", *args)
+    first = await git(*command, cwd=source, check=False)
+    if first.ok:
+        return
+    if "already" not in first.stderr:
+        raise GitError(command, source, first.stderr, fix=fix)
+    # A worktree deleted by hand stays registered, holding its branch, until pruned.
+    await git("worktree", "prune", cwd=source)
+    await git(*command, cwd=source, fix=fix)
+
+
+async def populate(path: Path) -> None:
+    """Check the files out into a worktree added with ``--no-checkout`` (it has no index yet).
+
+    When files are there already (a crash between adding and filling), only the index is
+    built, so whatever is in the folder stays as it is.
+    """
+    index = await git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=path)
+    if await asyncio.to_thread(os.path.exists, index.text):
+        return
+    if await asyncio.to_thread(has_files, path):
+        await git("reset", "--quiet", cwd=path)
+    else:
+        await git("reset", "--quiet", "--hard", cwd=path)

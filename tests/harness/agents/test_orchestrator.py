@@ -1,0 +1,179 @@
+"""The orchestrator over a held runtime: identities, specs, restarts, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.agents.orchestrator import Orchestrator
+from harness.errors import HarnessError
+from harness.project import Project, build_orchestrator
+from harness.runtime.host import AgentHost
+from harness.runtime.spec import AgentSpec
+from harness.tasks.files import FileTaskStore
+from harness.tasks.model import DispatchRecord, Task
+from harness.testing.held_runtime import HeldRuntime
+from harness.tools.gateway import HarnessTools
+from harness.workspaces.manager import Workspaces
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def held(project: Project) -> AsyncIterator[tuple[Orchestrator, HeldRuntime]]:
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(project, runtime)
+    yield orchestrator, runtime
+    await orchestrator.shutdown()
+
+
+async def test_agent_ids_are_ten_hex_digits_and_never_reuse_a_stored_id(
+    held: tuple[Orchestrator, HeldRuntime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orchestrator, runtime = held
+    runtime.release()
+    first = await orchestrator.run("developer", "one")
+    assert len(first.agent_id) == 11 and first.agent_id.startswith("a")
+
+    # The random source repeats the first id once: the store knows it, so it is skipped.
+    draws: Iterator[str] = iter([first.agent_id[1:], "0123456789"])
+    monkeypatch.setattr("harness.agents.orchestrator.secrets.token_hex", lambda _n: next(draws))
+    second = await orchestrator.run("developer", "two")
+    assert second.agent_id == "a0123456789"
+
+
+async def test_a_finished_agent_is_answered_from_the_store_after_a_restart(
+    project: Project,
+) -> None:
+    runtime = HeldRuntime()
+    runtime.release()
+    first = build_orchestrator(project, runtime)
+    record = await first.run("developer", "remember me")
+    await first.shutdown()
+
+    again = build_orchestrator(project, HeldRuntime())
+    assert await again.wait(record.agent_id) == record
+    assert (await again.record(record.agent_id)).result == record.result
+    assert again.agents() == []
+
+
+async def test_the_spec_a_runtime_gets_is_plain_data_that_survives_json(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.draft("product-analyst", "plan: a settings page")
+    await runtime.wait_started(1)
+    [spec] = runtime.started
+    text = json.dumps(spec.to_json())
+    assert AgentSpec.from_json(json.loads(text)) == spec
+    assert "mcp__harness__draft_agent" in spec.harness_tool_names
+    schema = next(t.input_schema for t in spec.harness_tools if t.name == "draft_agent")
+    assert schema["required"] == ["role", "prompt"]
+
+
+async def test_a_worker_is_offered_only_the_tools_of_its_category(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.draft("developer", "build it")
+    await runtime.wait_started(1)
+    names = {t.name for t in runtime.started[0].harness_tools}
+    assert "list_tasks" in names and "ask_human" in names
+    assert not names & {"draft_agent", "await_agent", "kill_agent"}
+
+
+async def test_an_empty_prompt_is_refused_before_any_task_is_created(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, _ = held
+    with pytest.raises(HarnessError, match="prompt is empty"):
+        await orchestrator.draft("developer", "  \n ")
+    assert await orchestrator.task_summaries() == []
+
+
+async def test_no_agent_starts_once_shutdown_began(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    await orchestrator.shutdown()
+    with pytest.raises(HarnessError, match="shutting down"):
+        await orchestrator.draft("developer", "too late")
+    assert runtime.started == []
+
+
+async def test_a_task_is_not_deleted_under_its_running_agent_unless_forced(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, runtime = held
+    handle = await orchestrator.draft("developer", "build it")
+    await runtime.wait_started(1)
+
+    with pytest.raises(HarnessError, match=f"has agents at work: developer {handle.agent_id}"):
+        await orchestrator.delete_task(handle.task_slug)
+    assert [t.slug for t in await orchestrator.task_summaries()] == [handle.task_slug]
+
+    runtime.release()
+    await orchestrator.wait(handle.agent_id)
+    deleted = await orchestrator.delete_task(handle.task_slug)
+    assert deleted is not None and deleted.dispatches[0].status == "completed"
+    assert await orchestrator.task_summaries() == []
+
+
+async def test_a_task_that_cannot_be_read_is_deleted_only_when_forced(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    orchestrator, _ = held
+    task = await orchestrator.create_task("build it")
+    (orchestrator.config.tasks_dir / task.slug / "task.json").write_text("{", encoding="utf-8")
+
+    with pytest.raises(HarnessError, match="cannot be read") as caught:
+        await orchestrator.delete_task(task.slug)
+    assert f"harness repair {task.slug}" in caught.value.fix
+
+    assert await orchestrator.delete_task(task.slug, force=True) is None
+    assert await orchestrator.damaged_tasks() == []
+
+
+class _FirstSaveHeld(FileTaskStore):
+    """A task store whose first dispatch save waits until the test lets it finish."""
+
+    def __init__(self, tasks_dir: Path) -> None:
+        super().__init__(tasks_dir)
+        self.first_save_began = asyncio.Event()
+        self.let_first_save_finish = asyncio.Event()
+
+    async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
+        if not self.first_save_began.is_set() and record.progress is not None:
+            self.first_save_began.set()
+            await asyncio.wait_for(self.let_first_save_finish.wait(), 5)
+        return await super().save_dispatch(slug, record)
+
+
+async def test_a_slow_progress_write_never_overwrites_a_newer_report(project: Project) -> None:
+    store = _FirstSaveHeld(project.config.tasks_dir)
+    runtime = HeldRuntime()
+    workspaces = Workspaces(project.config.workspaces)
+    host = AgentHost(runtime, workspaces)
+    orchestrator = Orchestrator(
+        project.config, project.roles, store, host, workspaces=workspaces, tools=HarnessTools
+    )
+    handle = await orchestrator.draft("developer", "two reports")
+    await runtime.wait_started(1)
+    first = asyncio.create_task(orchestrator.report_progress(handle.agent_id, "step 1", None))
+    await asyncio.wait_for(store.first_save_began.wait(), 5)
+    second = asyncio.create_task(orchestrator.report_progress(handle.agent_id, "step 2", None))
+    # The newer report has its turn while the older one is still being written, or waits
+    # for it: either way the older write must not land last.
+    await asyncio.wait({second}, timeout=0.5)
+    store.let_first_save_finish.set()
+    await asyncio.gather(first, second)
+    record = await orchestrator.record(handle.agent_id)
+    assert record.progress is not None and record.progress.message == "step 2"
+    runtime.release()
+    final = await orchestrator.wait(handle.agent_id, 5)
+    assert final.progress is not None and final.progress.message == "step 2"
+    await orchestrator.shutdown()

@@ -1,0 +1,81 @@
+"""Terminal rendering: pure functions over literal records."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.cli.render import render_record, render_task, render_task_list
+from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.testing.store_conformance import make_record
+
+RECORD = DispatchRecord(
+    agent_id="a1b2c3d4e5",
+    role="developer",
+    cwd="/w",
+    model=None,
+    started_at="2026-01-01T00:00:00Z",
+    status="completed",
+    journal_file="journals/a1b2c3d4e5.jsonl",
+    duration_ms=2_000,
+    result=AgentResult(summary="Changed the page"),
+    branch="harness/add-a-page",
+    head_commit="0123456789abcdef",
+    diff_stat=" page.py | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)",
+    diff_file="diffs/a1b2c3d4e5.diff",
+)
+
+
+def test_a_record_of_work_in_a_git_workspace_names_the_branch_head_and_diff_stat() -> None:
+    text = render_record(RECORD, task_slug="add-a-page")
+    assert "Branch: harness/add-a-page at 0123456789ab" in text
+    assert "  page.py | 4 ++--" in text
+    assert "  1 file changed, 2 insertions(+), 2 deletions(-)" in text
+
+
+def test_a_record_without_a_workspace_says_nothing_of_branches() -> None:
+    plain = dataclasses.replace(RECORD, branch=None, head_commit=None, diff_stat=None)
+    assert "Branch" not in render_record(plain)
+
+
+def test_show_names_the_tasks_workspace_branch_and_repository_and_each_kept_diff() -> None:
+    task = Task(
+        "add-a-page", "2026-01-01T00:00:00Z", "add a page", dispatches=(RECORD,), repository="web"
+    )
+    text = render_task(task, "context")
+    assert "Workspace: /w on branch harness/add-a-page (repository web)" in text
+    assert "Diff: diffs/a1b2c3d4e5.diff" in text
+
+
+def test_the_task_list_shows_each_tasks_status_and_cost_in_columns() -> None:
+    tasks = [
+        TaskSummary(
+            "add-a-page",
+            "2026-01-02T10:00:00.123Z",
+            "add a page",
+            3,
+            status="running",
+            cost_usd=0.12345,
+        ),
+        TaskSummary("fix-it", "2026-01-01T09:00:00Z", "fix   it\n now", 0),
+    ]
+
+    assert render_task_list(tasks).splitlines() == [
+        "SLUG        CREATED              STATUS      COST  DISPATCHES  DESCRIPTION",
+        "add-a-page  2026-01-02 10:00:00  running  $0.1235           3  add a page",
+        "fix-it      2026-01-01 09:00:00  new            —           0  fix it now",
+    ]
+
+
+def test_an_empty_task_list_says_how_to_start_a_task() -> None:
+    assert render_task_list([]) == 'No tasks yet. Start one with: harness run "your request"'
+
+
+def test_a_cost_from_the_scripted_model_is_marked_simulated() -> None:
+    paid = make_record("a1", status="completed", cost_usd=0.0123, turns=2, duration_ms=700)
+    simulated = dataclasses.replace(paid, cost_simulated=True)
+    task = TaskSummary("paint", "2026-11-22T10:00:00Z", "Paint", 1, cost_usd=0.0123,
+                       cost_simulated=True)  # fmt: skip
+
+    assert "$0.0123 (simulated)" in render_record(simulated)
+    assert "(simulated)" not in render_record(paid)
+    assert "$0.0123 (simulated)" in render_task_list([task])

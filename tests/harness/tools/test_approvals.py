@@ -1,0 +1,168 @@
+"""Approvals of built-in tool calls: the role's rules decide, else a human of the task. The
+real Claude Code CLI against the scripted model; humans answer through a question channel."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness.agents.questions import Answer, Question
+from harness.project import Project, build_orchestrator
+from harness.runtime.claude import ClaudeRuntime
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.tools.approvals import full_input, read_answer
+from tests.harness.conftest import HarnessFactory
+from tests.support import AnsweringHumans, latest_task
+
+pytestmark = pytest.mark.anyio
+
+
+def runs(*commands: str) -> Callable[[ModelRequest], Turn]:
+    """Runs the commands one after another with Bash, then reports every tool result."""
+
+    def script(request: ModelRequest) -> Turn:
+        done = request.all_tool_results
+        if len(done) < len(commands):
+            return Turn.call("Bash", command=commands[len(done)])
+        return Turn.finish("ran them", issues=[r.text for r in done])
+
+    return script
+
+
+@pytest.mark.slow
+async def test_a_command_the_role_allows_runs_without_asking(
+    harness_with: HarnessFactory,
+) -> None:
+    # The CLI itself lets read-only commands (ls, git status) run without asking anyone.
+    orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "python3 -V"))
+    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
+    orchestrator.add_human_channel(humans)
+    record = await orchestrator.run("developer", "look around")
+
+    assert record.status == "completed", record.error
+    assert record.result is not None
+    tests, version = record.result.issues
+    # In the developer's allow rules: it ran (whether this python3 has pytest or not).
+    assert "pytest" in tests and "denied" not in tests.lower()
+    assert "denied by U42" in version  # not in them: asked, and the human said no
+    assert [q.text for q in humans.asked] == [
+        f"developer `{record.agent_id}` asks to run Bash: `python3 -V`. Allow it?"
+        "\n```\npython3 -V\n```"
+    ]
+    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    decisions = [(e["input"]["tool"], e["outcome"]) for e in audit if e["tool"] == "approval"]
+    assert decisions == [("Bash", "allowed"), ("Bash", "denied")]
+
+
+@pytest.mark.slow
+async def test_allow_for_this_task_is_not_asked_again_in_that_task(
+    harness_with: HarnessFactory,
+) -> None:
+    orchestrator, _ = await harness_with(runs("python3 -V", "python3 -V"))
+    humans = AnsweringHumans(orchestrator.answer_question, "Allow for this task")
+    orchestrator.add_human_channel(humans)
+    record = await orchestrator.run("developer", "say it twice")
+
+    assert record.result is not None
+    assert [r.split()[0] for r in record.result.issues] == ["Python", "Python"]
+    assert len(humans.asked) == 1  # the second run went under the granted rule
+    task = await latest_task(orchestrator)
+    assert task.allowed == ("Bash(python3 -V)",)  # kept in task.json for later agents
+
+
+@pytest.mark.slow
+async def test_a_denied_reply_reaches_the_agent_with_its_reason(
+    harness_with: HarnessFactory,
+) -> None:
+    orchestrator, _ = await harness_with(runs("curl https://example.com"))
+    orchestrator.add_human_channel(
+        AnsweringHumans(orchestrator.answer_question, "deny: no network from agents")
+    )
+    record = await orchestrator.run("developer", "fetch it")
+
+    assert record.result is not None
+    [result] = record.result.issues
+    assert "denied by U42: no network from agents" in result
+
+
+@pytest.mark.slow
+async def test_with_no_human_to_ask_the_call_is_denied_at_once(
+    harness_with: HarnessFactory,
+) -> None:
+    orchestrator, _ = await harness_with(runs("curl https://example.com"))
+    record = await orchestrator.run("developer", "fetch it")
+
+    assert record.result is not None
+    [result] = record.result.issues
+    assert "no human could approve it" in result
+
+
+@pytest.mark.slow
+async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory) -> None:
+    orchestrator, _ = await harness_with(runs("git push origin main"))
+    humans = AnsweringHumans(orchestrator.answer_question, "Allow once")
+    orchestrator.add_human_channel(humans)
+    record = await orchestrator.run("developer", "push it")
+
+    assert record.result is not None
+    [result] = record.result.issues
+    assert "denied by the developer role's rule Bash(git push:*)" in result
+    assert humans.asked == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "read"),
+    [
+        ("Allow once", ("once", "")),
+        ("Allow for this task", ("task", "")),
+        ("allow", ("once", "")),
+        ("Deny", ("deny", "denied")),
+        ("deny: not on Fridays", ("deny", "not on Fridays")),
+        ("use the staging db instead", ("deny", "use the staging db instead")),
+    ],
+)
+def test_replies_read_as_allow_once_for_the_task_or_deny_with_a_reason(
+    reply: str, read: tuple[str, str]
+) -> None:
+    assert read_answer(Answer(reply, "U1")) == read
+
+
+def test_the_person_deciding_sees_what_exactly_would_run_or_change() -> None:
+    assert full_input("Bash", {"command": "make deploy"}) == "\n```\nmake deploy\n```"
+    edit = full_input(
+        "Edit", {"file_path": "/w/a.py", "old_string": "x = 1", "new_string": "x = 2"}
+    )
+    assert edit == "\n```\n- x = 1\n+ x = 2\n```"
+    long = full_input("Write", {"file_path": "/w/b.txt", "content": "y" * 2000})
+    assert long.endswith("… (500 more characters)\n```")
+    assert full_input("WebFetch", {"url": "https://example.com"}) == ""
+
+
+class SilentHumans(AnsweringHumans):
+    """Reaches the task's humans, who never answer."""
+
+    async def deliver(self, question: Question, task: Any) -> None:
+        self.asked.append(question)
+
+
+@pytest.mark.slow
+async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
+    project: Project,
+) -> None:
+    quick = dataclasses.replace(project.config, ask_timeout_seconds=0.5)
+    async with ScriptedModel(runs("curl https://example.com")) as model:
+        orchestrator = build_orchestrator(
+            Project(quick, project.roles), ClaudeRuntime(base_env=model.env())
+        )
+        humans = SilentHumans(orchestrator.answer_question)
+        orchestrator.add_human_channel(humans)
+        record = await orchestrator.run("developer", "fetch it")
+        await orchestrator.shutdown()
+
+    assert record.result is not None
+    [result] = record.result.issues
+    assert "nobody approved it in time" in result
+    assert len(humans.asked) == 1
