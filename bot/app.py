@@ -39,11 +39,10 @@ from bot.parsing import (
 from bot.poster import Poster
 from bot.progress import AgentWatcher
 from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
-from bot.requesters import Requesters
 from bot.settings import BotOptions, SlackEnv
 from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Question, answer_for
 from harness.tasks.ledger import LEDGER_FILE, Ledger
 from harness.tasks.model import DispatchRecord, ThreadRef
 
@@ -215,24 +214,21 @@ def create_app(
         interval=options.status_interval,
         streaming=options.stream_replies,
     )
-    requesters = Requesters(config.tasks_dir)
     conversations = Conversations(
         orchestrator,
         poster,
         watcher,
-        requesters,
         background,
         ledger,
         outbox,
         settings=config.slack,
         options=options,
     )
-    DraftedAgents(orchestrator, watcher, requesters, background)
+    DraftedAgents(orchestrator, watcher, background)
     commands = Commands(
         orchestrator,
         poster,
         watcher,
-        requesters,
         background,
         settings=config.slack,
         options=options,
@@ -259,7 +255,7 @@ def create_app(
         kind = f"command {_safe(command.get('command'))}"
         log_request(kind, command.get("user_id"), command.get("channel_id"), outcome, started)
 
-    home = HomeTab(client, orchestrator, poster, requesters, background, settings=config.slack,
+    home = HomeTab(client, orchestrator, poster, background, settings=config.slack,
                    recent=options.recent_tasks)  # fmt: skip
     humans = SlackHumanChannel(poster)
     humans.on_change = home.changed
@@ -279,8 +275,11 @@ def create_app(
             if refused is not None:
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
                 return "refused: " + refused
-        if picked is None or not orchestrator.answer_question(
-            picked[0].question_id, Answer(picked[1], user)
+        answer = answer_for(picked[0], picked[1], user) if picked is not None else None
+        if (
+            picked is None
+            or answer is None
+            or not orchestrator.answer_question(picked[0].question_id, answer)
         ):
             await respond(
                 text="This question is already closed.",

@@ -16,13 +16,12 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 
-from bot.access import check_access, is_dm_channel, may_kill
+from bot.access import check_access, is_dm_channel
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
 from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
-from bot.requesters import Requesters
 from bot.settings import BotOptions
 from harness.agents.metadata import FieldValue
 from harness.agents.orchestrator import Orchestrator
@@ -141,7 +140,6 @@ class Commands:
         orchestrator: Orchestrator,
         poster: Poster,
         watcher: AgentWatcher,
-        requesters: Requesters,
         background: Background,
         *,
         settings: SlackSettings,
@@ -150,7 +148,6 @@ class Commands:
         self.orchestrator = orchestrator
         self.poster = poster
         self.watcher = watcher
-        self.requesters = requesters
         self.background = background
         self.settings = settings
         self.options = options
@@ -209,8 +206,8 @@ class Commands:
                 "`/harness list` shows the live agents.",
                 "no such live agent",
             )
-        requester = self.requesters.get(entry.task_slug)
-        if not may_kill(self.settings, user, requester):
+        requester = entry.requester
+        if not self.orchestrator.may_decide(user, requester):
             who = f"the person who asked for it ({mention(requester)})" if requester else "nobody"
             return (
                 f"You can't stop `{agent_id}`: only {who} and the bot's admins can stop the "
@@ -219,7 +216,7 @@ class Commands:
             )
         self.watcher.stopped_by[agent_id] = user
         self.background.spawn(
-            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with {via}"),
+            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with {via}", by=user),
             name=f"kill {agent_id}",
         )
         return (

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.access import check_access, may_kill
+from bot.access import check_access
 from bot.assistant import FIRST_STATUS
 from bot.background import Background
 from bot.blocks import (
@@ -43,11 +43,11 @@ from bot.parsing import (
 from bot.poster import Poster
 from bot.progress import FAILED, AgentWatcher
 from bot.questions import pick_question
-from bot.requesters import Requesters
+from bot.requesters import migrate_requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Question, answer_for
 from harness.config.settings import SlackSettings
 from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, repair_command
 from harness.tasks.ledger import Ledger
@@ -80,7 +80,6 @@ class Conversations:
         orchestrator: Orchestrator,
         poster: Poster,
         watcher: AgentWatcher,
-        requesters: Requesters,
         background: Background,
         ledger: Ledger,
         outbox: Outbox,
@@ -91,7 +90,6 @@ class Conversations:
         self.orchestrator = orchestrator
         self.poster = poster
         self.watcher = watcher
-        self.requesters = requesters
         self.background = background
         self.ledger = ledger
         self.outbox = outbox
@@ -113,7 +111,7 @@ class Conversations:
         for damaged in await self.orchestrator.damaged_tasks():
             if damaged.thread is not None and not self.index.is_bound(damaged.thread):
                 self.index.bind(damaged.thread, damaged.slug)
-        await asyncio.to_thread(self.requesters.load)
+        await migrate_requesters(self.orchestrator, self.orchestrator.config.tasks_dir)
         await self.dedupe.load()
 
     # ------------------------------------------------------------------ intake (no awaits)
@@ -130,7 +128,7 @@ class Conversations:
         starts the work in the background. ``replay``: a request taken on before a restart
         and never handled, handled now."""
         if event_id and not replay and not self.dedupe.first_time(f"event:{event_id}"):
-            return Ignore("duplicate delivery")
+            return Ignore("duplicate", "duplicate delivery")
         if event_id:
             self._spawn(self.dedupe.save(), "remember event")
         parsed = parse_message_event(event, bot_user_id)
@@ -144,7 +142,9 @@ class Conversations:
         if isinstance(decision, Ignore):
             return decision
         if not self.dedupe.first_time(intake_key(parsed)) and not replay:
-            return Ignore("message already handled")  # the app_mention + message pair
+            return Ignore(
+                "already handled", "message already handled"
+            )  # the app_mention + message pair
         self._spawn(self.dedupe.save(), "remember message")
         refusal = check_access(self.settings, parsed.user, parsed.channel, is_dm=parsed.is_dm)
         if refusal is not None:
@@ -152,7 +152,7 @@ class Conversations:
                 self.poster.ephemeral(parsed.channel, parsed.user, refusal.text, parsed.thread_ts),
                 "refuse",
             )
-            return Ignore("not allowed")
+            return Ignore("not allowed", "not allowed")
         self.poster.note(parsed.thread, parsed.ts)
         thread = parsed.thread
         if isinstance(decision, FollowUp) and self._answer_question(parsed):
@@ -223,6 +223,9 @@ class Conversations:
         if slug is None or picked is None:
             return False
         question, text = picked
+        answer = answer_for(question, text, message.user)
+        if answer is None:  # no verdict on the approval: an ordinary follow-up
+            return False
         refused = self.refuse_approver(question, message.user)
         if refused is not None:
             # Taken as an answer that was refused, not as a follow-up for a new agent.
@@ -231,7 +234,7 @@ class Conversations:
                 "refuse approver",
             )
             return True
-        if not self.orchestrator.answer_question(question.question_id, Answer(text, message.user)):
+        if not self.orchestrator.answer_question(question.question_id, answer):
             return False
         self._spawn(self.poster.react(message.channel, message.ts, ANSWERED), "answered")
         return True
@@ -241,8 +244,8 @@ class Conversations:
         which anyone in the thread may answer)."""
         if question.kind != "approval":
             return None
-        requester = self.requesters.get(question.task_slug)
-        if may_kill(self.settings, user, requester):
+        requester = question.requester
+        if self.orchestrator.may_decide(user, requester):
             return None
         who = f"<@{requester}>" if requester else "the person who asked"
         return f"Only {who} and the bot's admins can approve what this task's agents run."
@@ -332,8 +335,8 @@ class Conversations:
             return "This button belongs to another thread's task."
         if record.status != "interrupted":
             return f"Agent `{agent_id}` {record.status}; only an interrupted agent is run again."
-        requester = self.requesters.get(task.slug)
-        if not may_kill(self.settings, user, requester):
+        requester = task.requester
+        if not self.orchestrator.may_decide(user, requester):
             who = mention(requester) if requester else "the person who asked"
             return f"Only {who} (or an admin) can run it again."
         if self.closing:
@@ -342,7 +345,9 @@ class Conversations:
             return "It has already been run again."
 
         async def again() -> None:
-            handle = await self.orchestrator.draft(record.role, record.prompt, task_slug=task.slug)
+            handle = await self.orchestrator.draft(
+                record.role, record.prompt, task_slug=task.slug, requested_by=user
+            )
             ts = notice.get("ts") if notice else None
             if notice is not None and isinstance(ts, str) and notice.get("blocks"):
                 shown: SlackMessage = {
@@ -387,7 +392,7 @@ class Conversations:
             prompt = choice.text or description
         try:
             task = await self.orchestrator.create_task(
-                description, thread, repository or choice.repository
+                description, thread, repository or choice.repository, requester=message.user
             )
         except HarnessError as exc:
             self.index.release(thread)
@@ -400,8 +405,6 @@ class Conversations:
             raise
         self.index.bind(thread, task.slug)
         self._spawn(self.watcher.thread_status.title(thread, prompt), "title")
-        self.requesters.remember(task.slug, message.user)
-        self._spawn(self.requesters.save(), "save requesters")  # not on the way to the agent
         await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)
 
     async def _follow_up(self, message: UserMessage) -> None:
@@ -430,7 +433,9 @@ class Conversations:
             await self._fail(message, "I am shutting down, so I did not start on this.", RESEND)
             return
         try:
-            handle = await self.orchestrator.draft(role, prompt, task_slug=slug)
+            handle = await self.orchestrator.draft(
+                role, prompt, task_slug=slug, requested_by=message.user
+            )
         except HarnessError as exc:
             await self._fail(
                 message, f"I could not start {role}: {exc.message}", exc.fix or TRY_AGAIN

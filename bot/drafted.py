@@ -8,10 +8,9 @@ import logging
 from bot.background import Background
 from bot.blocks import drafted_intro
 from bot.progress import AgentWatcher
-from bot.requesters import Requesters
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
-from harness.tasks.model import DispatchRecord, ThreadRef
+from harness.tasks.model import DispatchRecord, Task, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -21,12 +20,10 @@ class DraftedAgents:
         self,
         orchestrator: Orchestrator,
         watcher: AgentWatcher,
-        requesters: Requesters,
         background: Background,
     ) -> None:
         self.orchestrator = orchestrator
         self.watcher = watcher
-        self.requesters = requesters
         self.background = background
         orchestrator.subscribe(self._on_agent_event)
 
@@ -45,22 +42,22 @@ class DraftedAgents:
         )
         drafted_by = f"{parent_role or 'agent'} {record.parent_id}"
         self.background.spawn(
-            self._follow(task.thread, record, task.slug, intro, drafted_by),
+            self._follow(task.thread, record, task, intro, drafted_by),
             name=f"drafted {record.agent_id}",
         )
 
     async def _follow(
-        self, thread: ThreadRef, record: DispatchRecord, slug: str, intro: str, drafted_by: str
+        self, thread: ThreadRef, record: DispatchRecord, task: Task, intro: str, drafted_by: str
     ) -> None:
         try:
             await self.watcher.follow(
                 thread,
                 record.agent_id,
                 record.role,
-                task_slug=slug,
+                task_slug=task.slug,
                 intro=intro,
                 drafted_by=drafted_by,
-                recipient=self.requesters.get(slug),
+                recipient=task.requester,
             )
         except Exception:  # the top of a drafted agent's thread view
             logger.exception("showing drafted agent %s in %s failed", record.agent_id, thread)

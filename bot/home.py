@@ -12,17 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import may_kill
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt
 from bot.poster import CALL_ERRORS, Poster, classify
-from bot.requesters import Requesters
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
@@ -113,16 +111,14 @@ def render_home(
 def waiting_on(
     user: str,
     questions: Sequence[Question],
-    requesters: Mapping[str, str | None],
-    settings: SlackSettings,
+    may_decide: Callable[[str, str | None], bool],
 ) -> list[Question]:
     """The questions ``user`` is the one to answer: their own tasks' questions, and the
     approvals they may give (their tasks', or every task's for an admin)."""
     mine = []
     for q in questions:
-        requester = requesters.get(q.task_slug)
-        if (q.kind == "approval" and may_kill(settings, user, requester)) or (
-            q.kind != "approval" and requester == user
+        if (q.kind == "approval" and may_decide(user, q.requester)) or (
+            q.kind != "approval" and q.requester == user
         ):
             mine.append(q)
     return mine
@@ -134,7 +130,6 @@ class HomeTab:
         client: AsyncWebClient,
         orchestrator: Orchestrator,
         poster: Poster,
-        requesters: Requesters,
         background: Background,
         *,
         settings: SlackSettings,
@@ -143,7 +138,6 @@ class HomeTab:
         self.client = client
         self.orchestrator = orchestrator
         self.poster = poster
-        self.requesters = requesters
         self.background = background
         self.settings = settings
         self.recent = recent
@@ -162,8 +156,7 @@ class HomeTab:
 
     async def _view(self, user: str) -> View:
         questions = self.orchestrator.pending_questions()
-        requesters = {q.task_slug: self.requesters.get(q.task_slug) for q in questions}
-        mine = waiting_on(user, questions, requesters, self.settings)
+        mine = waiting_on(user, questions, self.orchestrator.may_decide)
         links = await asyncio.gather(*(self._link(q.task_slug) for q in mine))
         summaries = (await self.orchestrator.task_summaries())[: self.recent]
         tasks: list[TaskLine] = []

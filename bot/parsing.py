@@ -24,8 +24,13 @@ USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{1,20}$")
 AGENT_ID_RE = re.compile(r"^a[0-9a-f]{1,16}$")
 
 
+# Why an event starts nothing, as the bot acts on it; ``Ignore.reason`` says it for the log.
+IgnoreKind = Literal["not for the bot", "empty", "already handled", "duplicate", "not allowed"]
+
+
 @dataclass(frozen=True)
 class Ignore:
+    kind: IgnoreKind
     reason: str
 
 
@@ -100,20 +105,20 @@ def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessa
     """A ``message`` or ``app_mention`` event as a person's message, or why it is ignored."""
     subtype = event.get("subtype")
     if event.get("bot_id") or subtype == "bot_message" or event.get("bot_profile"):
-        return Ignore("bot message")
+        return Ignore("not for the bot", "bot message")
     if subtype == "message_changed":
-        return Ignore("edit")
+        return Ignore("not for the bot", "edit")
     if subtype == "message_deleted":
-        return Ignore("deletion")
+        return Ignore("not for the bot", "deletion")
     if subtype is not None and subtype not in _USER_SUBTYPES:
-        return Ignore(f"message subtype {subtype!r}")
+        return Ignore("not for the bot", f"message subtype {subtype!r}")
     if event.get("hidden"):
-        return Ignore("hidden message")
+        return Ignore("not for the bot", "hidden message")
     user, channel, ts = _str(event, "user"), _str(event, "channel"), _str(event, "ts")
     if not (user and channel and ts):
-        return Ignore("no user, channel or ts")
+        return Ignore("not for the bot", "no user, channel or ts")
     if bot_user_id and user == bot_user_id:
-        return Ignore("bot message")
+        return Ignore("not for the bot", "bot message")
     raw = _str(event, "text")[:MAX_TEXT_CHARS]
     is_dm = event.get("channel_type") == "im" or (
         "channel_type" not in event and channel.startswith("D")
@@ -136,17 +141,17 @@ def decide(message: UserMessage, *, bound: bool) -> Decision:
     addressed = message.mentioned or message.is_dm
     if message.top_level:
         if bound:  # a top-level message is its own thread: bound means handled already
-            return Ignore("message already handled")
+            return Ignore("already handled", "message already handled")
         if not addressed:
-            return Ignore("top-level channel message without a mention")
+            return Ignore("not for the bot", "top-level channel message without a mention")
         if not message.text:
-            return Ignore("empty message")
+            return Ignore("empty", "empty message")
         return NewTask(message)
     if bound:
-        return FollowUp(message) if message.text else Ignore("empty message")
+        return FollowUp(message) if message.text else Ignore("empty", "empty message")
     if addressed:
         return MentionInUnboundThread(message)
-    return Ignore("unbound thread without a mention")
+    return Ignore("not for the bot", "unbound thread without a mention")
 
 
 def classify(event: Mapping[str, Any], bot_user_id: str, *, bound: bool) -> Decision:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from bot.blocks import Block, SlackMessage, context_block, escape, mention, section_block
 from bot.poster import Poster
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Answer, Question, said
 from harness.tasks.model import Task, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def settled_message(question: Question, answer: Answer | None) -> SlackMessage:
     if answer is None:
         outcome = "⌛ No answer in time; the agent went on without one."
     else:
-        outcome = f"💬 {mention(answer.answered_by)} answered: {escape(answer.text)}"
+        outcome = f"💬 {mention(answer.answered_by)} answered: {escape(said(answer))}"
     text = f"{asked}\n{outcome}"
     return {"text": text, "blocks": [section_block(text)]}
 

@@ -1,10 +1,10 @@
-"""Who asked for each task: the Slack user whose message started it.
+"""Moving who asked for each task out of the bot's own file and into task.json.
 
-Kept by the bot in its own small JSON file next to the tasks,
-``<tasks dir>/.slack-requesters.json`` = ``{"version": 1, "requesters": {slug: user id}}``,
-because the task store is interface-agnostic (no Slack user in task.json) and the thread's
-parent message is not always the requester (an @mention inside someone else's thread). The
-name starts with a dot, so the task store never mistakes it for a task. Writes are atomic.
+Earlier versions kept the requesters in ``<tasks dir>/.slack-requesters.json`` =
+``{"version": 1, "requesters": {slug: user id}}``; task.json now records the requester, so
+the core decides who may approve, stop and run again. At start-up the bot copies each one it
+finds into its task (unless the task already names one) and renames the file
+``.slack-requesters.json.migrated``, so it is read once.
 """
 
 from __future__ import annotations
@@ -14,52 +14,42 @@ import json
 import logging
 from pathlib import Path
 
-from harness.atomic import write_atomic
+from harness.agents.orchestrator import Orchestrator
+from harness.errors import HarnessError
 
 logger = logging.getLogger(__name__)
 
 FILE_NAME = ".slack-requesters.json"
 
 
-class Requesters:
-    def __init__(self, tasks_dir: Path) -> None:
-        self.path = tasks_dir / FILE_NAME
-        self._users: dict[str, str] = {}
-        self._write_lock = asyncio.Lock()
+def _read(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        logger.warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+    users = data.get("requesters") if isinstance(data, dict) else None
+    if not isinstance(users, dict):
+        return {}
+    return {k: v for k, v in users.items() if isinstance(k, str) and isinstance(v, str)}
 
-    def load(self) -> None:
-        """Reads the file (blocking); a missing file is an empty record, a broken one is
-        reported and set aside rather than stopping the bot."""
+
+async def migrate_requesters(orchestrator: Orchestrator, tasks_dir: Path) -> int:
+    """Copies the requesters of an earlier version's file into their tasks; how many."""
+    path = tasks_dir / FILE_NAME
+    users = await asyncio.to_thread(_read, path)
+    moved = 0
+    for slug, user in users.items():
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            logger.warning("ignoring unreadable %s: %s", self.path, exc)
-            return
-        users = data.get("requesters") if isinstance(data, dict) else None
-        if isinstance(users, dict):
-            self._users.update(
-                {k: v for k, v in users.items() if isinstance(k, str) and isinstance(v, str)}
-            )
-
-    def get(self, slug: str) -> str | None:
-        return self._users.get(slug)
-
-    def remember(self, slug: str, user: str) -> None:
-        """Known at once (for /harness kill); ``save`` writes it to the file."""
-        self._users[slug] = user
-
-    async def set(self, slug: str, user: str) -> None:
-        self.remember(slug, user)
-        await self.save()
-
-    async def save(self) -> None:
-        async with self._write_lock:
-            snapshot = dict(self._users)
-            await asyncio.to_thread(self._write, snapshot)
-
-    def _write(self, users: dict[str, str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"version": 1, "requesters": users}, indent=2, sort_keys=True)
-        write_atomic(self.path, (text + "\n").encode("utf-8"))
+            task = await orchestrator.task(slug)
+            if task.requester is None:
+                await orchestrator.set_requester(slug, user)
+                moved += 1
+        except HarnessError as exc:  # a task deleted or damaged since: nothing to keep
+            logger.info("requester of %s not moved: %s", slug, exc.message)
+    if users:
+        await asyncio.to_thread(path.replace, path.with_name(FILE_NAME + ".migrated"))
+        logger.info("moved %d requester(s) from %s into task.json", moved, path)
+    return moved

@@ -153,10 +153,10 @@ def register_surfaces(
         )
         logger.info("shortcut from %s in %s: %s (%.1f ms)", user, channel,
                     type(decision).__name__, (time.perf_counter() - started) * 1000)  # fmt: skip
-        if isinstance(decision, Ignore) and decision.reason != "not allowed":  # told already
+        if isinstance(decision, Ignore) and decision.kind != "not allowed":  # told already
             why = (
                 "That message is already a task of mine: reply in its thread instead."
-                if decision.reason == "message already handled"
+                if decision.kind == "already handled"
                 else f"Nothing started: {decision.reason}."
             )
             await respond(text=why, response_type="ephemeral", replace_original=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -143,3 +143,30 @@ class ToolError(HarnessError):
         return {
             "error": {"code": self.code, "message": self.message, "suggestion": self.suggestion}
         }
+
+
+LimitCode = Literal["BUDGET_EXCEEDED", "DEPTH_LIMIT_EXCEEDED"]
+
+
+class LimitError(HarnessError):
+    """A dispatch the task's caps refuse, whoever asked for it: the task spent its budget, or
+    agents drafting agents would nest too deep. ``code`` is the tool error code for agents."""
+
+    def __init__(self, code: LimitCode, message: str, *, fix: str) -> None:
+        super().__init__(message, fix=fix)
+        self.code = code
+
+
+class NotAllowedError(HarnessError):
+    """Someone tried to decide for a task who may not: only the person who asked for it and
+    the admins approve what its agents run, stop them or run them again."""
+
+    def __init__(self, user: str, action: str, requester: str | None) -> None:
+        who = f"the person who asked for it ({requester})" if requester else "its requester"
+        super().__init__(
+            f"{user} may not {action}: only {who} and the admins may",
+            fix="ask them to, or ask an admin to add you to `slack.admins` in config.yaml",
+        )
+        self.user = user
+        self.action = action
+        self.requester = requester

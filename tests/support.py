@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Answer, Question, answer_for
 from harness.tasks.model import Task
 
 
@@ -39,7 +39,8 @@ def make_repository(folder: Path, files: dict[str, str] | None = None) -> Path:
 
 class AnsweringHumans:
     """A human channel that answers every question at once, as U42: with ``reply`` (a button's
-    text or a thread reply), or by default with the question's last option."""
+    text or a thread reply), or by default with the question's last option. Approvals count
+    only in tasks U42 asked for (``requested_by="U42"``)."""
 
     def __init__(self, answer: Callable[[str, Answer], bool], reply: str | None = None) -> None:
         self.answer = answer
@@ -52,7 +53,9 @@ class AnsweringHumans:
     async def deliver(self, question: Question, task: Any) -> None:
         self.asked.append(question)
         last = question.options[-1] if question.options else "go ahead"
-        self.answer(question.question_id, Answer(self.reply or last, "U42"))
+        answer = answer_for(question, self.reply or last, "U42")
+        assert answer is not None, f"{self.reply!r} decides no approval"
+        self.answer(question.question_id, answer)
 
     async def settle(self, question: Question, answer: Answer | None) -> None:
         return None

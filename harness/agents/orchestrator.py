@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from harness.agents.authority import Authority
 from harness.agents.ends import utc_now
 from harness.agents.events import AgentEvent, Events, Listener
 from harness.agents.metadata import FieldValue, MetadataCollector
@@ -28,7 +29,13 @@ from harness.agents.runs import AgentRuns, ToolProvider
 from harness.config.roles import Role
 from harness.config.routing import Router
 from harness.config.settings import Config, MetadataField
-from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, UnknownRoleError
+from harness.errors import (
+    AgentNotFoundError,
+    HarnessError,
+    LimitError,
+    TaskDamagedError,
+    UnknownRoleError,
+)
 from harness.runtime.host import workspace_request
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
 from harness.tasks.context import build_task_context, compose_prompt
@@ -100,6 +107,7 @@ class Orchestrator:
         self._router = Router(config.rules, config.default_role)
         self._pool = AgentPool(config.mcp.max_concurrent_agents)
         self._questions = QuestionBoard()
+        self._authority = Authority(config.slack.admins)
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
         self._workspaces = workspaces
@@ -171,9 +179,24 @@ class Orchestrator:
         return await self._workspaces.prune(older_than, keep=active)
 
     async def create_task(
-        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+        self,
+        description: str,
+        thread: ThreadRef | None = None,
+        repository: str | None = None,
+        *,
+        requester: str | None = None,
     ) -> Task:
-        return await self._store.create(description, thread, repository)
+        """A new task; ``requester`` (a front end's user id) decides for it with the admins."""
+        return await self._store.create(description, thread, repository, requester)
+
+    async def set_requester(self, slug: str, requester: str) -> Task:
+        """Records who asked for a task made before requesters were kept."""
+        return await self._store.set_requester(slug, requester)
+
+    def may_decide(self, user: str, requester: str | None) -> bool:
+        """Whether ``user`` may approve, stop and run again the agents of a task asked for by
+        ``requester``: they, or an admin."""
+        return self._authority.may_decide(user, requester)
 
     async def task(self, slug: str) -> Task:
         return await self._store.get(slug)
@@ -257,25 +280,30 @@ class Orchestrator:
         task_slug: str | None = None,
         parent_id: str | None = None,
         repository: str | None = None,
+        requested_by: str | None = None,
     ) -> AgentHandle:
         """Start an agent and return once it is queued. Without task_slug a new task is
-        created from the prompt (about ``repository``, if given). The agent sees the task's
-        history before the prompt, and works in the task's workspace unless its role names
-        a folder of its own."""
+        created from the prompt (about ``repository``, if given; asked for by
+        ``requested_by``). The agent sees the task's history before the prompt, and works in
+        the task's workspace unless its role names a folder of its own. LimitError when the
+        task spent its budget or the drafting agent (``parent_id``) nests too deep, whoever
+        asked."""
         role = self.role(role_name)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
         self._refuse_when_closing()
+        parent = self._pool.get(parent_id) if parent_id else None
+        depth = parent.depth + 1 if parent else 1
         task = await (
             self._store.get(task_slug)
             if task_slug
-            else self._store.create(prompt, repository=repository)
+            else self._store.create(prompt, repository=repository, requester=requested_by)
         )
+        self._check_limits(task, depth)
         # Whoever hosts the agent makes its workspace from the request, where it runs; a
         # role with a folder of its own works there.
         request = workspace_request(self._config.workspaces, task.repository)
         cwd = role.cwd if role.cwd is not None else self._config.workspaces.root / task.slug
-        parent = self._pool.get(parent_id) if parent_id else None
         agent_id = await self._new_agent_id()
         run_id = await self._store.begin_run()  # this process's run: held until it ends
         record = DispatchRecord(
@@ -292,6 +320,7 @@ class Orchestrator:
             run_id=run_id,
             branch=task_branch(task.slug) if request and role.cwd is None else None,
             cost_simulated=self._simulated_costs,
+            requested_by=requested_by,
         )
         entry = PoolEntry(
             agent_id=agent_id,
@@ -299,9 +328,10 @@ class Orchestrator:
             task_slug=task.slug,
             cwd=cwd,
             parent_id=parent_id,
-            depth=parent.depth + 1 if parent else 1,
+            depth=depth,
             queued_at=record.started_at,
             writes=role.writes,
+            requester=task.requester,
         )
         # Checked again and registered with no await in between: shutdown stops every
         # registered agent, and none registers after it began. A kill or a wait finds it now.
@@ -318,9 +348,14 @@ class Orchestrator:
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 
     async def run(
-        self, role_name: str, prompt: str, *, task_slug: str | None = None
+        self,
+        role_name: str,
+        prompt: str,
+        *,
+        task_slug: str | None = None,
+        requested_by: str | None = None,
     ) -> DispatchRecord:
-        handle = await self.draft(role_name, prompt, task_slug=task_slug)
+        handle = await self.draft(role_name, prompt, task_slug=task_slug, requested_by=requested_by)
         return await self.wait(handle.agent_id)
 
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
@@ -411,8 +446,13 @@ class Orchestrator:
         """Keep a live agent's progress in its record and tell the front ends."""
         return await self._runs.report_progress(self._live(agent_id), message, percent)
 
-    async def kill(self, agent_id: str, reason: str) -> bool:
-        """End a queued or running agent. False when it is not live."""
+    async def kill(self, agent_id: str, reason: str, *, by: str | None = None) -> bool:
+        """End a queued or running agent. False when it is not live. A person (``by``) must
+        be the task's requester or an admin (NotAllowedError); None is the harness itself or
+        an agent, whose tools decide."""
+        entry = self._pool.get(agent_id)
+        if by is not None and entry is not None:
+            self._authority.check(by, entry.requester, f"stop agent {agent_id}")
         return await self._pool.kill(agent_id, reason)
 
     # -- humans ----------------------------------------------------------------------------
@@ -425,7 +465,18 @@ class Orchestrator:
         return self._questions.pending(task_slug)
 
     def answer_question(self, question_id: str, answer: Answer) -> bool:
-        """False when the question is closed or unknown."""
+        """False when the question is closed or unknown. An approval is decided only by the
+        task's requester or an admin (NotAllowedError), and only with a verdict."""
+        question = self._questions.get(question_id)
+        if question is not None and question.kind == "approval":
+            self._authority.check(
+                answer.answered_by, question.requester, "approve what this task's agents run"
+            )
+            if answer.verdict is None:
+                raise HarnessError(
+                    f"{answer.text!r} does not decide the approval",
+                    fix="answer allow, allow for this task, or deny (deny: <reason>)",
+                )
         return self._questions.answer(question_id, answer)
 
     async def ask_human(
@@ -441,6 +492,7 @@ class Orchestrator:
         """Ask the task's humans and wait; the answer is None when nobody answered in time.
         NoHumanError when no front end reaches a human for the task."""
         entry = self._live(agent_id)
+        task = await self._store.get(entry.task_slug)
         question = Question(
             question_id=self._questions.new_id(),
             agent_id=agent_id,
@@ -451,8 +503,8 @@ class Orchestrator:
             asked_at=utc_now(),
             timeout_seconds=timeout or self._config.ask_timeout_seconds,
             kind=kind,
+            requester=task.requester,
         )
-        task = await self._store.get(entry.task_slug)
         async with self.waiting(agent_id, activity or f"waiting for an answer: {text[:80]}"):
             answer = await self._questions.ask(question, task)
         return question, answer
@@ -491,6 +543,7 @@ class Orchestrator:
             return False
         role = self._roles[record.role]
         seen = len(await self._store.read_jsonl(slug, record.journal_file))
+        task = await self._store.get(slug)
         entry = PoolEntry(
             agent_id=record.agent_id,
             role=role.name,
@@ -500,6 +553,7 @@ class Orchestrator:
             depth=1 if record.parent_id is None else 2,
             queued_at=record.started_at,
             writes=role.writes,
+            requester=task.requester,
         )
         self._runs.register(entry)
         # Followed, not placed: its workspace is where its host made it.
@@ -509,6 +563,27 @@ class Orchestrator:
         return True
 
     # -- internals -------------------------------------------------------------------------
+
+    def _check_limits(self, task: Task, depth: int) -> None:
+        """The task's caps, for every dispatch: its budget, and how deep agents draft."""
+        settings = self._config.mcp
+        if depth > settings.max_depth:
+            raise LimitError(
+                "DEPTH_LIMIT_EXCEEDED",
+                f"agents may draft agents at most {settings.max_depth} levels deep; this agent "
+                f"would be level {depth}",
+                fix="do this part of the work in the drafting agent, or raise mcp.maxDepth in "
+                "config.yaml",
+            )
+        budget = settings.task_budget_usd
+        spent = sum(d.cost_usd or 0.0 for d in task.dispatches)
+        if budget is not None and spent >= budget:
+            raise LimitError(
+                "BUDGET_EXCEEDED",
+                f"task {task.slug} has spent ${spent:.4f} of its ${budget:.2f} budget",
+                fix="start a new task (a new thread) for more work, or ask an admin to raise "
+                "mcp.taskBudgetUsd in config.yaml",
+            )
 
     def _refuse_when_closing(self) -> None:
         if self._closing:

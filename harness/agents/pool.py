@@ -44,6 +44,8 @@ class PoolEntry:
     holds_task: bool = False
     # What the agent has said so far (its text blocks, in order), for front ends that show it.
     said: list[str] = field(default_factory=list)
+    # Who asked for its task: they and the admins may stop it.
+    requester: str | None = None
     _started_monotonic: float = field(default_factory=time.monotonic)
     _killed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -64,6 +66,7 @@ class AgentInfo:
     elapsed_seconds: float
     activity: str
     worker: str | None = None  # the worker running it, when not this process
+    requester: str | None = None  # who asked for its task
 
 
 class _Gate:
@@ -241,6 +244,7 @@ def _info(e: PoolEntry, now: float) -> AgentInfo:
         elapsed_seconds=round(now - e._started_monotonic, 1),
         activity=e.control.activity if e.state != "queued" else _queued_activity(e),
         worker=e.control.worker,
+        requester=e.requester,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -20,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 QuestionKind = Literal["question", "approval"]
+# How a person decides an approval: allow this call, allow such calls for the whole task, deny.
+Verdict = Literal["once", "task", "deny"]
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,64 @@ class Question:
     timeout_seconds: float
     # "approval": may the agent run a tool call; only the task's requester and admins decide.
     kind: QuestionKind = "question"
+    # Who asked for the task when the question was asked (None: unknown).
+    requester: str | None = None
 
 
 @dataclass(frozen=True)
 class Answer:
     text: str
     answered_by: str
+    # An approval's decision, from its button or a reply that says one (``read_verdict``);
+    # None for the answer to a plain question. ``text`` is then a denial's reason, if any.
+    verdict: Verdict | None = None
+
+
+# Replies that decide an approval, said plainly; anything else decides nothing (a question
+# back, a remark) and is no answer to an approval.
+_ALLOW_ONCE = re.compile(r"(allow( once| it)?|approve|yes|y)[.!]?", re.IGNORECASE)
+_ALLOW_TASK = re.compile(r"allow (it )?for (this|the) task[.!]?", re.IGNORECASE)
+_DENY = re.compile(
+    r"(?:no|n)[.!]?|deny[.!]?|deny\s*[:\-\u2013\u2014]?\s*(?P<reason>.+)", re.IGNORECASE | re.DOTALL
+)
+
+
+VERDICT_LABELS: dict[Verdict, str] = {
+    "once": "Allow once",
+    "task": "Allow for this task",
+    "deny": "Deny",
+}
+
+
+def answer_for(question: Question, text: str, answered_by: str) -> Answer | None:
+    """What a person's text (a button's option or a reply) answers to ``question``: a plain
+    answer, or an approval's verdict; None when it decides no approval."""
+    if question.kind == "approval":
+        return read_verdict(text, answered_by)
+    return Answer(text, answered_by)
+
+
+def said(answer: Answer) -> str:
+    """An answer as people read it: its text, or an approval's verdict and reason."""
+    if answer.verdict is None:
+        return answer.text
+    label = VERDICT_LABELS[answer.verdict]
+    return f"{label}: {answer.text}" if answer.text else label
+
+
+def read_verdict(text: str, answered_by: str) -> Answer | None:
+    """The approval decision a reply says (``allow``, ``allow for this task``, ``deny``,
+    ``deny: <reason>``), as an answer; None when it says none of them."""
+    said = text.strip()
+    if _ALLOW_TASK.fullmatch(said):
+        return Answer("", answered_by, "task")
+    if _ALLOW_ONCE.fullmatch(said):
+        return Answer("", answered_by, "once")
+    denied = _DENY.fullmatch(said)
+    if denied:
+        reason = (denied.group("reason") or "").strip().lstrip(":-\u2013\u2014").strip()
+        return Answer(reason, answered_by, "deny")
+    return None
 
 
 class NoHumanError(HarnessError):
@@ -97,6 +152,11 @@ class QuestionBoard:
             self._pending.pop(question.question_id, None)
             await channel.settle(question, answer)
         return answer
+
+    def get(self, question_id: str) -> Question | None:
+        """An open question; None once it is closed (or was never asked)."""
+        entry = self._pending.get(question_id)
+        return entry[0] if entry is not None else None
 
     def pending(self, task_slug: str | None = None) -> list[Question]:
         """Open questions, oldest first (of one task, or all)."""

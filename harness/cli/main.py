@@ -26,7 +26,7 @@ from harness.cli.render import (
     render_task_list,
     render_workspaces,
 )
-from harness.cli.terminal import TerminalChannel, confirm
+from harness.cli.terminal import TerminalChannel, confirm, terminal_user
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator, default_config_path, load_project
 from harness.runtime.spec import AgentRuntime
@@ -190,7 +190,9 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
     orchestrator.add_human_channel(TerminalChannel(orchestrator.answer_question))
     stop = _install_signal_handlers(orchestrator)
     try:
-        handle = await orchestrator.draft(role, prompt, task_slug=slug, repository=repository)
+        handle = await orchestrator.draft(
+            role, prompt, task_slug=slug, repository=repository, requested_by=terminal_user()
+        )
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()

@@ -13,11 +13,16 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from harness.agents.questions import Answer, Question
-from harness.errors import HarnessError
+from harness.agents.questions import Answer, Question, answer_for
+from harness.errors import HarnessError, NotAllowedError
 from harness.tasks.model import Task
 
 AnswerSink = Callable[[str, Answer], bool]
+
+
+def terminal_user() -> str:
+    """Who answers on this terminal, and asks for what the terminal starts: its login."""
+    return getpass.getuser()
 
 
 class TerminalChannel:
@@ -51,7 +56,16 @@ class TerminalChannel:
         text = line
         if line.isdigit() and 1 <= int(line) <= len(question.options):
             text = question.options[int(line) - 1]
-        self.answer(question.question_id, Answer(text, getpass.getuser()))
+        answer = answer_for(question, text, terminal_user())
+        if answer is None:  # no verdict on an approval: ask again
+            self.out.write("answer allow, allow for this task or deny (deny: <reason>)> ")
+            self.out.flush()
+            return
+        try:
+            self.answer(question.question_id, answer)
+        except NotAllowedError as exc:
+            self.out.write(f"\n{exc}\n")
+            self.out.flush()
 
     async def settle(self, question: Question, answer: Answer | None) -> None:
         if question in self._waiting:

@@ -92,9 +92,13 @@ class FileTaskStore:
     # ------------------------------------------------------------ the TaskStore protocol
 
     async def create(
-        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+        self,
+        description: str,
+        thread: ThreadRef | None = None,
+        repository: str | None = None,
+        requester: str | None = None,
     ) -> Task:
-        return await asyncio.to_thread(self._create, description, thread, repository)
+        return await asyncio.to_thread(self._create, description, thread, repository, requester)
 
     async def get(self, slug: str) -> Task:
         validate_slug(slug)
@@ -107,6 +111,12 @@ class FileTaskStore:
         validate_slug(slug)
         return await asyncio.to_thread(
             self._update, slug, lambda task: dataclasses.replace(task, thread=thread)
+        )
+
+    async def set_requester(self, slug: str, requester: str) -> Task:
+        validate_slug(slug)
+        return await asyncio.to_thread(
+            self._update, slug, lambda task: dataclasses.replace(task, requester=requester)
         )
 
     async def list(self) -> builtins.list[Task]:
@@ -275,7 +285,13 @@ class FileTaskStore:
         """Write task.json, then its index row. Callers hold the task's lock."""
         self._index.put(task, write_task_file(self._folder(task.slug) / TASK_FILE, task))
 
-    def _create(self, description: str, thread: ThreadRef | None, repository: str | None) -> Task:
+    def _create(
+        self,
+        description: str,
+        thread: ThreadRef | None,
+        repository: str | None,
+        requester: str | None,
+    ) -> Task:
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
         taken: set[str] = set()
         while True:
@@ -287,7 +303,9 @@ class FileTaskStore:
                 taken.add(slug)
                 continue
             break
-        task = Task(slug, now(), description, thread=thread, repository=repository)
+        task = Task(
+            slug, now(), description, thread=thread, repository=repository, requester=requester
+        )
         with self._locked(slug):
             self._commit(task)
         logger.info("created task %s", slug)

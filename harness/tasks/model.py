@@ -151,6 +151,9 @@ class DispatchRecord:
     undelivered: str | None = None
     # One verdict per person, the latest kept.
     feedback: tuple[Feedback, ...] = ()
+    # The person whose message started this agent (a front end's user id, e.g. a Slack
+    # user); None for an agent another agent drafted (see ``parent_id``) or an older record.
+    requested_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ class Task:
     repository: str | None = None
     # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
     allowed: tuple[str, ...] = ()
+    # The person who asked for the task (a front end's user id); None when unknown.
+    requester: str | None = None
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,11 @@ class TaskStore(Protocol):
     off it. Journal and audit lines are queued by ``append_jsonl`` and written in batches."""
 
     async def create(
-        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+        self,
+        description: str,
+        thread: ThreadRef | None = None,
+        repository: str | None = None,
+        requester: str | None = None,
     ) -> Task:
         """A new task with a readable slug made unique from the description."""
         ...
@@ -84,6 +88,10 @@ class TaskStore(Protocol):
         ...
 
     async def bind_thread(self, slug: str, thread: ThreadRef) -> Task: ...
+
+    async def set_requester(self, slug: str, requester: str) -> Task:
+        """Records who asked for the task (a task made before requesters were kept)."""
+        ...
 
     async def list(self) -> builtins.list[Task]:
         """All tasks, newest first."""
@@ -214,11 +222,17 @@ class MemoryTaskStore:
         return task
 
     async def create(
-        self, description: str, thread: ThreadRef | None = None, repository: str | None = None
+        self,
+        description: str,
+        thread: ThreadRef | None = None,
+        repository: str | None = None,
+        requester: str | None = None,
     ) -> Task:
         with self._lock:
             slug = make_slug(description, self._tasks)
-            task = Task(slug, now(), description, thread=thread, repository=repository)
+            task = Task(
+                slug, now(), description, thread=thread, repository=repository, requester=requester
+            )
             return self._put(task)
 
     async def get(self, slug: str) -> Task:
@@ -268,6 +282,10 @@ class MemoryTaskStore:
     async def bind_thread(self, slug: str, thread: ThreadRef) -> Task:
         with self._lock:
             return self._put(dataclasses.replace(self._get(slug), thread=thread))
+
+    async def set_requester(self, slug: str, requester: str) -> Task:
+        with self._lock:
+            return self._put(dataclasses.replace(self._get(slug), requester=requester))
 
     async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
         with self._lock:

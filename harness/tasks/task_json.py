@@ -94,6 +94,7 @@ class _DispatchJson(_Json):
     diff_file: str | None = None
     undelivered: str | None = None
     feedback: list[_FeedbackJson] | None = None
+    requested_by: str | None = None
 
 
 class _DecisionJson(_Json):
@@ -111,6 +112,7 @@ class _TaskJson(_Json):
     description: str | None = None
     thread: _ThreadJson | None = None
     repository: str | None = None
+    requester: str | None = None
     allowed: list[str] | None = None
     dispatches: list[_DispatchJson] | None = None
     decisions: list[_DecisionJson] | None = None
@@ -160,6 +162,7 @@ def parse_task(data: bytes, *, file: Path, slug: str) -> Task:
         description=parsed.description or "",
         thread=ThreadRef(parsed.thread.channel, parsed.thread.thread_ts) if parsed.thread else None,
         repository=parsed.repository,
+        requester=parsed.requester,
         allowed=tuple(parsed.allowed or ()),
         dispatches=tuple(_dispatch(item) for item in parsed.dispatches or ()),
         decisions=tuple(
@@ -214,6 +217,7 @@ def _dispatch(item: _DispatchJson) -> DispatchRecord:
         diff_file=item.diff_file,
         undelivered=item.undelivered,
         feedback=tuple(Feedback(f.user, f.value, f.at) for f in item.feedback or ()),
+        requested_by=item.requested_by,
     )
 
 
@@ -260,6 +264,7 @@ def dump_task(task: Task) -> bytes:
         description=task.description,
         thread=_ThreadJson(channel=thread.channel, thread_ts=thread.thread_ts) if thread else None,
         repository=task.repository,
+        requester=task.requester,
         allowed=list(task.allowed),
         dispatches=[_dispatch_json(record) for record in task.dispatches],
         decisions=[
@@ -317,4 +322,5 @@ def _dispatch_json(record: DispatchRecord) -> _DispatchJson:
         undelivered=record.undelivered,
         feedback=[_FeedbackJson(user=f.user, value=f.value, at=f.at) for f in record.feedback]
         or None,
+        requested_by=record.requested_by,
     )

@@ -335,6 +335,15 @@ class TaskStoreConformance:
         assert await store.find_by_thread(thread) == bound
         assert await store.find_by_thread(ThreadRef("C1", "999.000")) is None
 
+    async def test_the_requester_is_kept_from_creation_or_set_later(self, store: TaskStore) -> None:
+        asked = await store.create("Do it", requester="U1")
+        older = await store.create("From before requesters were kept")
+
+        await store.set_requester(older.slug, "U2")
+
+        assert (await store.get(asked.slug)).requester == "U1"
+        assert (await store.get(older.slug)).requester == "U2"
+
     async def test_rebinding_a_task_moves_it_to_the_new_thread(self, store: TaskStore) -> None:
         old, new = ThreadRef("C1", "1.1"), ThreadRef("C1", "2.2")
         slug = (await store.create("Do it", old)).slug

@@ -15,7 +15,7 @@ from typing import Any
 from harness.agents.ends import utc_now
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
-from harness.agents.questions import Answer, NoHumanError
+from harness.agents.questions import VERDICT_LABELS, NoHumanError
 from harness.permissions.rules import (
     PermissionRule,
     decide,
@@ -27,10 +27,8 @@ from harness.runtime.spec import Approval
 
 logger = logging.getLogger(__name__)
 
-ALLOW_ONCE = "Allow once"
-ALLOW_FOR_TASK = "Allow for this task"
-DENY = "Deny"
-CHOICES = (ALLOW_ONCE, ALLOW_FOR_TASK, DENY)
+# The buttons of an approval; ``answer_for`` reads a click or a reply as its verdict.
+CHOICES = tuple(VERDICT_LABELS.values())
 _INPUT_LIMIT = 2000
 
 
@@ -64,21 +62,6 @@ def _rules(texts: tuple[str, ...]) -> list[PermissionRule]:
     return rules
 
 
-def read_answer(answer: Answer) -> tuple[str, str]:
-    """("once" | "task" | "deny", reason) from a button or a reply: ``deny: <reason>`` denies
-    with that reason; anything that is not an allow denies, quoting the reply."""
-    text = answer.text.strip()
-    lowered = text.lower()
-    if lowered.startswith(ALLOW_FOR_TASK.lower()):
-        return "task", ""
-    if lowered.startswith(("allow", "yes", "ok")):
-        return "once", ""
-    if lowered.startswith("deny"):
-        reason = text[4:].lstrip(" :-").strip()
-        return "deny", reason or "denied"
-    return "deny", text
-
-
 class Approvals:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self._orchestrator = orchestrator
@@ -108,12 +91,14 @@ class Approvals:
         if answer is None:
             message = "denied: nobody approved it in time"
             return self._decided(agent, tool, args, False, "timeout", message)
-        kind, reason = read_answer(answer)
-        who = f"{answer.answered_by} ({answer.text})"
-        if kind == "task":
+        # The core takes an approval's answer only with a verdict, from its requester or an
+        # admin; an answer without one is no approval.
+        verdict = answer.verdict or "deny"
+        who = f"{answer.answered_by} ({VERDICT_LABELS[verdict]})"
+        if verdict == "task":
             await self._grant(agent.task_slug, tool, args, agent.cwd)
-        if kind == "deny":
-            message = f"denied by {answer.answered_by}: {reason}"
+        if verdict == "deny":
+            message = f"denied by {answer.answered_by}: {answer.text or 'denied'}"
             return self._decided(agent, tool, args, False, who, message)
         return self._decided(agent, tool, args, True, who, "")
 

@@ -15,7 +15,7 @@ from harness.agents.metadata import FieldValue
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import NoHumanError
-from harness.errors import ToolError
+from harness.errors import LimitCode, LimitError, ToolError
 from harness.runtime.spec import ToolDeclaration
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord
 from harness.tools.validation import Text, ToolInput, input_schema
@@ -94,6 +94,15 @@ class DraftAgentInput(ToolInput):
     taskSlug: TaskSlug | None = None  # noqa: N815 (the field name the model sees)
 
 
+# What an agent over a cap does (the error's own fix speaks to the people of the task).
+_LIMIT_SUGGESTIONS: dict[LimitCode, str] = {
+    "DEPTH_LIMIT_EXCEEDED": "do this part of the work yourself, or raise mcp.maxDepth in "
+    "config.yaml",
+    "BUDGET_EXCEEDED": "finish with what you have and report it, or raise mcp.taskBudgetUsd "
+    "in config.yaml",
+}
+
+
 @tool(
     "draft_agent",
     """Start another agent (a role from roles/) on a task. Returns at once with its agentId
@@ -104,7 +113,6 @@ class DraftAgentInput(ToolInput):
 async def draft_agent(
     orch: Orchestrator, caller: Caller | None, args: DraftAgentInput
 ) -> dict[str, Any]:
-    settings = orch.config.mcp
     if args.role not in orch.role_names():
         raise ToolError(
             "INVALID_INPUT",
@@ -118,26 +126,12 @@ async def draft_agent(
             "no taskSlug given and the caller has no task",
             "pass taskSlug (see list_tasks)",
         )
-    task = await orch.task(slug)
-    depth = (caller.depth if caller else 0) + 1
-    if depth > settings.max_depth:
-        raise ToolError(
-            "DEPTH_LIMIT_EXCEEDED",
-            f"agents may draft agents at most {settings.max_depth} levels deep; this agent "
-            f"would be level {depth}",
-            "do this part of the work yourself, or raise mcp.maxDepth in config.yaml",
+    try:
+        handle = await orch.draft(
+            args.role, args.prompt, task_slug=slug, parent_id=caller.agent_id if caller else None
         )
-    budget = settings.task_budget_usd
-    spent = sum(d.cost_usd or 0.0 for d in task.dispatches)
-    if budget is not None and spent >= budget:
-        raise ToolError(
-            "BUDGET_EXCEEDED",
-            f"task {slug} has spent ${spent:.4f} of its ${budget:.2f} budget",
-            "finish with what you have and report it, or raise mcp.taskBudgetUsd in config.yaml",
-        )
-    handle = await orch.draft(
-        args.role, args.prompt, task_slug=slug, parent_id=caller.agent_id if caller else None
-    )
+    except LimitError as exc:
+        raise ToolError(exc.code, exc.message, _LIMIT_SUGGESTIONS[exc.code]) from exc
     live = orch.agent(handle.agent_id)
     return {
         "agentId": handle.agent_id,

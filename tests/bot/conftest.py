@@ -23,7 +23,7 @@ from bot.server import BotServer
 from bot.settings import BotOptions, Mode, SlackEnv
 from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
 from harness.agents.orchestrator import Orchestrator
-from harness.config.settings import SlackSettings
+from harness.config.settings import McpSettings, SlackSettings
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.spec import AgentRuntime
@@ -121,6 +121,7 @@ class RigFactory(Protocol):
         mode: Mode = "http",
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
+        mcp: McpSettings | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -146,12 +147,15 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
         mode: Mode = "http",
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
+        mcp: McpSettings | None = None,
     ) -> AsyncIterator[Rig]:
         if (script is None) == (runtime is None):
             raise TypeError("rig() takes a script (for the real CLI) or a runtime, not both")
         config = project.config
         if slack_settings is not None:
             config = dataclasses.replace(config, slack=slack_settings)
+        if mcp is not None:
+            config = dataclasses.replace(config, mcp=mcp)
         async with contextlib.AsyncExitStack() as stack:
             model = None
             if script is not None:

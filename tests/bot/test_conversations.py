@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -51,8 +50,7 @@ async def test_a_top_level_dm_starts_a_task_bound_to_its_thread(rig: RigFactory)
         task = await r.orchestrator.find_task(ThreadRef("D1", ts))
         assert task is not None and task.description == "fix the login bug"
         assert [d.role for d in task.dispatches] == ["developer"]
-    requesters = r.orchestrator.config.tasks_dir / ".slack-requesters.json"
-    assert json.loads(requesters.read_text())["requesters"] == {task.slug: "U1"}
+        assert task.requester == "U1"  # kept in task.json
 
 
 async def test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up(
@@ -110,8 +108,7 @@ async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_cont
         task = await r.orchestrator.find_task(ThreadRef("C1", ts))
         assert task is not None and task.description.startswith("fix it please")
         assert "developer* finished" in r.bot_text("C1", ts)
-    requesters = r.orchestrator.config.tasks_dir / ".slack-requesters.json"
-    assert json.loads(requesters.read_text())["requesters"] == {task.slug: "U1"}
+        assert task.requester == "U1"  # who mentioned the bot, not who wrote before
 
 
 async def test_a_rate_limited_post_is_retried_and_the_result_arrives(rig: RigFactory) -> None:

@@ -8,6 +8,7 @@ A request that proves the bot is alive comes last, so the ones before it were ha
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from typing import Any
@@ -18,6 +19,7 @@ from bot.access import CHANNEL_REFUSAL, REFUSAL
 from bot.commands import HELP
 from bot.testing.slack_emulator import SlackEmulator
 from harness.config.settings import SlackSettings
+from harness.project import Project
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import Rig, RigFactory, calls_with
@@ -276,3 +278,38 @@ async def test_events_acked_just_before_a_shutdown_still_get_an_answer(rig: RigF
             assert await r.final_reaction(f"D{n}", ts, WAIT) == "x"
             shown = r.bot_text(f"D{n}", ts)
             assert "shutting down" in shown or "interrupted" in shown, shown
+
+
+async def test_a_follow_up_on_a_task_over_its_budget_is_refused_saying_why_and_starts_nothing(
+    rig: RigFactory, project: Project
+) -> None:
+    mcp = dataclasses.replace(project.config.mcp, task_budget_usd=0.005)
+    async with rig(runtime=HeldRuntime(), mcp=mcp) as r:
+        r.held.release()
+        ts = (await r.say("fix the login bug")).event["ts"]
+        assert await r.final_reaction("D1", ts, WAIT) == "white_check_mark"  # spent $0.01
+
+        again = await r.say("and the signup page", thread_ts=ts)
+
+        assert await r.final_reaction("D1", again.event["ts"], WAIT) == "x"
+        shown = r.bot_text("D1", ts)
+        assert "has spent $0.0100 of its $0.01 budget" in shown
+        assert "mcp.taskBudgetUsd" in shown
+        assert len(r.held.started) == 1
+        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        assert task is not None and len(task.dispatches) == 1
+
+
+async def test_the_person_who_asked_is_kept_with_the_task_and_each_message(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        ts = (await r.say("<@UBOT> fix the login bug", user="U1", channel="C1")).event["ts"]
+        assert await r.final_reaction("C1", ts, WAIT) == "white_check_mark"
+        reply = await r.say("and the signup page", user="U2", channel="C1", thread_ts=ts)
+        assert await r.final_reaction("C1", reply.event["ts"], WAIT) == "white_check_mark"
+
+        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
+        assert task is not None and task.requester == "U1"
+        assert [d.requested_by for d in task.dispatches] == ["U1", "U2"]

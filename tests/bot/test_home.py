@@ -6,15 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from bot.home import KILL_ACTION, render_home, task_line, waiting_on
+from harness.agents.authority import Authority
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import Question
-from harness.config.settings import SlackSettings
 from harness.tasks.model import Task, ThreadRef
 from harness.testing.store_conformance import make_record
 
+REQUESTERS = {"mine": "U1", "theirs": "U2"}
+
 
 def question(qid: str, slug: str, kind: Any = "question") -> Question:
-    return Question(qid, "a1", "developer", slug, f"text {qid}", (), "2026", 60.0, kind)
+    return Question(qid, "a1", "developer", slug, f"text {qid}", (), "2026", 60.0, kind,
+                    requester=REQUESTERS.get(slug))  # fmt: skip
 
 
 def texts(view: dict[str, Any]) -> list[str]:
@@ -77,11 +80,10 @@ def test_approvals_wait_on_the_requester_or_an_admin_and_questions_on_the_reques
         question("q3", "theirs", "approval"),
         question("q4", "theirs"),
     ]
-    requesters = {"mine": "U1", "theirs": "U2"}
-    admins = SlackSettings(admins=("UADMIN",))
+    may_decide = Authority(admins=("UADMIN",)).may_decide
 
-    assert [q.question_id for q in waiting_on("U1", questions, requesters, admins)] == ["q1", "q2"]
-    assert [q.question_id for q in waiting_on("UADMIN", questions, requesters, admins)] == [
+    assert [q.question_id for q in waiting_on("U1", questions, may_decide)] == ["q1", "q2"]
+    assert [q.question_id for q in waiting_on("UADMIN", questions, may_decide)] == [
         "q1",
         "q3",
     ]

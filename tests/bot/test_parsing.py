@@ -12,6 +12,7 @@ from bot.parsing import (
     EarlierMessage,
     FollowUp,
     Ignore,
+    IgnoreKind,
     MentionInUnboundThread,
     NewTask,
     UserMessage,
@@ -77,23 +78,27 @@ def test_thread_replies(fields: dict[str, Any], bound: bool, kind: type[object])
 
 
 @pytest.mark.parametrize(
-    ("fields", "bound", "reason"),
+    ("fields", "bound", "kind", "reason"),
     [
-        ({"bot_id": "B9"}, False, "bot message"),
-        ({"subtype": "bot_message"}, False, "bot message"),
-        ({"user": "UBOT", "channel": "D1", "channel_type": "im"}, False, "bot message"),
-        ({"subtype": "message_changed"}, False, "edit"),
-        ({"subtype": "message_deleted"}, False, "deletion"),
-        ({"subtype": "channel_join", "text": "<@UBOT>"}, False, "message subtype 'channel_join'"),
-        ({}, False, "top-level channel message without a mention"),
-        ({"thread_ts": PARENT}, False, "unbound thread without a mention"),
-        ({"text": "<@UBOT>"}, False, "empty message"),
-        ({"text": "<@UBOT> again"}, True, "message already handled"),
-        ({"user": ""}, False, "no user, channel or ts"),
+        ({"bot_id": "B9"}, False, "not for the bot", "bot message"),
+        ({"subtype": "bot_message"}, False, "not for the bot", "bot message"),
+        ({"user": "UBOT", "channel": "D1", "channel_type": "im"}, False, "not for the bot",
+         "bot message"),
+        ({"subtype": "message_changed"}, False, "not for the bot", "edit"),
+        ({"subtype": "message_deleted"}, False, "not for the bot", "deletion"),
+        ({"subtype": "channel_join", "text": "<@UBOT>"}, False, "not for the bot",
+         "message subtype 'channel_join'"),
+        ({}, False, "not for the bot", "top-level channel message without a mention"),
+        ({"thread_ts": PARENT}, False, "not for the bot", "unbound thread without a mention"),
+        ({"text": "<@UBOT>"}, False, "empty", "empty message"),
+        ({"text": "<@UBOT> again"}, True, "already handled", "message already handled"),
+        ({"user": ""}, False, "not for the bot", "no user, channel or ts"),
     ],
-)
-def test_ignored_events_say_why(fields: dict[str, Any], bound: bool, reason: str) -> None:
-    assert classify(event(**fields), BOT, bound=bound) == Ignore(reason)
+)  # fmt: skip
+def test_ignored_events_say_why(
+    fields: dict[str, Any], bound: bool, kind: IgnoreKind, reason: str
+) -> None:
+    assert classify(event(**fields), BOT, bound=bound) == Ignore(kind, reason)
 
 
 def test_user_text_is_unescaped_and_file_shares_count() -> None:

@@ -1,17 +1,15 @@
-"""Access rules, settings, de-duplication, thread lanes and the requesters file."""
+"""Access rules, settings, de-duplication and thread lanes."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import pytest
 
 from bot.access import CHANNEL_REFUSAL, REFUSAL, Refusal, check_access, may_kill
 from bot.background import Background
 from bot.dedupe import TtlSet
-from bot.requesters import Requesters
 from bot.settings import DEFAULT_API_URL, SlackEnv, check_token_shapes, choose_mode
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.config.settings import SlackSettings
@@ -128,20 +126,6 @@ async def test_thread_lanes_run_jobs_of_a_thread_one_at_a_time_in_order() -> Non
     await background.drain(5)
     assert order[3:] == ["end first", "start second", "end second"]
     assert not lanes.busy(thread)
-
-
-@pytest.mark.anyio
-async def test_requesters_are_kept_in_a_bot_owned_file(tmp_path: Path) -> None:
-    first = Requesters(tmp_path / "tasks")
-    first.load()  # no file yet
-    await first.set("fix-it", "U1")
-    again = Requesters(tmp_path / "tasks")
-    again.load()
-    assert again.get("fix-it") == "U1" and again.get("other") is None
-    (tmp_path / "tasks" / ".slack-requesters.json").write_text("{torn")
-    broken = Requesters(tmp_path / "tasks")
-    broken.load()
-    assert broken.get("fix-it") is None
 
 
 def test_token_shapes_are_checked_without_showing_the_secret() -> None:

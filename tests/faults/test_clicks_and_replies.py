@@ -243,3 +243,24 @@ async def test_forged_button_values_are_refused_without_a_traceback(
         _, answer = await asyncio.wait_for(asking, WAIT)
         assert answer == Answer("Postgres", "U1")
     assert tracebacks(caplog) == []
+
+
+async def test_a_reply_that_decides_nothing_is_no_approval_and_goes_on_as_a_follow_up(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        agent = agent_of(r)
+        approving = approve(r, agent)
+        await posted(r, ts, "asks to run Bash")
+
+        # Neither an allow nor a deny: the approval waits on, the reply is a message of its own.
+        await r.say("okay wait, what does that do?", user="U1", channel="C1", thread_ts=ts)
+        await r.say("allow", user="U1", channel="C1", thread_ts=ts)
+        decided = await asyncio.wait_for(approving, WAIT)
+        assert decided.allowed
+        assert await approvals_audited(r, ts) == [("allowed", "U1 (Allow once)")]
+
+        r.held.release(agent)
+        await r.held.wait_started(2, WAIT)
+        assert r.held.started[1].prompt.rstrip().endswith("okay wait, what does that do?")

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from harness.agents.questions import Answer, NoHumanError, Question, QuestionBoard
+from harness.agents.questions import (
+    Answer,
+    NoHumanError,
+    Question,
+    QuestionBoard,
+    answer_for,
+    read_verdict,
+)
 from harness.tasks.model import Task
 
 pytestmark = pytest.mark.anyio
@@ -89,3 +97,38 @@ async def test_two_agents_waiting_in_one_task_are_answered_separately() -> None:
     board.answer(second.question_id, Answer("for two", "U2"))
     board.answer(first.question_id, Answer("for one", "U1"))
     assert [a.text for a in await asyncio.gather(*asks) if a] == ["for one", "for two"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "verdict", "reason"),
+    [
+        ("Allow once", "once", ""),
+        ("allow", "once", ""),
+        ("yes", "once", ""),
+        ("Allow for this task", "task", ""),
+        ("Deny", "deny", ""),
+        ("no", "deny", ""),
+        ("deny: not on Fridays", "deny", "not on Fridays"),
+        ("deny not today", "deny", "not today"),
+    ],
+)
+def test_a_reply_that_says_a_verdict_decides_an_approval(
+    reply: str, verdict: str, reason: str
+) -> None:
+    assert read_verdict(reply, "U1") == Answer(reason, "U1", verdict)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "reply", ["okay wait, what does that do?", "ok", "use the staging db instead", "allowed?"]
+)
+def test_a_reply_that_says_no_verdict_decides_no_approval(reply: str) -> None:
+    assert read_verdict(reply, "U1") is None
+
+
+def test_a_plain_question_takes_any_text_and_an_approval_only_a_verdict() -> None:
+    plain = question()
+    approval = dataclasses.replace(plain, kind="approval")
+
+    assert answer_for(plain, "okay wait", "U1") == Answer("okay wait", "U1")
+    assert answer_for(approval, "okay wait", "U1") is None
+    assert answer_for(approval, "Allow for this task", "U1") == Answer("", "U1", "task")

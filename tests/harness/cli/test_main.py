@@ -35,6 +35,10 @@ def script(request: ModelRequest) -> Turn:
         if not request.tool_results:
             return Turn.call("mcp__harness__ask_human", question="Which database?")
         return Turn.finish("asked", issues=[request.tool_results[-1].text])
+    if "check the python version" in request.first_user_text:  # needs an approval
+        if not request.all_tool_results:
+            return Turn.call("Bash", command="python3 -V")
+        return Turn.finish("checked", issues=[request.all_tool_results[-1].text])
     if "an audit log" in request.first_user_text:
         return demo_script(request)  # the analyst drafts and awaits a developer
     if "## Task History" in request.first_user_text:
@@ -476,3 +480,52 @@ def test_prune_tasks_deletes_the_idle_tasks_and_keeps_recent_ones(project_dir: P
     assert f"  {old}  idle " in pruned.stdout
     assert "Deleted 1 task(s)." in pruned.stdout
     assert [p.name for p in task_folders(project_dir)] == [recent]
+
+
+@pytest.mark.slow
+def test_an_approval_typed_on_the_terminal_for_someone_elses_task_is_refused(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    config = project_dir / "config.yaml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(
+        text.replace("askHuman:\n  timeoutSeconds: 900", "askHuman:\n  timeoutSeconds: 3"),
+        encoding="utf-8",
+    )
+
+    async def slack_task() -> str:
+        store = FileTaskStore(project_dir / ".agents" / "tasks")
+        try:
+            return (await store.create("fix the login", requester="U1")).slug
+        finally:
+            await store.close()
+
+    slug = asyncio.run(slack_task())
+    terminal, replica = pty.openpty()
+    try:
+        os.write(terminal, b"allow\n")  # typed ahead: read once the approval is asked
+        result = subprocess.run(
+            [sys.executable, "-m", "harness", "run", "--task", slug, "check the python version"],
+            cwd=project_dir,
+            stdin=replica,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **model.env()},
+            check=False,
+        )
+    finally:
+        os.close(replica)
+        os.close(terminal)
+
+    assert "asks to run Bash: `python3 -V`" in result.stderr
+    assert (
+        "may not approve what this task's agents run: only the person who asked for it (U1) "
+        "and the admins may"
+    ) in result.stderr
+    assert "denied: nobody approved it in time" in result.stdout
+    task = json.loads((project_dir / ".agents" / "tasks" / slug / "task.json").read_text())
+    assert task["requester"] == "U1"
+    audit = (project_dir / ".agents" / "tasks" / slug / "audit.jsonl").read_text()
+    [decision] = [json.loads(line) for line in audit.splitlines() if '"approval"' in line]
+    assert (decision["outcome"], decision["decidedBy"]) == ("denied", "timeout")

@@ -202,7 +202,9 @@ async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_t
     async with cluster(script) as c:
         humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
         c.orchestrator.add_human_channel(humans)
-        record = await asyncio.wait_for(c.orchestrator.run("developer", "echo it"), WAIT)
+        record = await asyncio.wait_for(
+            c.orchestrator.run("developer", "echo it", requested_by="U42"), WAIT
+        )
 
     assert [q.kind for q in humans.asked] == ["approval"]
     assert record.result is not None and "ran: Python 3" in record.result.summary
@@ -277,7 +279,7 @@ async def test_a_worker_never_receives_the_bots_slack_secrets(
         c.orchestrator.add_human_channel(humans)
         listener = await NatsHosting(NatsSettings(c.server.url)).link()
         runs = await listener.nc.subscribe(listener.subjects.all_runs)
-        handle = await c.orchestrator.draft("developer", "show the environment")
+        handle = await c.orchestrator.draft("developer", "show the environment", requested_by="U42")
         sent = (await runs.next_msg(timeout=WAIT)).data  # what a worker receives
         record = await c.orchestrator.wait(handle.agent_id, WAIT)
         await listener.close()

@@ -145,7 +145,9 @@ async def test_memory_store_journals_go_under_the_journal_dir(tmp_path: Path) ->
 async def test_task_json_has_exactly_the_documented_camel_case_keys(
     files: FileTaskStore, tmp_path: Path
 ) -> None:
-    slug = (await files.create("Do it", ThreadRef("C1", "1.2"), repository="web")).slug
+    slug = (
+        await files.create("Do it", ThreadRef("C1", "1.2"), repository="web", requester="U1")
+    ).slug
     full = make_record(
         "a1",
         model="sonnet",
@@ -168,6 +170,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         diff_file="diffs/a1.diff",
         undelivered="channel_not_found",
         feedback=(Feedback("U1", "good", "2026-01-01T10:06:00Z"),),
+        requested_by="U7",
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -182,12 +185,14 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         "description",
         "thread",
         "repository",
+        "requester",
         "allowed",
         "dispatches",
         "decisions",
     ]
     assert data["thread"] == {"channel": "C1", "threadTs": "1.2"}
     assert data["repository"] == "web"
+    assert data["requester"] == "U1"
     assert data["created"].endswith("Z")
     assert data["dispatches"] == [
         {
@@ -217,6 +222,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "diffFile": "diffs/a1.diff",
             "undelivered": "channel_not_found",
             "feedback": [{"user": "U1", "value": "good", "at": "2026-01-01T10:06:00Z"}],
+            "requestedBy": "U7",
         }
     ]
     assert list(data["dispatches"][0]) == list(

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Question
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from harness.tools.approvals import full_input, read_answer
+from harness.tools.approvals import full_input
 from tests.harness.conftest import HarnessFactory
 from tests.support import AnsweringHumans, latest_task
 
@@ -40,7 +40,7 @@ async def test_a_command_the_role_allows_runs_without_asking(
     orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "python3 -V"))
     humans = AnsweringHumans(orchestrator.answer_question, "Deny")
     orchestrator.add_human_channel(humans)
-    record = await orchestrator.run("developer", "look around")
+    record = await orchestrator.run("developer", "look around", requested_by="U42")
 
     assert record.status == "completed", record.error
     assert record.result is not None
@@ -64,7 +64,7 @@ async def test_allow_for_this_task_is_not_asked_again_in_that_task(
     orchestrator, _ = await harness_with(runs("python3 -V", "python3 -V"))
     humans = AnsweringHumans(orchestrator.answer_question, "Allow for this task")
     orchestrator.add_human_channel(humans)
-    record = await orchestrator.run("developer", "say it twice")
+    record = await orchestrator.run("developer", "say it twice", requested_by="U42")
 
     assert record.result is not None
     assert [r.split()[0] for r in record.result.issues] == ["Python", "Python"]
@@ -81,7 +81,7 @@ async def test_a_denied_reply_reaches_the_agent_with_its_reason(
     orchestrator.add_human_channel(
         AnsweringHumans(orchestrator.answer_question, "deny: no network from agents")
     )
-    record = await orchestrator.run("developer", "fetch it")
+    record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
     assert record.result is not None
     [result] = record.result.issues
@@ -93,7 +93,7 @@ async def test_with_no_human_to_ask_the_call_is_denied_at_once(
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(runs("curl https://example.com"))
-    record = await orchestrator.run("developer", "fetch it")
+    record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
     assert record.result is not None
     [result] = record.result.issues
@@ -105,29 +105,12 @@ async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory
     orchestrator, _ = await harness_with(runs("git push origin main"))
     humans = AnsweringHumans(orchestrator.answer_question, "Allow once")
     orchestrator.add_human_channel(humans)
-    record = await orchestrator.run("developer", "push it")
+    record = await orchestrator.run("developer", "push it", requested_by="U42")
 
     assert record.result is not None
     [result] = record.result.issues
     assert "denied by the developer role's rule Bash(git push:*)" in result
     assert humans.asked == []
-
-
-@pytest.mark.parametrize(
-    ("reply", "read"),
-    [
-        ("Allow once", ("once", "")),
-        ("Allow for this task", ("task", "")),
-        ("allow", ("once", "")),
-        ("Deny", ("deny", "denied")),
-        ("deny: not on Fridays", ("deny", "not on Fridays")),
-        ("use the staging db instead", ("deny", "use the staging db instead")),
-    ],
-)
-def test_replies_read_as_allow_once_for_the_task_or_deny_with_a_reason(
-    reply: str, read: tuple[str, str]
-) -> None:
-    assert read_answer(Answer(reply, "U1")) == read
 
 
 def test_the_person_deciding_sees_what_exactly_would_run_or_change() -> None:
@@ -159,7 +142,7 @@ async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
         )
         humans = SilentHumans(orchestrator.answer_question)
         orchestrator.add_human_channel(humans)
-        record = await orchestrator.run("developer", "fetch it")
+        record = await orchestrator.run("developer", "fetch it", requested_by="U42")
         await orchestrator.shutdown()
 
     assert record.result is not None

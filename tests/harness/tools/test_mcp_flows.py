@@ -15,6 +15,7 @@ from harness.testing.scripted_model import (
     Turn,
     demo_script,
 )
+from harness.tools.gateway import HarnessTools
 from tests.harness.conftest import HarnessFactory
 from tests.support import latest_task
 
@@ -157,16 +158,21 @@ async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
 
 
 async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactory) -> None:
-    orchestrator, model = await harness_with(demo_script, task_budget_usd=1e-9)
+    orchestrator, _ = await harness_with(demo_script, task_budget_usd=1e-9)
     first = await orchestrator.run("developer", "build it")
     assert first.cost_usd
     slug = (await latest_task(orchestrator)).slug
-    await orchestrator.run("product-analyst", "plan: more", task_slug=slug)
 
-    refusal = next(r for r in model.main_requests[-1].all_tool_results if r.is_error)
-    error = refusal.json()["error"]
+    reply = await HarnessTools(orchestrator).invoke(
+        "draft_agent", {"role": "developer", "prompt": "more", "taskSlug": slug}, None
+    )
+
+    assert reply.is_error
+    error = reply.payload["error"]
     assert error["code"] == "BUDGET_EXCEEDED"
+    assert error["suggestion"].startswith("finish with what you have and report it")
     assert "mcp.taskBudgetUsd" in error["suggestion"]
+    assert len((await orchestrator.task(slug)).dispatches) == 1
 
 
 async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(
