@@ -19,8 +19,8 @@ The packages, bottom to top (each imports only those before it):
 - ``tools``: the harness MCP tools and approvals of built-in tool calls
 - ``project`` (the module that builds an orchestrator from a config), then ``cli``
 
-``testing`` holds the kits the tests and demos share (the scripted model, the held runtime,
-conformance suites). The Slack front end is the separate ``bot`` package; nothing here
+``testing`` holds the kits the tests, demos and benchmarks share (the scripted model, the held
+runtime, a NATS server). The Slack front end is the separate ``bot`` package; nothing here
 imports Slack.
 """
 

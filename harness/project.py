@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.agents.orchestrator import Orchestrator
+from harness.clock import SYSTEM, Clock
 from harness.config.roles import Role, load_roles
 from harness.config.routing import validate_routing
 from harness.config.settings import Config, RuntimeSettings, load_config
@@ -111,11 +112,13 @@ def build_orchestrator(
     runtime: AgentRuntime | Hosting | None = None,
     *,
     simulated_costs: bool = False,
+    clock: Clock = SYSTEM,
 ) -> Orchestrator:
     """The orchestrator over the project's task store, serving the harness tools. Its agents
     run where config.yaml's ``runtime:`` says, unless given: an ``AgentRuntime`` runs them on
     a host in this process, a ``Hosting`` (workers over NATS) wherever it sends them. With
-    ``simulated_costs`` (a scripted model) their records mark every cost as simulated."""
+    ``simulated_costs`` (a scripted model) their records mark every cost as simulated.
+    ``clock`` gives every time and id the harness stamps or draws."""
     config = project.config
     workspaces = Workspaces(config.workspaces)
     if isinstance(runtime, Hosting):
@@ -125,11 +128,12 @@ def build_orchestrator(
     return Orchestrator(
         config,
         project.roles,
-        FileTaskStore(config.tasks_dir),
+        FileTaskStore(config.tasks_dir, clock=clock),
         hosting,
         workspaces=workspaces,
         tools=HarnessTools,
         simulated_costs=simulated_costs,
+        clock=clock,
     )
 
 

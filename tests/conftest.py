@@ -12,11 +12,9 @@ from harness.project import Project, load_project
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The shared conformance suites live in the product's testing package: explain their failed
-# asserts as pytest does for test modules.
-pytest.register_assert_rewrite(
-    "harness.testing.store_conformance", "harness.testing.runtime_conformance"
-)
+# The conformance suites live in modules of their own (not test modules): explain their
+# failed asserts as pytest does for test modules.
+pytest.register_assert_rewrite("tests.harness.tasks.suites", "tests.harness.runtime.suite")
 
 
 @pytest.fixture

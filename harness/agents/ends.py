@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import UTC, datetime
 
 from harness.runtime.spec import RunOutcome
 from harness.tasks.model import DispatchRecord, DispatchStatus, Progress
 from harness.workspaces.manager import WorkReport
 
 logger = logging.getLogger(__name__)
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def final_record(
@@ -25,8 +20,10 @@ def final_record(
     progress: Progress | None,
     interrupted: bool,
     kill_reason: str | None,
+    at: str,
 ) -> DispatchRecord:
-    """The record once its run ended; ``outcome`` None means it was cancelled from outside.
+    """The record once its run ended (at ``at``); ``outcome`` None means it was cancelled from
+    outside.
     A kill by a shutdown (``interrupted``) ends it ``interrupted``, not ``killed``."""
     if outcome is None:
         outcome = RunOutcome(status="killed", error=kill_reason or "cancelled")
@@ -37,7 +34,7 @@ def final_record(
         record,
         status=status,
         progress=progress,
-        completed_at=utc_now(),
+        completed_at=at,
         result=outcome.result,
         error=outcome.error,
         last_text=outcome.last_text,

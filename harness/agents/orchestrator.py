@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.agents.authority import Authority
-from harness.agents.ends import utc_now
 from harness.agents.events import AgentEvent, Events, Listener
 from harness.agents.metadata import FieldValue, MetadataCollector
 from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
 from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.agents.recovery import host_alive, recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
+from harness.clock import SYSTEM, Clock, timestamp
 from harness.config.roles import Role
 from harness.config.routing import Router
 from harness.config.settings import Config, MetadataField
@@ -55,7 +54,7 @@ from harness.tasks.store import (
     DamagedTask,
     LogEntries,
     RepairReport,
-    TaskStore,
+    Store,
     journal_file_name,
 )
 from harness.workspaces.manager import (
@@ -90,13 +89,14 @@ class Orchestrator:
         self,
         config: Config,
         roles: Mapping[str, Role],
-        store: TaskStore,
+        store: Store,
         hosting: Hosting,
         *,
         workspaces: Workspaces,
         tools: ToolProviderFactory,
         child_env: Mapping[str, str] | None = None,
         simulated_costs: bool = False,
+        clock: Clock = SYSTEM,
     ) -> None:
         self._config = config
         # Agents talk to a scripted model: their records say the costs were not paid.
@@ -106,7 +106,8 @@ class Orchestrator:
         self._hosting = hosting
         self._router = Router(config.rules, config.default_role)
         self._pool = AgentPool(config.mcp.max_concurrent_agents)
-        self._questions = QuestionBoard()
+        self._clock = clock
+        self._questions = QuestionBoard(clock)
         self._authority = Authority(config.slack.admins)
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
@@ -129,6 +130,7 @@ class Orchestrator:
             self._events,
             tools=tools(self),
             child_env=child_env,
+            clock=clock,
         )
         self._closing = False
 
@@ -137,6 +139,10 @@ class Orchestrator:
     @property
     def config(self) -> Config:
         return self._config
+
+    def now(self) -> str:
+        """The time to stamp a record or a log line with, from the harness's clock."""
+        return timestamp(self._clock.now())
 
     def role(self, name: str) -> Role:
         role = self._roles.get(name)
@@ -256,7 +262,7 @@ class Orchestrator:
 
     async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
         entry = self._live(agent_id)
-        decision = Decision(title, body, at=utc_now(), agent_id=agent_id, role=entry.role)
+        decision = Decision(title, body, at=self.now(), agent_id=agent_id, role=entry.role)
         return await self._store.add_decision(entry.task_slug, decision)
 
     async def allow_for_task(self, slug: str, rule: str) -> Task:
@@ -311,7 +317,7 @@ class Orchestrator:
             role=role.name,
             cwd=str(cwd),
             model=role.model,
-            started_at=utc_now(),
+            started_at=self.now(),
             status="queued",
             journal_file=journal_file_name(agent_id),
             prompt=prompt,
@@ -381,7 +387,7 @@ class Orchestrator:
         if record is None:
             raise AgentNotFoundError(agent_id)
         kept = tuple(f for f in record.feedback if f.user != user)
-        record = dataclasses.replace(record, feedback=(*kept, Feedback(user, value, utc_now())))
+        record = dataclasses.replace(record, feedback=(*kept, Feedback(user, value, self.now())))
         await self._store.save_dispatch(task_slug, record)
         return record
 
@@ -500,7 +506,7 @@ class Orchestrator:
             task_slug=entry.task_slug,
             text=text,
             options=options,
-            asked_at=utc_now(),
+            asked_at=self.now(),
             timeout_seconds=timeout or self._config.ask_timeout_seconds,
             kind=kind,
             requester=task.requester,
@@ -532,7 +538,7 @@ class Orchestrator:
         a worker still runs (a remote runtime) are followed to their end instead. Begins this
         process's run first, so its own dispatches are never taken for a dead one's."""
         await self._store.begin_run()
-        return await recover_interrupted(self._store, utc_now(), still_running=self._adopt)
+        return await recover_interrupted(self._store, self.now(), still_running=self._adopt)
 
     async def _adopt(self, slug: str, record: DispatchRecord) -> bool:
         """Follows an agent of a stopped harness that a worker still runs; False when none
@@ -599,6 +605,6 @@ class Orchestrator:
 
     async def _new_agent_id(self) -> str:
         while True:
-            agent_id = "a" + secrets.token_hex(_AGENT_ID_BYTES)
+            agent_id = "a" + self._clock.token(_AGENT_ID_BYTES)
             if not self._runs.is_live(agent_id) and not await self._store.knows_agent(agent_id):
                 return agent_id

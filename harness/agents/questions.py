@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 from harness.tasks.model import Task
 
@@ -116,7 +116,8 @@ class HumanChannel(Protocol):
 
 
 class QuestionBoard:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self._clock = clock
         self._channels: list[HumanChannel] = []
         self._pending: dict[str, tuple[Question, asyncio.Future[Answer]]] = {}
 
@@ -126,9 +127,8 @@ class QuestionBoard:
     def reachable(self, task: Task) -> bool:
         return any(c.reaches(task) for c in self._channels)
 
-    @staticmethod
-    def new_id() -> str:
-        return "q" + secrets.token_hex(3)
+    def new_id(self) -> str:
+        return "q" + self._clock.token(3)
 
     async def ask(self, question: Question, task: Task) -> Answer | None:
         """Deliver the question and wait for the answer; None when it times out."""

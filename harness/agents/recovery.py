@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from harness.runtime.orphans import RUN_ID_ENV, kill_processes_of_run, processes_of_runs
 from harness.tasks.model import DispatchRecord
-from harness.tasks.store import TaskStore
+from harness.tasks.store import RunLiveness, Store
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ StillRunning = Callable[[str, DispatchRecord], Awaitable[bool]]
 
 
 async def recover_interrupted(
-    store: TaskStore, now: str, *, still_running: StillRunning | None = None
+    store: Store, now: str, *, still_running: StillRunning | None = None
 ) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
     ended runs left running; (task slug, record as marked) of each dispatch marked. A
@@ -48,7 +48,7 @@ async def recover_interrupted(
     return marked
 
 
-async def kill_leftovers(store: TaskStore) -> list[int]:
+async def kill_leftovers(store: RunLiveness) -> list[int]:
     """SIGKILL every process (of this user) that an ended run of ``store`` left behind: the
     processes whose environment carries that run's ``HARNESS_RUN_ID`` (an agent's CLI, the
     commands it ran). Then the ended runs are forgotten. The pids killed."""
@@ -77,7 +77,7 @@ async def kill_leftovers(store: TaskStore) -> list[int]:
     return killed
 
 
-async def host_alive(store: TaskStore, record: DispatchRecord) -> bool:
+async def host_alive(store: RunLiveness, record: DispatchRecord) -> bool:
     """Whether the harness process that ran the dispatch still lives (its run, else pid)."""
     if record.run_id is not None:
         return await store.run_alive(record.run_id)

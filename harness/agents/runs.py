@@ -14,9 +14,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from harness.agents.ends import final_record, log_finish, utc_now, with_work
+from harness.agents.ends import final_record, log_finish, with_work
 from harness.agents.events import AgentEvent, Events
 from harness.agents.pool import AgentPool, PoolEntry
+from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError
@@ -32,7 +33,7 @@ from harness.runtime.spec import (
 )
 from harness.tasks.journal import api_retry_in, said_in
 from harness.tasks.model import DispatchRecord, Progress, Task
-from harness.tasks.store import TaskStore, diff_file_name
+from harness.tasks.store import Store, diff_file_name
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 logger = logging.getLogger(__name__)
@@ -50,13 +51,14 @@ class AgentRuns:
     def __init__(
         self,
         config: Config,
-        store: TaskStore,
+        store: Store,
         hosting: Hosting,
         pool: AgentPool,
         events: Events,
         *,
         tools: ToolProvider,
         child_env: Mapping[str, str],
+        clock: Clock,
     ) -> None:
         self._config = config
         self._store = store
@@ -65,6 +67,7 @@ class AgentRuns:
         self._events = events
         self._tools = tools
         self._child_env = dict(child_env)
+        self._clock = clock
         # Only live agents have a future; a finished agent is answered from the store.
         self._finished: dict[str, asyncio.Future[DispatchRecord]] = {}
         self._runs: set[asyncio.Task[None]] = set()
@@ -116,7 +119,7 @@ class AgentRuns:
         self, entry: PoolEntry, message: str, percent: float | None
     ) -> DispatchRecord:
         """Keep a live agent's progress in its record and tell the front ends."""
-        entry.progress = Progress(message=message, at=utc_now(), percent=percent)
+        entry.progress = Progress(message=message, at=self._now(), percent=percent)
         entry.control.activity = message if percent is None else f"{message} ({percent:g}%)"
         async with entry.record_lock:
             # Reports may arrive together; whichever writes last writes the newest one. Once
@@ -162,7 +165,7 @@ class AgentRuns:
                 entry.state = "running"
                 entry.started_at = record.started_at
                 if adopted_after is None:
-                    entry.started_at = utc_now()
+                    entry.started_at = self._now()
                     record = dataclasses.replace(
                         record, status="running", started_at=entry.started_at
                     )
@@ -208,6 +211,7 @@ class AgentRuns:
             progress=entry.progress,
             interrupted=entry.interrupted,
             kill_reason=entry.control.kill_reason,
+            at=self._now(),
         )
         try:
             # The host read the work while this agent still held the writer turn, so the
@@ -267,6 +271,9 @@ class AgentRuns:
             task_slug=entry.task_slug,
             workspace=workspace,
         )
+
+    def _now(self) -> str:
+        return timestamp(self._clock.now())
 
     def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
         self._store.append_jsonl(entry.task_slug, journal, message)

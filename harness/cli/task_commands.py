@@ -4,10 +4,11 @@ the orchestrator, report. What may go is decided in ``harness/tasks/removal.py``
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from harness.agents.orchestrator import Orchestrator
 from harness.cli.render import render_cost
+from harness.clock import SYSTEM
 from harness.errors import HarnessError
 from harness.tasks.model import Task, TaskSummary
 from harness.tasks.removal import TASK_FILES, plan_prune, render_plan, render_removed
@@ -68,7 +69,7 @@ async def prune_tasks(
     """(not declined?, what to print). Delete the tasks idle longer than the retention (see
     ``retention``), after saying which and confirming; ``dry_run`` only says which."""
     older_than = retention(days, orchestrator.config.prune_tasks_after_days)
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     plan = plan_prune(await orchestrator.tasks(), now=now, older_than=older_than)
     listing = render_plan(plan, now=now)
     if not plan.delete or dry_run:

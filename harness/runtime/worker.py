@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.clock import SYSTEM, Clock
 from harness.config.settings import WorkspaceSettings
 from harness.runtime.host import AgentHost
 from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
@@ -67,15 +67,16 @@ class RemoteTools:
     whenever the orchestrator falls silent, e.g. while it restarts; nothing cuts a long
     ``await_agent`` or ``ask_human`` short as long as the orchestrator says it is working."""
 
-    def __init__(self, link: NatsLink) -> None:
+    def __init__(self, link: NatsLink, clock: Clock = SYSTEM) -> None:
         self.link = link
+        self.clock = clock
 
     async def call(self, agent_id: str, tool: str, args: Any) -> ToolReply:
-        data = await self._request(agent_id, ToolRequest("call", tool, args, uuid.uuid4().hex))
+        data = await self._request(agent_id, ToolRequest("call", tool, args, self.clock.token(16)))
         return decode_reply(data)
 
     async def approve(self, agent_id: str, tool: str, args: Any) -> Approval:
-        request = ToolRequest("approve", tool, args, uuid.uuid4().hex)
+        request = ToolRequest("approve", tool, args, self.clock.token(16))
         return decode_approval(await self._request(agent_id, request))
 
     async def _request(self, agent_id: str, request: ToolRequest) -> bytes:

@@ -6,7 +6,8 @@ with its result, cost and where its work is. The store keeps each under
 reads or writes those files.
 
 Modules: ``model`` (the domain values: Task, DispatchRecord, AgentResult...), ``store`` (the
-``TaskStore`` protocol and the in-memory store), ``files`` (the file store), ``task_json``
+the protocols: ``TaskStore``, ``TaskFiles``, ``RunLiveness``, all three as ``Store``; and the
+in-memory store), ``files`` (the file store), ``task_json``
 (task.json's format), ``index`` (the SQLite index that answers listings), ``repair``
 (salvaging a damaged task.json), ``removal`` (which tasks may be deleted), ``journal``
 (batched JSON-lines logs), ``run_lock`` (whether the process that started a dispatch still
@@ -31,6 +32,9 @@ from harness.tasks.store import (
     LogEntries,
     MemoryTaskStore,
     RepairReport,
+    RunLiveness,
+    Store,
+    TaskFiles,
     TaskStore,
 )
 
@@ -45,7 +49,10 @@ __all__ = [
     "MemoryTaskStore",
     "Progress",
     "RepairReport",
+    "RunLiveness",
+    "Store",
     "Task",
+    "TaskFiles",
     "TaskStore",
     "TaskSummary",
     "ThreadRef",

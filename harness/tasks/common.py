@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from harness.atomic import write_atomic
+from harness.clock import timestamp
 from harness.errors import (
     AgentNotFoundError,
     HarnessError,
@@ -164,15 +165,15 @@ _clock_lock = threading.Lock()
 _last_created = datetime.min.replace(tzinfo=UTC)
 
 
-def now() -> str:
-    """ISO 8601 UTC, strictly increasing within the process so "newest first" never ties."""
+def creation_time(moment: datetime) -> str:
+    """``moment`` (a clock's now) as a task's creation time: ISO 8601 UTC, strictly
+    increasing within the process so "newest first" never ties."""
     global _last_created
     with _clock_lock:
-        moment = datetime.now(UTC)
         if moment <= _last_created:
             moment = _last_created + timedelta(microseconds=1)
         _last_created = moment
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return timestamp(moment, precise=True)
 
 
 def created_key(created: str) -> float:

@@ -19,16 +19,16 @@ import dataclasses
 import fcntl
 import logging
 import os
-import secrets
 import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.clock import SYSTEM, Clock, file_stamp
 from harness.errors import (
     AgentNotFoundError,
     HarnessError,
@@ -43,10 +43,10 @@ from harness.tasks.common import (
     DamagedTask,
     RepairReport,
     check_file_name,
+    creation_time,
     damaged_error,
     make_slug,
     newest_first,
-    now,
     read_file,
     record_in,
     upsert,
@@ -78,8 +78,9 @@ _TRASH_PREFIX = ".deleted-"
 class FileTaskStore:
     """Plain files, one folder per task: git-friendly and safe across processes."""
 
-    def __init__(self, tasks_dir: Path) -> None:
+    def __init__(self, tasks_dir: Path, *, clock: Clock = SYSTEM) -> None:
         self.tasks_dir = tasks_dir
+        self._clock = clock
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._index = TaskIndex(tasks_dir)
@@ -235,7 +236,7 @@ class FileTaskStore:
     def _begin_run(self) -> str:
         with self._run_guard:  # two first dispatches at once begin one run
             if self._run is None:
-                self._run = run_lock.begin_run(self._runs)
+                self._run = run_lock.begin_run(self._runs, self._clock)
             return self._run.run_id
 
     def _folder(self, slug: str) -> Path:
@@ -304,7 +305,12 @@ class FileTaskStore:
                 continue
             break
         task = Task(
-            slug, now(), description, thread=thread, repository=repository, requester=requester
+            slug,
+            creation_time(self._clock.now()),
+            description,
+            thread=thread,
+            repository=repository,
+            requester=requester,
         )
         with self._locked(slug):
             self._commit(task)
@@ -324,7 +330,7 @@ class FileTaskStore:
             # Renamed first, under the task's lock: the task leaves listings and lookups at
             # once, and a crash mid-way leaves a dot folder (never read as a task) that the
             # next delete removes.
-            trash = self.tasks_dir / f"{_TRASH_PREFIX}{slug}-{secrets.token_hex(4)}"
+            trash = self.tasks_dir / f"{_TRASH_PREFIX}{slug}-{self._clock.token(4)}"
             os.rename(folder, trash)
             self._index.forget(slug)
         with os.scandir(self.tasks_dir) as entries:
@@ -428,7 +434,7 @@ class FileTaskStore:
                     fix="check the file's permissions, then run the repair again",
                 ) from exc
             found = salvage(data, slug=slug, file=file, file_time=mtime)
-            aside = _set_aside(file)
+            aside = _set_aside(file, self._clock.now())
             self._commit(found.task)
         logger.info("repaired task %s: the damaged task.json is kept as %s", slug, aside)
         return RepairReport(slug, str(aside), found.kept, found.dropped)
@@ -478,10 +484,10 @@ def _unfinished_in(tasks: list[Task]) -> list[tuple[str, DispatchRecord]]:
     ]
 
 
-def _set_aside(file: Path) -> Path:
+def _set_aside(file: Path, moment: datetime) -> Path:
     """A second name for ``file``, ``task.json.damaged-<UTC time>``, that keeps its bytes when
     task.json is replaced (a hard link, else a copy)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = file_stamp(moment)
     for attempt in range(1, 1000):
         aside = file.with_name(
             f"{file.name}.damaged-{stamp}" + (f"-{attempt}" if attempt > 1 else "")

@@ -23,20 +23,16 @@ import fcntl
 import logging
 import os
 import re
-import secrets
 from pathlib import Path
+
+from harness.clock import Clock
 
 logger = logging.getLogger(__name__)
 
 RUNS_FOLDER = ".runs"
-_RUN_ID_BYTES = 8
+RUN_ID_BYTES = 8  # 16 hex digits
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
 _SUFFIX = ".lock"
-
-
-def new_run_id() -> str:
-    """16 random hex digits."""
-    return secrets.token_hex(_RUN_ID_BYTES)
 
 
 def is_run_id(text: str) -> bool:
@@ -70,11 +66,11 @@ class HeldRun:
             os.close(fd)  # closing the only descriptor releases the flock
 
 
-def begin_run(folder: Path) -> HeldRun:
+def begin_run(folder: Path, clock: Clock) -> HeldRun:
     """A new run of this process, its lock held."""
     folder.mkdir(parents=True, exist_ok=True)
     while True:
-        run_id = new_run_id()
+        run_id = clock.token(RUN_ID_BYTES)
         file = lock_file(folder, run_id)
         try:
             # O_CLOEXEC: no child (the claude CLI, a tool command) may keep the lock alive.

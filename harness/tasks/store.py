@@ -1,10 +1,12 @@
 """The task store: ``<tasks dir>/<slug>/task.json`` plus one journal per dispatch.
 
-``TaskStore`` is what the rest of the harness sees. Two implementations pass one conformance
-suite (``harness/testing/store_conformance.py``): ``FileTaskStore`` (``harness/tasks/files.py``,
-with its format in ``task_json.py`` and its index in ``index.py``) and
-``MemoryTaskStore`` below. Both queue log lines through the same batched writer
-(``harness/tasks/journal.py``).
+What the rest of the harness sees is three protocols, each doing one thing: ``TaskStore``
+(tasks and their records), ``TaskFiles`` (a task's logs and text files) and ``RunLiveness``
+(whether the process that started a dispatch still lives); ``Store`` is all three. Two
+implementations pass each protocol's conformance suite (``tests/harness/tasks/suites.py``):
+``FileTaskStore`` (``harness/tasks/files.py``, with its format in ``task_json.py`` and its
+index in ``index.py``) and ``MemoryTaskStore`` below. Both queue log lines through the same
+batched writer (``harness/tasks/journal.py``).
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.clock import SYSTEM, Clock
 from harness.errors import TaskNotFoundError
 from harness.tasks.common import (
     DamagedTask,
     RepairReport,
     check_file_name,
+    creation_time,
     diff_file_name,
     journal_file_name,
     make_slug,
     newest_first,
-    now,
     read_file,
     record_in,
     upsert,
@@ -46,7 +49,7 @@ from harness.tasks.model import (
     TaskSummary,
     ThreadRef,
 )
-from harness.tasks.run_lock import new_run_id
+from harness.tasks.run_lock import RUN_ID_BYTES
 
 __all__ = [
     "DamagedTask",
@@ -54,6 +57,9 @@ __all__ = [
     "LogEntries",
     "MemoryTaskStore",
     "RepairReport",
+    "RunLiveness",
+    "Store",
+    "TaskFiles",
     "TaskStore",
     "diff_file_name",
     "journal_file_name",
@@ -63,8 +69,8 @@ __all__ = [
 
 
 class TaskStore(Protocol):
-    """Where tasks live. Every method is safe to call from the event loop: file work happens
-    off it. Journal and audit lines are queued by ``append_jsonl`` and written in batches."""
+    """Where tasks live: task.json and what it holds. Every method of the store's protocols
+    is safe to call from the event loop: file work happens off it."""
 
     async def create(
         self,
@@ -147,6 +153,11 @@ class TaskStore(Protocol):
         """Remember a permission rule granted for the task (atomic; a repeat is kept once)."""
         ...
 
+
+class TaskFiles(Protocol):
+    """The files of a task beside task.json: its logs of JSON lines (agents' journals, the
+    audit log), queued and written in batches, and whole text files (agents' diffs)."""
+
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         """Queue one JSON line for a per-task log file (journals, audit log); never blocks.
         Raises at once for a bad slug or a name outside the task folder; lines for a task
@@ -170,13 +181,10 @@ class TaskStore(Protocol):
         """Every log line queued before the call is on disk."""
         ...
 
-    async def close(self) -> None:
-        """Flush the queued log lines, stop the writer and end this store's run; safe to call
-        twice."""
-        ...
 
-    # A *run* is one harness process's life with this store: dispatch records carry its id,
-    # so a restart can tell a dispatch of a live peer from one a dead process left running.
+class RunLiveness(Protocol):
+    """Runs: a *run* is one harness process's life with a store. Dispatch records carry its
+    id, so a restart tells a dispatch of a live peer from one a dead process left running."""
 
     async def begin_run(self) -> str:
         """This store's run id (hex). The first call begins the run: it stays alive, for any
@@ -199,12 +207,23 @@ class TaskStore(Protocol):
         ...
 
 
+class Store(TaskStore, TaskFiles, RunLiveness, Protocol):
+    """Everything the harness keeps, as both stores implement it; each part has its own
+    conformance suite."""
+
+    async def close(self) -> None:
+        """Flush the queued log lines, stop the writer and end this store's run; safe to call
+        twice."""
+        ...
+
+
 class MemoryTaskStore:
     """Tasks in memory (tests, throw-away runs); journals and logs still go to files under
     ``journal_dir/<slug>/``, through the same batched writer as the file store."""
 
-    def __init__(self, journal_dir: Path) -> None:
+    def __init__(self, journal_dir: Path, *, clock: Clock = SYSTEM) -> None:
         self.journal_dir = journal_dir
+        self._clock = clock
         self._lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
         self._journal = JournalWriter(self._log_folder)
@@ -231,7 +250,12 @@ class MemoryTaskStore:
         with self._lock:
             slug = make_slug(description, self._tasks)
             task = Task(
-                slug, now(), description, thread=thread, repository=repository, requester=requester
+                slug,
+                creation_time(self._clock.now()),
+                description,
+                thread=thread,
+                repository=repository,
+                requester=requester,
             )
             return self._put(task)
 
@@ -335,7 +359,7 @@ class MemoryTaskStore:
     async def begin_run(self) -> str:
         with self._lock:
             if self._run_id is None:
-                self._run_id = new_run_id()
+                self._run_id = self._clock.token(RUN_ID_BYTES)
             return self._run_id
 
     async def run_alive(self, run_id: str) -> bool:

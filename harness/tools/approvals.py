@@ -12,7 +12,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.ends import utc_now
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
@@ -123,7 +122,7 @@ class Approvals:
         self._orchestrator.audit(
             agent.task_slug,
             {
-                "time": utc_now(),
+                "time": self._orchestrator.now(),
                 "tool": "approval",
                 "callerAgentId": agent.agent_id,
                 "callerRole": agent.role,

@@ -12,7 +12,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.ends import utc_now
 from harness.agents.orchestrator import AUDIT_LOG, Orchestrator
 from harness.config.roles import Role
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
@@ -135,7 +134,7 @@ class HarnessTools:
     ) -> None:
         slug = caller.task_slug if caller else _task_of(args)
         entry = {
-            "time": utc_now(),
+            "time": self._orchestrator.now(),
             "tool": tool,
             "callerAgentId": caller.agent_id if caller else None,
             "callerRole": caller.role if caller else None,

@@ -7,9 +7,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+
+from harness.clock import SYSTEM, file_stamp
 
 # missing: nothing there yet; worktree: a folder whose `.git` is a file (a linked worktree);
 # scratch: any other folder; other: a file or a symlink, never used as a workspace.
@@ -80,7 +81,7 @@ def write_patch(root: Path, slug: str, data: bytes) -> Path:
     disk before the caller deletes what it saves."""
     folder = root / PATCHES
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = file_stamp(SYSTEM.now())
     for n in itertools.count(1):
         file = folder / (f"{slug}-{stamp}.patch" if n == 1 else f"{slug}-{stamp}-{n}.patch")
         try:

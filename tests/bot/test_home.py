@@ -10,7 +10,7 @@ from harness.agents.authority import Authority
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import Question
 from harness.tasks.model import Task, ThreadRef
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 REQUESTERS = {"mine": "U1", "theirs": "U2"}
 

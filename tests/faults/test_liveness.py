@@ -16,8 +16,8 @@ import pytest
 from harness.project import Project, build_orchestrator
 from harness.tasks.store import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
+from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from harness.testing.store_conformance import make_record
 from tests.faults.runs import children_of, run_holder, stored_dispatches, wait_gone
 
 pytestmark = pytest.mark.anyio

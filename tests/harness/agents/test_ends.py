@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.agents.ends import final_record, with_work
 from harness.runtime.spec import RunOutcome
 from harness.tasks.model import Progress
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 from harness.workspaces.manager import WorkReport
 
 
@@ -14,15 +14,20 @@ def test_the_outcome_fills_the_record_and_a_shutdowns_kill_is_an_interruption() 
     progress = Progress("half way", "2026-01-01T10:00:00Z", 50.0)
     done = RunOutcome(status="completed", cost_usd=0.5, turns=3, duration_ms=900)
 
-    ended = final_record(running, done, progress=progress, interrupted=False, kill_reason=None)
+    at = "2026-01-01T10:05:00.000Z"
+    ended = final_record(
+        running, done, progress=progress, interrupted=False, kill_reason=None, at=at
+    )
     shut = final_record(running, RunOutcome(status="killed", error="bye"), progress=None,
-                        interrupted=True, kill_reason="bye")  # fmt: skip
-    cancelled = final_record(running, None, progress=None, interrupted=False, kill_reason=None)
+                        interrupted=True, kill_reason="bye", at=at)  # fmt: skip
+    cancelled = final_record(
+        running, None, progress=None, interrupted=False, kill_reason=None, at=at
+    )
 
     assert (ended.status, ended.cost_usd, ended.turns, ended.progress) == (
         "completed", 0.5, 3, progress,
     )  # fmt: skip
-    assert ended.completed_at is not None and ended.completed_at.endswith("Z")
+    assert ended.completed_at == at
     assert (shut.status, shut.error) == ("interrupted", "bye")
     assert (cancelled.status, cancelled.error) == ("killed", "cancelled")
 

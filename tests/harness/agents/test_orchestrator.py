@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from harness.agents.orchestrator import Orchestrator
+from harness.clock import SystemClock
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
 from harness.runtime.host import AgentHost
@@ -31,19 +32,31 @@ async def held(project: Project) -> AsyncIterator[tuple[Orchestrator, HeldRuntim
     await orchestrator.shutdown()
 
 
-async def test_agent_ids_are_ten_hex_digits_and_never_reuse_a_stored_id(
-    held: tuple[Orchestrator, HeldRuntime], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    orchestrator, runtime = held
-    runtime.release()
-    first = await orchestrator.run("developer", "one")
-    assert len(first.agent_id) == 11 and first.agent_id.startswith("a")
+class ScriptedIds(SystemClock):
+    """The real time, and the ids drawn from ``draws`` (then random ones)."""
 
-    # The random source repeats the first id once: the store knows it, so it is skipped.
-    draws: Iterator[str] = iter([first.agent_id[1:], "0123456789"])
-    monkeypatch.setattr("harness.agents.orchestrator.secrets.token_hex", lambda _n: next(draws))
+    def __init__(self, draws: list[str]) -> None:
+        self.draws = draws
+
+    def token(self, nbytes: int) -> str:
+        return self.draws.pop(0) if nbytes == 5 and self.draws else super().token(nbytes)
+
+
+async def test_agent_ids_are_ten_hex_digits_and_never_reuse_a_stored_id(
+    project: Project,
+) -> None:
+    # The id source repeats the first id once: the store knows it, so it is skipped.
+    ids = ScriptedIds(["00000000aa", "00000000aa", "0123456789"])
+    runtime = HeldRuntime()
+    runtime.release()
+    orchestrator = build_orchestrator(project, runtime, clock=ids)
+
+    first = await orchestrator.run("developer", "one")
     second = await orchestrator.run("developer", "two")
-    assert second.agent_id == "a0123456789"
+
+    assert (first.agent_id, second.agent_id) == ("a00000000aa", "a0123456789")
+    assert ids.draws == []
+    await orchestrator.shutdown()
 
 
 async def test_a_finished_agent_is_answered_from_the_store_after_a_restart(

@@ -42,7 +42,7 @@ class RecordingChannel:
 
 def question(agent: str = "a111111", timeout: float = 5.0) -> Question:
     return Question(
-        question_id=QuestionBoard.new_id(),
+        question_id=QuestionBoard().new_id(),
         agent_id=agent,
         role="developer",
         task_slug="t",

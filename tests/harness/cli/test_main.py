@@ -18,8 +18,8 @@ import pytest
 from harness.tasks.model import DispatchRecord
 from harness.tasks.store import FileTaskStore
 from harness.testing.processes import claude_children
+from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
-from harness.testing.store_conformance import make_record
 
 
 def task_folders(project_dir: Path) -> list[Path]:

@@ -6,7 +6,7 @@ import dataclasses
 
 from harness.cli.render import render_record, render_task, render_task_list
 from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3d4e5",

@@ -13,10 +13,8 @@ from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.processes import claude_children
-
-# The suite lives outside tests/: have pytest explain its failed asserts too.
-from harness.testing.runtime_conformance import RuntimeConformance
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from tests.harness.runtime.suite import RuntimeConformance
 
 
 class ClaudeSubject:

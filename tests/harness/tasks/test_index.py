@@ -19,7 +19,7 @@ from harness.tasks.index import TaskIndex
 from harness.tasks.model import Task, ThreadRef
 from harness.tasks.store import FileTaskStore
 from harness.tasks.task_json import Fingerprint, read_task_file
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.tasks.model import task_cost, task_status
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 
 def test_a_task_no_agent_worked_on_is_new_and_cost_nothing_known() -> None:

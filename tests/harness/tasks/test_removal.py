@@ -15,7 +15,7 @@ from harness.tasks.removal import (
     render_plan,
     render_removed,
 )
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAYS_30 = timedelta(days=30)

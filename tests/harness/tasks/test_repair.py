@@ -20,7 +20,7 @@ from harness.tasks.model import AgentResult, Task, ThreadRef
 from harness.tasks.repair import salvage
 from harness.tasks.store import FileTaskStore
 from harness.tasks.task_json import Fingerprint, dump_task, read_task_file
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 THREAD = ThreadRef("C1", "1700000000.000100")
 

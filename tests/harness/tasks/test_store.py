@@ -16,31 +16,34 @@ from harness.tasks.model import AgentResult, Decision, Feedback, Progress, Threa
 from harness.tasks.store import (
     FileTaskStore,
     MemoryTaskStore,
-    TaskStore,
+    Store,
     journal_file_name,
     make_slug,
     validate_slug,
 )
-
-# The suite lives outside tests/: have pytest explain its failed asserts too.
-from harness.testing.store_conformance import TaskStoreConformance, make_record
+from harness.testing.records import make_record
+from tests.harness.tasks.suites import (
+    RunLivenessConformance,
+    TaskFilesConformance,
+    TaskStoreConformance,
+)
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-class TestFileTaskStore(TaskStoreConformance):
+class TestFileTaskStore(TaskStoreConformance, TaskFilesConformance, RunLivenessConformance):
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    async def store(self, tmp_path: Path) -> AsyncIterator[Store]:
         store = FileTaskStore(tmp_path / "tasks")
         yield store
         await store.close()
 
 
-class TestMemoryTaskStore(TaskStoreConformance):
+class TestMemoryTaskStore(TaskStoreConformance, TaskFilesConformance, RunLivenessConformance):
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    async def store(self, tmp_path: Path) -> AsyncIterator[Store]:
         store = MemoryTaskStore(tmp_path / "journals")
         yield store
         await store.close()

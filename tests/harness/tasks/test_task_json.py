@@ -11,7 +11,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.tasks.model import AgentResult, Decision, Progress, Task, ThreadRef
 from harness.tasks.task_json import dump_task, parse_task
-from harness.testing.store_conformance import make_record
+from harness.testing.records import make_record
 
 FILE = Path("/tasks/do-it/task.json")
 

@@ -1,15 +1,15 @@
-"""What every TaskStore must do, as one pytest suite both stores run.
+"""What every store must do, as one pytest suite per protocol (``TaskStore``, ``TaskFiles``,
+``RunLiveness``) that both stores run.
 
-Subclass ``TaskStoreConformance`` in a test module (its name starting with ``Test``) and give it
-a ``store`` fixture yielding a fresh, empty store (and closing it afterwards); pytest runs
-every test below against it. Behaviour only one store has (files on disk, the index) is
-tested next to that store, not here.
+Subclass the suites in a test module (its name starting with ``Test``) and give it a ``store``
+fixture yielding a fresh, empty store (and closing it afterwards); pytest runs every test
+below against it. Behaviour only one store has (files on disk, the index) is tested next to
+that store, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import re
 from datetime import datetime
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.tasks.model import AgentResult, Decision, DispatchRecord, ThreadRef
-from harness.tasks.store import TaskStore
+from harness.tasks.model import AgentResult, Decision, ThreadRef
+from harness.tasks.store import Store
+from harness.testing.records import make_record
 
 TRAVERSAL_SLUGS = ["../x", "../../etc", "a/../b", "/tmp"]
 ESCAPING_LOG_NAMES = [
@@ -33,27 +34,11 @@ ESCAPING_LOG_NAMES = [
 ]
 
 
-def make_record(agent_id: str, **changes: Any) -> DispatchRecord:
-    """A running developer dispatch; ``changes`` override any field."""
-    base = DispatchRecord(
-        agent_id=agent_id,
-        role="developer",
-        cwd="/work",
-        model=None,
-        started_at="2026-01-01T10:00:00Z",
-        status="running",
-        journal_file=f"journals/{agent_id}.jsonl",
-    )
-    return dataclasses.replace(base, **changes)
-
-
 @pytest.mark.anyio
 class TaskStoreConformance:
-    """The TaskStore contract. Subclasses provide the ``store`` fixture."""
+    """The TaskStore contract: tasks, their dispatches, decisions and threads."""
 
-    # ---------------------------------------------------------------- tasks
-
-    async def test_create_then_get_returns_the_same_task(self, store: TaskStore) -> None:
+    async def test_create_then_get_returns_the_same_task(self, store: Store) -> None:
         thread = ThreadRef("C1", "1700000000.000100")
         task = await store.create("Add a settings page", thread)
 
@@ -64,13 +49,13 @@ class TaskStoreConformance:
         assert datetime.fromisoformat(task.created).utcoffset() is not None
         assert await store.get(task.slug) == task
 
-    async def test_a_task_keeps_the_repository_it_was_created_for(self, store: TaskStore) -> None:
+    async def test_a_task_keeps_the_repository_it_was_created_for(self, store: Store) -> None:
         task = await store.create("Fix the login", repository="web")
 
         assert (await store.get(task.slug)).repository == "web"
         assert (await store.create("Fix the logout")).repository is None
 
-    async def test_allowed_rules_are_kept_once_each(self, store: TaskStore) -> None:
+    async def test_allowed_rules_are_kept_once_each(self, store: Store) -> None:
         slug = (await store.create("Run the tests")).slug
         await store.allow(slug, "Bash(pytest:*)")
         await store.allow(slug, "Bash(make:*)")
@@ -78,13 +63,13 @@ class TaskStoreConformance:
 
         assert (await store.get(slug)).allowed == ("Bash(pytest:*)", "Bash(make:*)")
 
-    async def test_create_makes_slugs_unique(self, store: TaskStore) -> None:
+    async def test_create_makes_slugs_unique(self, store: Store) -> None:
         slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]
 
         assert slugs == ["fix-the-bug", "fix-the-bug-2", "fix-the-bug-3"]
 
     async def test_concurrent_creates_with_one_description_get_distinct_slugs(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         tasks = await asyncio.gather(*(store.create("Same request") for _ in range(4)))
 
@@ -95,13 +80,13 @@ class TaskStoreConformance:
             "same-request-4",
         ]
 
-    async def test_get_unknown_slug_raises_task_not_found(self, store: TaskStore) -> None:
+    async def test_get_unknown_slug_raises_task_not_found(self, store: Store) -> None:
         with pytest.raises(TaskNotFoundError):
             await store.get("no-such-task")
 
     @pytest.mark.parametrize("slug", TRAVERSAL_SLUGS)
     async def test_path_traversal_slugs_are_rejected_everywhere(
-        self, store: TaskStore, slug: str
+        self, store: Store, slug: str
     ) -> None:
         with pytest.raises(InvalidSlugError):
             await store.get(slug)
@@ -120,19 +105,19 @@ class TaskStoreConformance:
         with pytest.raises(InvalidSlugError):
             await store.delete(slug)
 
-    async def test_list_and_summaries_are_newest_first(self, store: TaskStore) -> None:
+    async def test_list_and_summaries_are_newest_first(self, store: Store) -> None:
         for name in ("first", "second", "third"):
             await store.create(name)
 
         assert [task.slug for task in await store.list()] == ["third", "second", "first"]
         assert [line.slug for line in await store.summaries()] == ["third", "second", "first"]
 
-    async def test_an_empty_store_lists_nothing(self, store: TaskStore) -> None:
+    async def test_an_empty_store_lists_nothing(self, store: Store) -> None:
         assert await store.list() == []
         assert await store.summaries() == []
         assert await store.unfinished() == []
 
-    async def test_summaries_count_dispatches_and_show_the_last_one(self, store: TaskStore) -> None:
+    async def test_summaries_count_dispatches_and_show_the_last_one(self, store: Store) -> None:
         thread = ThreadRef("C1", "1.2")
         slug = (await store.create("Busy", thread)).slug
         await store.create("Idle")
@@ -151,7 +136,7 @@ class TaskStoreConformance:
             None,
         )
 
-    async def test_summaries_give_each_tasks_status_and_cost(self, store: TaskStore) -> None:
+    async def test_summaries_give_each_tasks_status_and_cost(self, store: Store) -> None:
         done = (await store.create("Done")).slug
         busy = (await store.create("Busy")).slug
         fresh = (await store.create("Fresh")).slug
@@ -168,9 +153,7 @@ class TaskStoreConformance:
 
     # ---------------------------------------------------------------- deleting
 
-    async def test_a_deleted_task_is_gone_with_its_logs_and_text_files(
-        self, store: TaskStore
-    ) -> None:
+    async def test_a_deleted_task_is_gone_with_its_logs_and_text_files(self, store: Store) -> None:
         thread = ThreadRef("C1", "1.1")
         slug = (await store.create("Do it", thread)).slug
         other = (await store.create("Keep it")).slug
@@ -192,12 +175,12 @@ class TaskStoreConformance:
         assert [line.slug for line in await store.summaries()] == [other]
         assert await store.unfinished() == []
 
-    async def test_deleting_a_missing_task_raises_task_not_found(self, store: TaskStore) -> None:
+    async def test_deleting_a_missing_task_raises_task_not_found(self, store: Store) -> None:
         with pytest.raises(TaskNotFoundError):
             await store.delete("no-such-task")
 
     async def test_a_deleted_slug_is_free_for_a_new_task_that_starts_empty(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         slug = (await store.create("Fix the bug")).slug
         await store.save_dispatch(slug, make_record("a1", status="completed"))
@@ -214,14 +197,14 @@ class TaskStoreConformance:
     # ---------------------------------------------------------------- damaged tasks
     # (Damaging a task is the file store's own business: tests/harness/tasks/test_repair.py.)
 
-    async def test_readable_tasks_are_never_listed_as_damaged(self, store: TaskStore) -> None:
+    async def test_readable_tasks_are_never_listed_as_damaged(self, store: Store) -> None:
         assert await store.damaged() == []
         slug = (await store.create("Do it", ThreadRef("C1", "1.1"))).slug
         await store.save_dispatch(slug, make_record("a1", status="completed"))
 
         assert await store.damaged() == []
 
-    async def test_repair_leaves_a_readable_task_as_it_is(self, store: TaskStore) -> None:
+    async def test_repair_leaves_a_readable_task_as_it_is(self, store: Store) -> None:
         slug = (await store.create("Do it", ThreadRef("C1", "1.1"))).slug
         task = await store.save_dispatch(slug, make_record("a1", status="completed"))
 
@@ -230,13 +213,13 @@ class TaskStoreConformance:
         assert (report.slug, report.repaired, report.moved_to) == (slug, False, None)
         assert await store.get(slug) == task
 
-    async def test_repair_of_a_missing_task_raises_task_not_found(self, store: TaskStore) -> None:
+    async def test_repair_of_a_missing_task_raises_task_not_found(self, store: Store) -> None:
         with pytest.raises(TaskNotFoundError):
             await store.repair("no-such-task")
 
     # ---------------------------------------------------------------- dispatches
 
-    async def test_save_dispatch_inserts_then_replaces_by_agent_id(self, store: TaskStore) -> None:
+    async def test_save_dispatch_inserts_then_replaces_by_agent_id(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         await store.save_dispatch(slug, make_record("a1"))
         await store.save_dispatch(slug, make_record("a2"))
@@ -249,14 +232,12 @@ class TaskStoreConformance:
         assert await store.get(slug) == task
 
     async def test_save_dispatch_on_a_missing_task_raises_task_not_found(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         with pytest.raises(TaskNotFoundError):
             await store.save_dispatch("missing", make_record("a1"))
 
-    async def test_twenty_concurrent_saves_on_one_task_keep_all_twenty(
-        self, store: TaskStore
-    ) -> None:
+    async def test_twenty_concurrent_saves_on_one_task_keep_all_twenty(self, store: Store) -> None:
         slug = (await store.create("Busy task")).slug
 
         await asyncio.gather(*(store.save_dispatch(slug, make_record(f"a{i}")) for i in range(20)))
@@ -266,7 +247,7 @@ class TaskStoreConformance:
         assert (await store.summaries())[0].dispatch_count == 20
 
     async def test_record_finds_the_latest_record_of_an_agent_in_any_task(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         first = (await store.create("First")).slug
         second = (await store.create("Second")).slug
@@ -277,22 +258,20 @@ class TaskStoreConformance:
         assert (await store.record("a1")).status == "completed"
         assert (await store.record("b1")).agent_id == "b1"
 
-    async def test_record_of_an_unknown_agent_raises_agent_not_found(
-        self, store: TaskStore
-    ) -> None:
+    async def test_record_of_an_unknown_agent_raises_agent_not_found(self, store: Store) -> None:
         await store.save_dispatch((await store.create("Do it")).slug, make_record("a1"))
 
         with pytest.raises(AgentNotFoundError):
             await store.record("nobody")
 
-    async def test_knows_agent_says_which_agent_ids_are_taken(self, store: TaskStore) -> None:
+    async def test_knows_agent_says_which_agent_ids_are_taken(self, store: Store) -> None:
         await store.save_dispatch((await store.create("Do it")).slug, make_record("a1"))
 
         assert await store.knows_agent("a1")
         assert not await store.knows_agent("a2")
 
     async def test_unfinished_lists_queued_and_running_dispatches_with_their_task(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         old = (await store.create("Old")).slug
         new = (await store.create("New")).slug
@@ -311,7 +290,7 @@ class TaskStoreConformance:
         ]
         assert unfinished[0][1] == make_record("n1", status="queued")
 
-    async def test_add_decision_appends_in_order(self, store: TaskStore) -> None:
+    async def test_add_decision_appends_in_order(self, store: Store) -> None:
         slug = (await store.create("Decide")).slug
         first = Decision("Use REST", "simpler", "2026-01-01T10:00:00Z", "pm-1", "pm")
         second = Decision("Use SQLite", "embedded", "2026-01-01T10:01:00Z")
@@ -324,7 +303,7 @@ class TaskStoreConformance:
 
     # ---------------------------------------------------------------- threads
 
-    async def test_bind_thread_then_find_by_thread(self, store: TaskStore) -> None:
+    async def test_bind_thread_then_find_by_thread(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         await store.create("Other")
         thread = ThreadRef("C1", "111.222")
@@ -335,7 +314,7 @@ class TaskStoreConformance:
         assert await store.find_by_thread(thread) == bound
         assert await store.find_by_thread(ThreadRef("C1", "999.000")) is None
 
-    async def test_the_requester_is_kept_from_creation_or_set_later(self, store: TaskStore) -> None:
+    async def test_the_requester_is_kept_from_creation_or_set_later(self, store: Store) -> None:
         asked = await store.create("Do it", requester="U1")
         older = await store.create("From before requesters were kept")
 
@@ -344,7 +323,7 @@ class TaskStoreConformance:
         assert (await store.get(asked.slug)).requester == "U1"
         assert (await store.get(older.slug)).requester == "U2"
 
-    async def test_rebinding_a_task_moves_it_to_the_new_thread(self, store: TaskStore) -> None:
+    async def test_rebinding_a_task_moves_it_to_the_new_thread(self, store: Store) -> None:
         old, new = ThreadRef("C1", "1.1"), ThreadRef("C1", "2.2")
         slug = (await store.create("Do it", old)).slug
 
@@ -354,9 +333,12 @@ class TaskStoreConformance:
         found = await store.find_by_thread(new)
         assert found is not None and found.slug == slug
 
-    # ---------------------------------------------------------------- logs
 
-    async def test_logged_lines_read_back_in_order_with_unicode(self, store: TaskStore) -> None:
+@pytest.mark.anyio
+class TaskFilesConformance:
+    """The TaskFiles contract: a task's logs of JSON lines and its text files."""
+
+    async def test_logged_lines_read_back_in_order_with_unicode(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
 
         store.append_jsonl(slug, "journals/dev-1.jsonl", {"text": "héllo ✓"})
@@ -368,7 +350,7 @@ class TaskStoreConformance:
             {"n": 2},
         ]
 
-    async def test_read_jsonl_sees_lines_still_queued(self, store: TaskStore) -> None:
+    async def test_read_jsonl_sees_lines_still_queued(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
 
         for n in range(50):
@@ -377,7 +359,7 @@ class TaskStoreConformance:
         assert await store.read_jsonl(slug, "audit.jsonl") == [{"n": n} for n in range(50)]
 
     async def test_each_log_keeps_its_order_when_lines_of_many_files_interleave(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         slugs = [(await store.create(f"Task {n}")).slug for n in range(3)]
         names = ["audit.jsonl", "journals/a.jsonl", "journals/b.jsonl"]
@@ -392,12 +374,12 @@ class TaskStoreConformance:
                 expected = [{"n": n} for n in range(300) if n % 3 == index and n % 2 == parity]
                 assert await store.read_jsonl(slug, name) == expected
 
-    async def test_a_log_never_written_reads_as_empty(self, store: TaskStore) -> None:
+    async def test_a_log_never_written_reads_as_empty(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
 
         assert await store.read_jsonl(slug, "journals/nobody.jsonl") == []
 
-    async def test_entries_are_captured_when_queued(self, store: TaskStore) -> None:
+    async def test_entries_are_captured_when_queued(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         entry: dict[str, Any] = {"step": 1}
 
@@ -408,7 +390,7 @@ class TaskStoreConformance:
 
     @pytest.mark.parametrize("name", ESCAPING_LOG_NAMES)
     async def test_append_jsonl_rejects_names_outside_the_task_folder_at_once(
-        self, store: TaskStore, name: str
+        self, store: Store, name: str
     ) -> None:
         slug = (await store.create("Do it")).slug
 
@@ -418,7 +400,7 @@ class TaskStoreConformance:
             await store.read_jsonl(slug, name)
 
     async def test_a_written_text_file_reads_back_and_a_rewrite_replaces_it(
-        self, store: TaskStore
+        self, store: Store
     ) -> None:
         slug = (await store.create("Do it")).slug
 
@@ -430,9 +412,7 @@ class TaskStoreConformance:
         assert (await store.get(slug)).slug == slug  # task.json is untouched
 
     @pytest.mark.parametrize("name", [*ESCAPING_LOG_NAMES, "task.json"])
-    async def test_text_files_stay_inside_the_task_folder(
-        self, store: TaskStore, name: str
-    ) -> None:
+    async def test_text_files_stay_inside_the_task_folder(self, store: Store, name: str) -> None:
         slug = (await store.create("Do it")).slug
 
         with pytest.raises(HarnessError):
@@ -440,14 +420,12 @@ class TaskStoreConformance:
         with pytest.raises(HarnessError):
             await store.read_text(slug, name)
 
-    async def test_a_text_file_for_a_missing_task_raises_task_not_found(
-        self, store: TaskStore
-    ) -> None:
+    async def test_a_text_file_for_a_missing_task_raises_task_not_found(self, store: Store) -> None:
         with pytest.raises(TaskNotFoundError):
             await store.write_text("ghost", "diffs/a1.diff", "x")
 
     async def test_lines_for_a_missing_task_are_dropped_with_an_error(
-        self, store: TaskStore, caplog: pytest.LogCaptureFixture
+        self, store: Store, caplog: pytest.LogCaptureFixture
     ) -> None:
         with caplog.at_level(logging.ERROR):
             store.append_jsonl("ghost", "audit.jsonl", {"x": 1})
@@ -458,9 +436,7 @@ class TaskStoreConformance:
         with pytest.raises(TaskNotFoundError):
             await store.read_jsonl("ghost", "audit.jsonl")
 
-    async def test_close_writes_queued_lines_and_can_be_called_twice(
-        self, store: TaskStore
-    ) -> None:
+    async def test_close_writes_queued_lines_and_can_be_called_twice(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         store.append_jsonl(slug, "audit.jsonl", {"last": True})
 
@@ -469,7 +445,7 @@ class TaskStoreConformance:
 
         assert await store.read_jsonl(slug, "audit.jsonl") == [{"last": True}]
 
-    async def test_lines_queued_from_another_thread_are_written(self, store: TaskStore) -> None:
+    async def test_lines_queued_from_another_thread_are_written(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         store.append_jsonl(slug, "audit.jsonl", {"from": "loop"})
 
@@ -480,9 +456,12 @@ class TaskStoreConformance:
             {"from": "thread"},
         ]
 
-    # ---------------------------------------------------------------- runs
 
-    async def test_a_dispatch_keeps_the_run_and_pid_that_ran_it(self, store: TaskStore) -> None:
+@pytest.mark.anyio
+class RunLivenessConformance:
+    """The RunLiveness contract: runs begun, alive, ended and forgotten."""
+
+    async def test_a_dispatch_keeps_the_run_and_pid_that_ran_it(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug
         record = make_record("a1", host_pid=1, run_id="0123456789abcdef")
 
@@ -491,7 +470,7 @@ class TaskStoreConformance:
         assert (await store.get(slug)).dispatches == (record,)
         assert await store.unfinished() == [(slug, record)]
 
-    async def test_begin_run_gives_one_hex_id_that_is_alive(self, store: TaskStore) -> None:
+    async def test_begin_run_gives_one_hex_id_that_is_alive(self, store: Store) -> None:
         run_id = await store.begin_run()
 
         assert re.fullmatch(r"[0-9a-f]{8,64}", run_id)
@@ -499,7 +478,7 @@ class TaskStoreConformance:
         assert await store.run_alive(run_id)
         assert await store.ended_runs() == []
 
-    async def test_runs_begun_at_once_are_one_run(self, store: TaskStore) -> None:
+    async def test_runs_begun_at_once_are_one_run(self, store: Store) -> None:
         ids = await asyncio.gather(*(store.begin_run() for _ in range(5)))
 
         assert len(set(ids)) == 1
@@ -508,7 +487,7 @@ class TaskStoreConformance:
         "run_id", ["0123456789abcdef", "../../etc/passwd", "", "ABCDEF0123456789", "f" * 65]
     )
     async def test_unknown_and_malformed_runs_are_not_alive(
-        self, store: TaskStore, run_id: str
+        self, store: Store, run_id: str
     ) -> None:
         await store.begin_run()
 
@@ -516,9 +495,7 @@ class TaskStoreConformance:
         await store.forget_run(run_id)  # nothing to forget: no error
         assert await store.ended_runs() == []
 
-    async def test_a_closed_stores_run_has_ended_until_it_is_forgotten(
-        self, store: TaskStore
-    ) -> None:
+    async def test_a_closed_stores_run_has_ended_until_it_is_forgotten(self, store: Store) -> None:
         run_id = await store.begin_run()
 
         await store.close()
@@ -529,7 +506,7 @@ class TaskStoreConformance:
         assert await store.ended_runs() == []
         assert not await store.run_alive(run_id)
 
-    async def test_a_live_run_is_never_forgotten(self, store: TaskStore) -> None:
+    async def test_a_live_run_is_never_forgotten(self, store: Store) -> None:
         run_id = await store.begin_run()
 
         await store.forget_run(run_id)
@@ -537,7 +514,7 @@ class TaskStoreConformance:
         assert await store.run_alive(run_id)
         assert await store.begin_run() == run_id
 
-    async def test_a_run_begun_after_close_is_a_new_run(self, store: TaskStore) -> None:
+    async def test_a_run_begun_after_close_is_a_new_run(self, store: Store) -> None:
         first = await store.begin_run()
         await store.close()
 
