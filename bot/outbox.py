@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
 from bot.poster import DeliveryError, Poster, classify, message_content
+from harness.retry import Backoff
 from harness.tasks.ledger import Ledger, Owed
 from harness.tasks.model import ThreadRef
 
@@ -104,7 +105,7 @@ class Entry(TypedDict):
 def backoff(attempts: int, limit: float) -> float:
     """Seconds before the next try after ``attempts`` earlier failures: 1, 2, 4, ... up to
     ``limit``."""
-    return float(min(2 ** min(max(attempts, 0), 16), limit))
+    return Backoff(first=1.0, cap=limit).delay(attempts)
 
 
 def lane_of(thread: ThreadRef) -> str:

@@ -21,9 +21,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
 from harness.errors import HarnessError
+from harness.retry import Backoff
 from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
+
+# A post an agent waits on is tried again after 0.5 s, 1 s, 2 s...
+_POST_BACKOFF = Backoff(first=0.5, cap=8.0)
 
 # What a failed call can raise: Slack errors, transport errors, timeouts.
 CALL_ERRORS = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, OSError)
@@ -116,7 +120,7 @@ class Poster:
                 logger.warning("chat.postMessage to %s failed: %s", thread.channel, exc)
                 if attempt + 1 == attempts or not classify(exc).transient:
                     return None
-                await asyncio.sleep(0.5 * 2**attempt)
+                await asyncio.sleep(_POST_BACKOFF.delay(attempt))
         ts = response.get("ts")
         if isinstance(ts, str):
             self.note(thread, ts)

@@ -1,8 +1,10 @@
 """The orchestrator: the one facade the CLI, the tool layer and the Slack bot all use.
 
-It ties the pieces together: roles and routing pick who works, the task store keeps what
-happened, the context builder hands history forward, the pool runs agents under a cap, the
-question board waits on humans. Those parts are private; callers use the methods below.
+It ties the pieces together: roles and routing pick who works, the dispatcher queues agents
+within the task's caps, the runs carry them to their final records on the hosting, the task
+store keeps what happened, the pool runs agents under a cap, the question board waits on
+humans and the authority says who may decide. Those parts are private; callers use the
+methods below and those about tasks (``task_methods.py``).
 """
 
 from __future__ import annotations
@@ -10,20 +12,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from harness.agents.authority import Authority
-from harness.agents.events import AgentEvent, Events, Listener
+from harness.agents.dispatching import AgentHandle, Dispatcher
+from harness.agents.events import Events, Listener
 from harness.agents.metadata import FieldValue, MetadataCollector
 from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
 from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
-from harness.agents.recovery import host_alive, recover_interrupted
+from harness.agents.recovery import recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
+from harness.agents.task_methods import TaskMethods
 from harness.clock import SYSTEM, Clock, timestamp
 from harness.config.roles import Role
 from harness.config.routing import Router
@@ -31,60 +31,30 @@ from harness.config.settings import Config, MetadataField
 from harness.errors import (
     AgentNotFoundError,
     HarnessError,
-    LimitError,
-    TaskDamagedError,
     UnknownRoleError,
 )
-from harness.runtime.host import workspace_request
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
-from harness.tasks.context import build_task_context, compose_prompt
 from harness.tasks.journal import said_in
 from harness.tasks.model import (
-    FINAL_STATUSES,
     Decision,
     DispatchRecord,
     Feedback,
     FeedbackValue,
     Task,
-    TaskSummary,
-    ThreadRef,
 )
-from harness.tasks.removal import busy_error, damaged_error
 from harness.tasks.store import (
-    DamagedTask,
-    LogEntries,
-    RepairReport,
     Store,
-    journal_file_name,
 )
 from harness.workspaces.manager import (
-    PruneReport,
-    RepositoryChoice,
-    WorkspaceInfo,
     Workspaces,
-    choose_repository,
-    task_branch,
 )
 
 logger = logging.getLogger(__name__)
 
-AUDIT_LOG = "audit.jsonl"
-# 40 random bits: ids stay short enough to type in Slack; each is also checked against the
-# store, so an id is never reused, across restarts too.
-_AGENT_ID_BYTES = 5
-
-
 ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
 
 
-@dataclass(frozen=True)
-class AgentHandle:
-    agent_id: str
-    role: str
-    task_slug: str
-
-
-class Orchestrator:
+class Orchestrator(TaskMethods):
     def __init__(
         self,
         config: Config,
@@ -99,8 +69,6 @@ class Orchestrator:
         clock: Clock = SYSTEM,
     ) -> None:
         self._config = config
-        # Agents talk to a scripted model: their records say the costs were not paid.
-        self._simulated_costs = simulated_costs
         self._roles = dict(roles)
         self._store = store
         self._hosting = hosting
@@ -132,7 +100,17 @@ class Orchestrator:
             child_env=child_env,
             clock=clock,
         )
-        self._closing = False
+        self._dispatcher = Dispatcher(
+            config,
+            self._roles,
+            store,
+            hosting,
+            self._pool,
+            self._runs,
+            self._events,
+            clock=clock,
+            simulated_costs=simulated_costs,
+        )
 
     # -- settings, roles, routing -----------------------------------------------------------
 
@@ -167,114 +145,17 @@ class Orchestrator:
     def subscribe(self, listener: Listener) -> None:
         self._events.subscribe(listener)
 
-    # -- tasks -----------------------------------------------------------------------------
-
-    def choose_repository(self, text: str, channel: str | None = None) -> RepositoryChoice:
-        """Which configured repository a request is about (``repo:NAME``, the channel's
-        default, the configured default, the only one), and its text without the token."""
-        return choose_repository(self._config.workspaces, text, channel)
-
-    async def workspaces(self) -> list[WorkspaceInfo]:
-        """Every task workspace on disk."""
-        return await self._workspaces.list()
-
-    async def prune_workspaces(self, older_than: timedelta | None = None) -> PruneReport:
-        """Remove the workspaces of tasks idle longer than ``older_than`` (default: config),
-        never those of tasks with live agents; uncommitted work is saved to a patch first."""
-        active = {info.task_slug for info in self._pool.snapshot()}
-        return await self._workspaces.prune(older_than, keep=active)
-
-    async def create_task(
-        self,
-        description: str,
-        thread: ThreadRef | None = None,
-        repository: str | None = None,
-        *,
-        requester: str | None = None,
-    ) -> Task:
-        """A new task; ``requester`` (a front end's user id) decides for it with the admins."""
-        return await self._store.create(description, thread, repository, requester)
-
-    async def set_requester(self, slug: str, requester: str) -> Task:
-        """Records who asked for a task made before requesters were kept."""
-        return await self._store.set_requester(slug, requester)
+    # -- humans' rights ---------------------------------------------------------------------
 
     def may_decide(self, user: str, requester: str | None) -> bool:
         """Whether ``user`` may approve, stop and run again the agents of a task asked for by
         ``requester``: they, or an admin."""
         return self._authority.may_decide(user, requester)
 
-    async def task(self, slug: str) -> Task:
-        return await self._store.get(slug)
-
-    async def find_task(self, thread: ThreadRef) -> Task | None:
-        return await self._store.find_by_thread(thread)
-
-    async def task_summaries(self) -> list[TaskSummary]:
-        """Every task in one line each, newest first (those that cannot be read are left
-        out: see ``damaged_tasks``)."""
-        return await self._store.summaries()
-
-    async def damaged_tasks(self) -> list[DamagedTask]:
-        """The tasks whose task.json cannot be read, for the front ends to say so."""
-        return await self._store.damaged()
-
-    async def repair_task(self, slug: str) -> RepairReport:
-        """Make a damaged task readable again (see ``TaskStore.repair``)."""
-        return await self._store.repair(slug)
-
-    async def tasks(self) -> list[Task]:
-        """Every readable task in full, newest first."""
-        return await self._store.list()
-
-    async def deletable_task(self, slug: str, *, force: bool = False) -> Task | None:
-        """The task ``delete_task`` would delete (None: it cannot be read). Raises when an
-        agent is queued or running on it (here or in another live harness process), and
-        when it cannot be read, unless ``force``; TaskNotFoundError when there is none."""
-        try:
-            task = await self._store.get(slug)
-        except TaskDamagedError:
-            if not force:
-                raise damaged_error(slug) from None
-            return None
-        if not force:
-            here = {info.agent_id for info in self._pool.snapshot() if info.task_slug == slug}
-            busy = [
-                d
-                for d in task.dispatches
-                if d.status not in FINAL_STATUSES
-                and (d.agent_id in here or await host_alive(self._store, d))
-            ]
-            if busy:
-                raise busy_error(slug, busy)
-        return task
-
-    async def delete_task(self, slug: str, *, force: bool = False) -> Task | None:
-        """Delete a task with all its files (``TaskStore.delete``), on the terms of
-        ``deletable_task``; the task as it was. Its workspace is left alone."""
-        task = await self.deletable_task(slug, force=force)
-        await self._store.delete(slug)
-        return task
-
-    async def task_context(self, slug: str) -> str:
-        task = await self._store.get(slug)
-        return build_task_context(task, budget_chars=self._config.context_budget_chars)
-
     async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
         entry = self._live(agent_id)
         decision = Decision(title, body, at=self.now(), agent_id=agent_id, role=entry.role)
         return await self._store.add_decision(entry.task_slug, decision)
-
-    async def allow_for_task(self, slug: str, rule: str) -> Task:
-        """Remember a permission rule a human granted for the whole task."""
-        return await self._store.allow(slug, rule)
-
-    def audit(self, slug: str, entry: dict[str, Any]) -> None:
-        """Queue one line of the task's audit log of tool calls."""
-        self._store.append_jsonl(slug, AUDIT_LOG, entry)
-
-    async def audit_log(self, slug: str) -> LogEntries:
-        return await self._store.read_jsonl(slug, AUDIT_LOG)
 
     # -- agents ----------------------------------------------------------------------------
 
@@ -297,61 +178,14 @@ class Orchestrator:
         role = self.role(role_name)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
-        self._refuse_when_closing()
-        parent = self._pool.get(parent_id) if parent_id else None
-        depth = parent.depth + 1 if parent else 1
-        task = await (
-            self._store.get(task_slug)
-            if task_slug
-            else self._store.create(prompt, repository=repository, requester=requested_by)
-        )
-        self._check_limits(task, depth)
-        # Whoever hosts the agent makes its workspace from the request, where it runs; a
-        # role with a folder of its own works there.
-        request = workspace_request(self._config.workspaces, task.repository)
-        cwd = role.cwd if role.cwd is not None else self._config.workspaces.root / task.slug
-        agent_id = await self._new_agent_id()
-        run_id = await self._store.begin_run()  # this process's run: held until it ends
-        record = DispatchRecord(
-            agent_id=agent_id,
-            role=role.name,
-            cwd=str(cwd),
-            model=role.model,
-            started_at=self.now(),
-            status="queued",
-            journal_file=journal_file_name(agent_id),
-            prompt=prompt,
+        return await self._dispatcher.draft(
+            role,
+            prompt,
+            task_slug=task_slug,
             parent_id=parent_id,
-            host_pid=os.getpid(),
-            run_id=run_id,
-            branch=task_branch(task.slug) if request and role.cwd is None else None,
-            cost_simulated=self._simulated_costs,
+            repository=repository,
             requested_by=requested_by,
         )
-        entry = PoolEntry(
-            agent_id=agent_id,
-            role=role.name,
-            task_slug=task.slug,
-            cwd=cwd,
-            parent_id=parent_id,
-            depth=depth,
-            queued_at=record.started_at,
-            writes=role.writes,
-            requester=task.requester,
-        )
-        # Checked again and registered with no await in between: shutdown stops every
-        # registered agent, and none registers after it began. A kill or a wait finds it now.
-        self._refuse_when_closing()
-        self._runs.register(entry)
-        try:
-            task = await self._store.save_dispatch(task.slug, record)
-        except BaseException:
-            self._runs.unregister(entry)
-            raise
-        full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
-        self._runs.start(entry, role, record, full_prompt, request)
-        self._events.emit(AgentEvent("queued", task, record))
-        return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 
     async def run(
         self,
@@ -524,7 +358,7 @@ class Orchestrator:
         close the store (every queued journal line on disk). No agent starts after this
         began; the store still answers reads. With ``leave_remote_agents`` (a server being
         restarted), agents running on workers go on, and the next start follows them."""
-        self._closing = True
+        self._dispatcher.closing = True
         if leave_remote_agents:
             await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
@@ -538,73 +372,14 @@ class Orchestrator:
         a worker still runs (a remote runtime) are followed to their end instead. Begins this
         process's run first, so its own dispatches are never taken for a dead one's."""
         await self._store.begin_run()
-        return await recover_interrupted(self._store, self.now(), still_running=self._adopt)
-
-    async def _adopt(self, slug: str, record: DispatchRecord) -> bool:
-        """Follows an agent of a stopped harness that a worker still runs; False when none
-        does (or this runtime runs agents in this process, where none outlives it)."""
-        if record.role not in self._roles:
-            return False
-        if not await self._hosting.still_running(record.agent_id):
-            return False
-        role = self._roles[record.role]
-        seen = len(await self._store.read_jsonl(slug, record.journal_file))
-        task = await self._store.get(slug)
-        entry = PoolEntry(
-            agent_id=record.agent_id,
-            role=role.name,
-            task_slug=slug,
-            cwd=Path(record.cwd),
-            parent_id=record.parent_id,
-            depth=1 if record.parent_id is None else 2,
-            queued_at=record.started_at,
-            writes=role.writes,
-            requester=task.requester,
+        return await recover_interrupted(
+            self._store, self.now(), still_running=self._dispatcher.adopt
         )
-        self._runs.register(entry)
-        # Followed, not placed: its workspace is where its host made it.
-        self._runs.start(entry, role, record, record.prompt, None, adopted_after=seen)
-        logger.info("agent %s (%s) of task %s: followed again on its worker", record.agent_id,
-                    role.name, slug)  # fmt: skip
-        return True
 
     # -- internals -------------------------------------------------------------------------
-
-    def _check_limits(self, task: Task, depth: int) -> None:
-        """The task's caps, for every dispatch: its budget, and how deep agents draft."""
-        settings = self._config.mcp
-        if depth > settings.max_depth:
-            raise LimitError(
-                "DEPTH_LIMIT_EXCEEDED",
-                f"agents may draft agents at most {settings.max_depth} levels deep; this agent "
-                f"would be level {depth}",
-                fix="do this part of the work in the drafting agent, or raise mcp.maxDepth in "
-                "config.yaml",
-            )
-        budget = settings.task_budget_usd
-        spent = sum(d.cost_usd or 0.0 for d in task.dispatches)
-        if budget is not None and spent >= budget:
-            raise LimitError(
-                "BUDGET_EXCEEDED",
-                f"task {task.slug} has spent ${spent:.4f} of its ${budget:.2f} budget",
-                fix="start a new task (a new thread) for more work, or ask an admin to raise "
-                "mcp.taskBudgetUsd in config.yaml",
-            )
-
-    def _refuse_when_closing(self) -> None:
-        if self._closing:
-            raise HarnessError(
-                "the harness is shutting down, so no agent starts", fix="ask again once it is back"
-            )
 
     def _live(self, agent_id: str) -> PoolEntry:
         entry = self._pool.get(agent_id)
         if entry is None:
             raise AgentNotFoundError(agent_id)
         return entry
-
-    async def _new_agent_id(self) -> str:
-        while True:
-            agent_id = "a" + self._clock.token(_AGENT_ID_BYTES)
-            if not self._runs.is_live(agent_id) and not await self._store.knows_agent(agent_id):
-                return agent_id

@@ -1,8 +1,9 @@
 """What a runtime needs to run an agent, and what it gives back: plain data and protocols.
 
-An ``AgentSpec`` is serialisable (``to_json`` / ``from_json``), so a runtime in another process
-can run it; the agent's harness tools are served by a ``ToolGateway`` the caller passes in.
-Nothing here imports the Claude SDK, so front ends that never run an agent stay light.
+An ``AgentSpec`` is serialisable (``to_json`` / ``from_json``, the JSON form of
+``harness/serialise.py``), so a runtime in another process can run it; the agent's harness
+tools are served by a ``ToolGateway`` the caller passes in. Nothing here imports the Claude
+SDK, so front ends that never run an agent stay light.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from harness import serialise
 from harness.config.roles import Role
 from harness.tasks.model import AgentResult
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
@@ -95,45 +96,11 @@ class AgentSpec:
     workspace: WorkspaceRequest | None = None
 
     def to_json(self) -> dict[str, Any]:
-        role = dataclasses.asdict(self.role)
-        role["cwd"] = str(self.role.cwd) if self.role.cwd is not None else None
-        role["tools"] = list(self.role.tools) if self.role.tools is not None else None
-        return {
-            "agentId": self.agent_id,
-            "role": role,
-            "prompt": self.prompt,
-            "cwd": self.cwd,
-            "harnessTools": [
-                {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                for t in self.harness_tools
-            ],
-            "env": dict(self.env),
-            "withholdEnv": list(self.withhold_env),
-            "taskSlug": self.task_slug,
-            "workspace": self.workspace.to_json() if self.workspace else None,
-        }
+        return serialise.to_json(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AgentSpec:
-        role = dict(data["role"])
-        role["cwd"] = Path(role["cwd"]) if role.get("cwd") else None
-        role["tools"] = tuple(role["tools"]) if role.get("tools") is not None else None
-        return cls(
-            agent_id=data["agentId"],
-            role=Role(**role),
-            prompt=data["prompt"],
-            cwd=data["cwd"],
-            harness_tools=tuple(
-                ToolDeclaration(t["name"], t["description"], t["inputSchema"])
-                for t in data.get("harnessTools", ())
-            ),
-            env=dict(data.get("env", {})),
-            withhold_env=tuple(data.get("withholdEnv", ("SLACK_*",))),
-            task_slug=str(data.get("taskSlug", "")),
-            workspace=WorkspaceRequest.from_json(data["workspace"])
-            if data.get("workspace")
-            else None,
-        )
+        return serialise.from_json(cls, data)
 
     @property
     def harness_tool_names(self) -> tuple[str, ...]:

@@ -24,6 +24,9 @@ Subjects, under a prefix (``harness`` by default)::
 
 A worker can do exactly this: take runs, publish their events and heartbeats, and ask the
 orchestrator to run harness tools for the agents it runs. It never sees Slack.
+
+Every message is a dataclass in the one JSON form of ``harness/serialise.py`` (camelCase keys);
+one that does not read raises ``serialise.DecodeError``, a ValueError.
 """
 
 from __future__ import annotations
@@ -33,9 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from harness import serialise
 from harness.runtime.spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse
-from harness.tasks.model import AgentResult
-from harness.workspaces.manager import WorkReport
 
 EventKind = Literal["started", "message", "tool_use", "outcome"]
 DEFAULT_PREFIX = "harness"
@@ -89,12 +91,11 @@ class RunRequest:
     task_slug: str
 
     def encode(self) -> bytes:
-        return _dump({"spec": self.spec.to_json(), "taskSlug": self.task_slug})
+        return serialise.dump_json(self)
 
     @classmethod
     def decode(cls, data: bytes) -> RunRequest:
-        raw = _load(data)
-        return cls(AgentSpec.from_json(raw["spec"]), str(raw["taskSlug"]))
+        return serialise.load_json(cls, data)
 
 
 @dataclass(frozen=True)
@@ -107,72 +108,34 @@ class Event:
     data: Mapping[str, Any]
 
     def encode(self) -> bytes:
-        return _dump({"seq": self.seq, "kind": self.kind, "worker": self.worker, "data": self.data})
+        return serialise.dump_json(self)
 
     @classmethod
     def decode(cls, data: bytes) -> Event:
-        raw = _load(data)
-        kind = raw["kind"]
-        if kind not in ("started", "message", "tool_use", "outcome"):
-            raise ValueError(f"unknown event kind {kind!r}")
-        return cls(int(raw["seq"]), kind, str(raw["worker"]), dict(raw.get("data") or {}))
+        return serialise.load_json(cls, data)
 
     def msg_id(self, agent_id: str) -> str:
         """The JetStream de-duplication id: a re-published event is stored once."""
         return f"{agent_id}-{self.seq}"
 
 
+# The payloads of ``tool_use`` and ``outcome`` events.
+
+
 def tool_use_json(use: ToolUse) -> dict[str, Any]:
-    return {"toolUseId": use.tool_use_id, "name": use.name, "input": dict(use.input)}
+    return serialise.to_json(use)
 
 
 def tool_use_from_json(data: Mapping[str, Any]) -> ToolUse:
-    return ToolUse(str(data["toolUseId"]), str(data["name"]), dict(data["input"]))
+    return serialise.from_json(ToolUse, data)
 
 
 def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
-    result = outcome.result
-    return {
-        "status": outcome.status,
-        "result": None
-        if result is None
-        else {
-            "summary": result.summary,
-            "changes": list(result.changes),
-            "issues": list(result.issues),
-            "questions": list(result.questions),
-        },
-        "error": outcome.error,
-        "lastText": outcome.last_text,
-        "costUsd": outcome.cost_usd,
-        "turns": outcome.turns,
-        "durationMs": outcome.duration_ms,
-        "work": outcome.work.to_json() if outcome.work else None,
-    }
+    return serialise.to_json(outcome)
 
 
 def outcome_from_json(data: Mapping[str, Any]) -> RunOutcome:
-    result = data.get("result")
-    status = data["status"]
-    if status not in ("completed", "failed", "killed", "interrupted"):
-        raise ValueError(f"unknown outcome status {status!r}")
-    return RunOutcome(
-        status=status,
-        result=None
-        if not result
-        else AgentResult(
-            summary=str(result["summary"]),
-            changes=tuple(result.get("changes", ())),
-            issues=tuple(result.get("issues", ())),
-            questions=tuple(result.get("questions", ())),
-        ),
-        error=data.get("error"),
-        last_text=data.get("lastText"),
-        cost_usd=data.get("costUsd"),
-        turns=data.get("turns"),
-        duration_ms=int(data.get("durationMs") or 0),
-        work=WorkReport.from_json(data["work"]) if data.get("work") else None,
-    )
+    return serialise.from_json(RunOutcome, data)
 
 
 # --- tool calls -------------------------------------------------------------------------
@@ -189,17 +152,11 @@ class ToolRequest:
     call_id: str = ""
 
     def encode(self) -> bytes:
-        return _dump(
-            {"kind": self.kind, "tool": self.tool, "args": dict(self.args), "callId": self.call_id}
-        )
+        return serialise.dump_json(self)
 
     @classmethod
     def decode(cls, data: bytes) -> ToolRequest:
-        raw = _load(data)
-        kind = raw["kind"]
-        if kind not in ("call", "approve"):
-            raise ValueError(f"unknown tool request kind {kind!r}")
-        return cls(kind, str(raw["tool"]), dict(raw.get("args") or {}), str(raw.get("callId", "")))
+        return serialise.load_json(cls, data)
 
 
 WORKING = b'{"kind":"working"}'
@@ -221,21 +178,19 @@ def decode_answer(data: bytes) -> bytes | None:
 
 
 def encode_reply(reply: ToolReply) -> bytes:
-    return _dump({"payload": reply.payload, "isError": reply.is_error})
+    return serialise.dump_json(reply)
 
 
 def decode_reply(data: bytes) -> ToolReply:
-    raw = _load(data)
-    return ToolReply(dict(raw["payload"]), bool(raw.get("isError")))
+    return serialise.load_json(ToolReply, data)
 
 
 def encode_approval(approval: Approval) -> bytes:
-    return _dump({"allowed": approval.allowed, "message": approval.message})
+    return serialise.dump_json(approval)
 
 
 def decode_approval(data: bytes) -> Approval:
-    raw = _load(data)
-    return Approval(bool(raw["allowed"]), str(raw.get("message") or ""))
+    return serialise.load_json(Approval, data)
 
 
 def _dump(value: Mapping[str, Any]) -> bytes:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import WorkspaceSettings
+from harness.retry import Backoff, retrying
 from harness.runtime.host import AgentHost
 from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.runtime.spec import (
@@ -60,6 +61,8 @@ HEARTBEAT_SECONDS = 1.0
 FIRST_ANSWER_SECONDS = 2.0
 SILENCE_SECONDS = 15.0
 DURABLE = "harness-workers"
+# How a worker waits before trying NATS again (a publish, a silent tool call).
+NATS_BACKOFF = Backoff(first=0.2, cap=5.0)
 
 
 class RemoteTools:
@@ -85,7 +88,7 @@ class RemoteTools:
         nc = self.link.nc
         inbox = nc.new_inbox()
         answers = await nc.subscribe(inbox)
-        delay = 0.2
+        delays = NATS_BACKOFF.delays()
         try:
             while True:
                 await nc.publish(self.link.subjects.tools(agent_id), request.encode(), inbox)
@@ -99,8 +102,7 @@ class RemoteTools:
                         wait = SILENCE_SECONDS
                 except (NatsTimeout, TimeoutError):
                     logger.info("agent %s: the harness is silent; asking again", agent_id)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
+                    await asyncio.sleep(next(delays))
         finally:
             with contextlib.suppress(*nats_errors()):
                 await answers.unsubscribe()
@@ -133,15 +135,17 @@ class _Reporter:
     async def _publish(self, event: Event) -> None:
         subject = self.link.subjects.events(self.agent_id)
         headers = {"Nats-Msg-Id": event.msg_id(self.agent_id)}
-        delay = 0.2
-        while True:
-            try:
-                await self.link.js.publish(subject, event.encode(), headers=headers, timeout=5)
-                return
-            except nats_errors() as exc:  # NATS down or restarting: the event must not be lost
-                logger.warning("event %s of %s not stored yet: %s", event.seq, self.agent_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+
+        def not_yet(exc: BaseException, _delay: float) -> None:
+            logger.warning("event %s of %s not stored yet: %s", event.seq, self.agent_id, exc)
+
+        # NATS down or restarting: the event must not be lost, so it is tried until stored.
+        await retrying(
+            lambda: self.link.js.publish(subject, event.encode(), headers=headers, timeout=5),
+            retry_on=nats_errors(),
+            backoff=NATS_BACKOFF,
+            on_retry=not_yet,
+        )
 
 
 class Worker:

@@ -24,11 +24,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.clock import SYSTEM, Clock, file_stamp
+from harness.clock import SYSTEM, Clock
 from harness.errors import (
     AgentNotFoundError,
     HarnessError,
@@ -64,7 +63,7 @@ from harness.tasks.model import (
     TaskSummary,
     ThreadRef,
 )
-from harness.tasks.repair import salvage, salvaged_thread
+from harness.tasks.repair import salvage, salvaged_thread, set_aside
 from harness.tasks.task_json import read_task_file, write_task_file
 
 logger = logging.getLogger(__name__)
@@ -86,9 +85,7 @@ class FileTaskStore:
         self._index = TaskIndex(tasks_dir)
         self._journal = JournalWriter(self._locked)
         # This process's run (``harness/tasks/run_lock.py``), begun on first use.
-        self._runs = tasks_dir / run_lock.RUNS_FOLDER
-        self._run: run_lock.HeldRun | None = None
-        self._run_guard = threading.Lock()
+        self._runs = run_lock.FileRuns(tasks_dir / run_lock.RUNS_FOLDER, clock)
 
     # ------------------------------------------------------------ the TaskStore protocol
 
@@ -208,36 +205,21 @@ class FileTaskStore:
             await self._journal.close()
             await asyncio.to_thread(self._index.close)
         finally:
-            with self._run_guard:
-                run, self._run = self._run, None
-            if run is not None:
-                run.release()
+            self._runs.end()
 
     async def begin_run(self) -> str:
-        run = self._run
-        if run is not None:
-            return run.run_id
-        return await asyncio.to_thread(self._begin_run)
+        return await self._runs.begin_run()
 
     async def run_alive(self, run_id: str) -> bool:
-        run = self._run
-        if run is not None and run.run_id == run_id:
-            return True
-        return await asyncio.to_thread(run_lock.run_alive, self._runs, run_id)
+        return await self._runs.run_alive(run_id)
 
     async def ended_runs(self) -> builtins.list[str]:
-        return await asyncio.to_thread(run_lock.ended_runs, self._runs)
+        return await self._runs.ended_runs()
 
     async def forget_run(self, run_id: str) -> None:
-        await asyncio.to_thread(run_lock.forget_run, self._runs, run_id)
+        await self._runs.forget_run(run_id)
 
     # ------------------------------------------------------------ blocking work (threads)
-
-    def _begin_run(self) -> str:
-        with self._run_guard:  # two first dispatches at once begin one run
-            if self._run is None:
-                self._run = run_lock.begin_run(self._runs, self._clock)
-            return self._run.run_id
 
     def _folder(self, slug: str) -> Path:
         return self.tasks_dir / validate_slug(slug)
@@ -434,7 +416,7 @@ class FileTaskStore:
                     fix="check the file's permissions, then run the repair again",
                 ) from exc
             found = salvage(data, slug=slug, file=file, file_time=mtime)
-            aside = _set_aside(file, self._clock.now())
+            aside = set_aside(file, self._clock.now())
             self._commit(found.task)
         logger.info("repaired task %s: the damaged task.json is kept as %s", slug, aside)
         return RepairReport(slug, str(aside), found.kept, found.dropped)
@@ -482,31 +464,6 @@ def _unfinished_in(tasks: list[Task]) -> list[tuple[str, DispatchRecord]]:
         for record in task.dispatches
         if record.status not in FINAL_STATUSES
     ]
-
-
-def _set_aside(file: Path, moment: datetime) -> Path:
-    """A second name for ``file``, ``task.json.damaged-<UTC time>``, that keeps its bytes when
-    task.json is replaced (a hard link, else a copy)."""
-    stamp = file_stamp(moment)
-    for attempt in range(1, 1000):
-        aside = file.with_name(
-            f"{file.name}.damaged-{stamp}" + (f"-{attempt}" if attempt > 1 else "")
-        )
-        try:
-            os.link(file, aside)
-        except FileExistsError:
-            continue
-        except OSError:  # a file system without hard links
-            try:
-                with open(aside, "xb") as copy:
-                    copy.write(file.read_bytes())
-            except FileExistsError:
-                continue
-        return aside
-    raise HarnessError(
-        f"{file.parent}: too many damaged copies of task.json",
-        fix="move the task.json.damaged-* files elsewhere, then run the repair again",
-    )
 
 
 def _relative_journal(folder: Path, record: DispatchRecord) -> DispatchRecord:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from harness import serialise
 
 DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
 FeedbackValue = Literal["good", "bad"]
@@ -46,31 +48,20 @@ class AgentResult:
     questions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "summary": self.summary,
-            "changes": list(self.changes),
-            "issues": list(self.issues),
-            "questions": list(self.questions),
-        }
+        return serialise.to_json(self)
 
     @classmethod
     def from_json(cls, data: Any) -> AgentResult | None:
-        """Lenient: a result from the model or from disk; None when there is no summary."""
+        """Lenient, for a model's structured output: None when there is no summary; a list
+        reads as its items in words, anything else but the summary as missing."""
         if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
             return None
-
-        def strings(key: str) -> tuple[str, ...]:
-            value = data.get(key)
-            if not isinstance(value, list):
-                return ()
-            return tuple(str(item) for item in value)
-
-        return cls(
-            summary=data["summary"],
-            changes=strings("changes"),
-            issues=strings("issues"),
-            questions=strings("questions"),
-        )
+        lists = {
+            key: [str(item) for item in value]
+            for key, value in data.items()
+            if isinstance(value, list)
+        }
+        return serialise.from_json(cls, {**lists, "summary": data["summary"]})
 
 
 @dataclass(frozen=True)
@@ -81,13 +72,19 @@ class ThreadRef:
     thread_ts: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Progress:
     """The latest ``update_progress`` of an agent."""
 
+    # The fields' order is task.json's key order; callers pass (message, at, percent).
     message: str
+    percent: float | None = field(default=None, kw_only=True)
     at: str
-    percent: float | None = None
+
+    def __init__(self, message: str, at: str, percent: float | None = None) -> None:
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "percent", percent)
+        object.__setattr__(self, "at", at)
 
 
 @dataclass(frozen=True)
@@ -110,18 +107,20 @@ class Feedback:
     at: str
 
 
-@dataclass(frozen=True)
+# The fields' order of DispatchRecord and Task is task.json's key order (harness/serialise.py),
+# so a new field is one line here; a field with a default reads old files that lack it.
+@dataclass(frozen=True, kw_only=True)
 class DispatchRecord:
     agent_id: str
     role: str
-    cwd: str
-    model: str | None
-    started_at: str
-    status: DispatchStatus
-    journal_file: str
+    cwd: str = ""
+    model: str | None = None
     prompt: str = ""
     parent_id: str | None = None
+    started_at: str
     completed_at: str | None = None
+    status: DispatchStatus
+    journal_file: str = ""
     cost_usd: float | None = None
     # The cost came from a scripted model (a demo, `harness run --scripted`): nothing was paid.
     cost_simulated: bool = False
@@ -158,18 +157,20 @@ class DispatchRecord:
 
 @dataclass(frozen=True)
 class Task:
+    # In task.json the folder name is the task's identity; the file's copy is informational.
     slug: str
     created: str
-    description: str
+    description: str = ""
     thread: ThreadRef | None = None
+    # Keyword-only: they stand between fields callers pass by position (thread, dispatches).
+    # The repository (a name from config.yaml's workspaces) the task's agents work in.
+    repository: str | None = field(default=None, kw_only=True)
+    # The person who asked for the task (a front end's user id); None when unknown.
+    requester: str | None = field(default=None, kw_only=True)
+    # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
+    allowed: tuple[str, ...] = field(default=(), kw_only=True)
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
-    # The repository (a name from config.yaml's workspaces) the task's agents work in.
-    repository: str | None = None
-    # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
-    allowed: tuple[str, ...] = ()
-    # The person who asked for the task (a front end's user id); None when unknown.
-    requester: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.clock import file_stamp, timestamp
 from harness.errors import HarnessError
 from harness.problems import describe, problems
 from harness.tasks.model import Task, ThreadRef
@@ -265,14 +266,8 @@ def _encode(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, ensure_ascii=False).encode("utf-8")
 
 
-def _first_start(dispatches: list[Any]) -> str | None:
-    starts = [d["startedAt"] for d in dispatches if isinstance(d.get("startedAt"), str)]
-    return min(starts) if starts else None
-
-
-def _iso(timestamp: float) -> str:
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _iso(seconds: float) -> str:
+    return timestamp(datetime.fromtimestamp(seconds, UTC), precise=True)
 
 
 def _kept(task: Task, described: str) -> tuple[str, ...]:
@@ -291,3 +286,28 @@ def _kept(task: Task, described: str) -> tuple[str, ...]:
         if items:
             kept.append(f"{len(items)} {name}{'s' if len(items) != 1 else ''}")
     return tuple(kept)
+
+
+def set_aside(file: Path, moment: datetime) -> Path:
+    """A second name for ``file``, ``task.json.damaged-<UTC time>``, that keeps its bytes when
+    task.json is replaced (a hard link, else a copy)."""
+    stamp = file_stamp(moment)
+    for attempt in range(1, 1000):
+        aside = file.with_name(
+            f"{file.name}.damaged-{stamp}" + (f"-{attempt}" if attempt > 1 else "")
+        )
+        try:
+            os.link(file, aside)
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links
+            try:
+                with open(aside, "xb") as copy:
+                    copy.write(file.read_bytes())
+            except FileExistsError:
+                continue
+        return aside
+    raise HarnessError(
+        f"{file.parent}: too many damaged copies of task.json",
+        fix="move the task.json.damaged-* files elsewhere, then run the repair again",
+    )

@@ -19,10 +19,12 @@ Blocking file work: the task store calls these from worker threads.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
 import re
+import threading
 from pathlib import Path
 
 from harness.clock import Clock
@@ -165,3 +167,45 @@ def _same_file(fd: int, file: Path) -> bool:
         return False
     opened = os.fstat(fd)
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+class FileRuns:
+    """The RunLiveness protocol over a folder of run locks (the file store's ``.runs/``):
+    this process's run is begun on first use and ended by ``end()``."""
+
+    def __init__(self, folder: Path, clock: Clock) -> None:
+        self.folder = folder
+        self._clock = clock
+        self._run: HeldRun | None = None
+        self._guard = threading.Lock()
+
+    async def begin_run(self) -> str:
+        run = self._run
+        if run is not None:
+            return run.run_id
+        return await asyncio.to_thread(self._begin)
+
+    async def run_alive(self, run_id: str) -> bool:
+        run = self._run
+        if run is not None and run.run_id == run_id:
+            return True
+        return await asyncio.to_thread(run_alive, self.folder, run_id)
+
+    async def ended_runs(self) -> list[str]:
+        return await asyncio.to_thread(ended_runs, self.folder)
+
+    async def forget_run(self, run_id: str) -> None:
+        await asyncio.to_thread(forget_run, self.folder, run_id)
+
+    def end(self) -> None:
+        """This process's run ends (its lock let go); the next ``begin_run`` begins another."""
+        with self._guard:
+            run, self._run = self._run, None
+        if run is not None:
+            run.release()
+
+    def _begin(self) -> str:
+        with self._guard:  # two first dispatches at once begin one run
+            if self._run is None:
+                self._run = begin_run(self.folder, self._clock)
+            return self._run.run_id

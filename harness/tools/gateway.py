@@ -12,7 +12,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.orchestrator import AUDIT_LOG, Orchestrator
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.task_methods import AUDIT_LOG
 from harness.config.roles import Role
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.runtime.spec import Approval, ToolDeclaration, ToolReply

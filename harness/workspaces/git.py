@@ -28,13 +28,15 @@ from pathlib import Path
 from typing import Literal
 
 from harness.errors import HarnessError
+from harness.retry import Backoff
 
 logger = logging.getLogger(__name__)
 
 # A clone of a large repository over a slow link is the longest call; nothing waits forever.
 TIMEOUT_SECONDS = 600.0
 # Another git process holding a lock is done within milliseconds to a second or two.
-_LOCK_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+_LOCK_BACKOFF = Backoff(first=0.05, cap=1.6)
+_LOCK_RETRIES = 6
 _LOCK_ERROR = re.compile(
     r"\.lock'?: File exists|Unable to create '[^']*\.lock'|could not lock|cannot lock ref"
     r"|Another git process seems to be running",
@@ -116,7 +118,7 @@ async def git(
     timeout: float = TIMEOUT_SECONDS,
 ) -> GitResult:
     """Run ``git args`` in ``cwd``; with ``check`` a failure raises GitError carrying ``fix``."""
-    for delay in (*_LOCK_RETRY_DELAYS, None):
+    for delay in (*_LOCK_BACKOFF.delays(_LOCK_RETRIES), None):
         result = await _run(args, cwd, git_env(env), timeout)
         if result.ok or delay is None or not _LOCK_ERROR.search(result.stderr):
             break

@@ -10,11 +10,11 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.problems import did_you_mean
@@ -93,19 +93,6 @@ class WorkspaceRequest:
     base_branch: str
     commit_work: bool = True
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WorkspaceRequest:
-        return cls(
-            repository=str(data["repository"]),
-            url=data.get("url"),
-            path=data.get("path"),
-            base_branch=str(data["base_branch"]),
-            commit_work=bool(data.get("commit_work", True)),
-        )
-
 
 @dataclass(frozen=True)
 class WorkReport:
@@ -116,18 +103,6 @@ class WorkReport:
     head_commit: str
     diff_stat: str
     diff: str
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WorkReport:
-        return cls(
-            branch=data.get("branch"),
-            head_commit=str(data["head_commit"]),
-            diff_stat=str(data["diff_stat"]),
-            diff=str(data["diff"]),
-        )
 
 
 @dataclass(frozen=True)

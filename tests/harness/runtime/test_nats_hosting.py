@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents.orchestrator import AgentHandle, Orchestrator
+from harness.agents.dispatching import AgentHandle
+from harness.agents.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator, load_project
 from harness.runtime.nats_hosting import NatsHosting
 from harness.runtime.nats_link import NatsSettings

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from harness.config.roles import Role
-from harness.runtime.spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse
+from harness.permissions.rules import parse_rule
+from harness.runtime.spec import (
+    AgentSpec,
+    Approval,
+    RunOutcome,
+    ToolDeclaration,
+    ToolReply,
+    ToolUse,
+)
 from harness.runtime.wire import (
     Event,
     RunRequest,
@@ -20,7 +31,9 @@ from harness.runtime.wire import (
     tool_use_from_json,
     tool_use_json,
 )
+from harness.serialise import DecodeError
 from harness.tasks.model import AgentResult
+from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 
 def test_subjects_and_streams_follow_the_prefix() -> None:
@@ -48,9 +61,101 @@ def test_a_run_request_carries_the_whole_spec_and_its_task() -> None:
     assert again == RunRequest(spec, "fix")
 
 
+def test_a_spec_travels_whole_with_camel_case_keys() -> None:
+    role = Role(
+        "developer",
+        "Developer",
+        "dev",
+        "p",
+        "roles/developer.md",
+        cwd=Path("/w"),
+        tools=("Bash",),
+        allow=(parse_rule("Bash(pytest:*)"),),
+        deny=(parse_rule("Bash(rm:*)"),),
+    )
+    spec = AgentSpec(
+        "a1",
+        role,
+        "fix",
+        "/w/fix",
+        harness_tools=(ToolDeclaration("draft_agent", "Draft", {"type": "object"}),),
+        workspace=WorkspaceRequest("web", None, "/repos/web", "main"),
+    )
+
+    raw = json.loads(RunRequest(spec, "fix").encode())
+
+    assert raw["taskSlug"] == "fix"
+    assert raw["spec"]["role"]["displayName"] == "Developer"
+    assert raw["spec"]["role"]["allow"] == [
+        {"tool": "Bash", "specifier": "pytest:*", "text": "Bash(pytest:*)"}
+    ]
+    assert raw["spec"]["harnessTools"] == [
+        {"name": "draft_agent", "description": "Draft", "inputSchema": {"type": "object"}}
+    ]
+    assert raw["spec"]["workspace"] == {
+        "repository": "web",
+        "url": None,
+        "path": "/repos/web",
+        "baseBranch": "main",
+        "commitWork": True,
+    }
+    assert RunRequest.decode(json.dumps(raw).encode()) == RunRequest(spec, "fix")
+
+
+def test_a_spec_and_an_outcome_as_earlier_versions_sent_them_still_read() -> None:
+    # Earlier versions sent the role, the workspace request and the work report snake_case.
+    role = {
+        "name": "developer",
+        "display_name": "Developer",
+        "category": "dev",
+        "prompt": "p",
+        "source": "r.md",
+        "cwd": None,
+        "tools": None,
+        "permission_mode": "default",
+        "allow": [{"tool": "Read", "specifier": None, "text": "Read"}],
+        "deny": [],
+    }
+    spec = {
+        "agentId": "a1",
+        "role": role,
+        "prompt": "fix",
+        "cwd": "/w",
+        "workspace": {
+            "repository": "web",
+            "url": None,
+            "path": "/r",
+            "base_branch": "main",
+            "commit_work": False,
+        },
+    }
+    outcome = {
+        "status": "completed",
+        "result": None,
+        "durationMs": None,
+        "work": {"branch": None, "head_commit": "abc", "diff_stat": "", "diff": ""},
+    }
+
+    request = RunRequest.decode(json.dumps({"spec": spec, "taskSlug": "fix"}).encode())
+
+    assert request.spec.role.allow == (parse_rule("Read"),)
+    assert request.spec.workspace == WorkspaceRequest("web", None, "/r", "main", False)
+    assert request.spec.withhold_env == ("SLACK_*",)
+    assert outcome_from_json(outcome) == RunOutcome(
+        "completed", duration_ms=0, work=WorkReport(None, "abc", "", "")
+    )
+
+
 def test_events_outcomes_and_tool_uses_round_trip() -> None:
     outcome = RunOutcome(
-        "completed", AgentResult("done", ("a.py",), (), ("why?",)), None, "bye", 0.25, 3, 1200
+        "completed",
+        AgentResult("done", ("a.py",), (), ("why?",)),
+        None,
+        "bye",
+        0.25,
+        3,
+        1200,
+        WorkReport("harness/fix", "abc123", " a.py | 1 +", "diff --git ..."),
     )
     use = ToolUse("tu1", "Edit", {"file_path": "a.py"})
     event = Event(7, "outcome", "worker-a", outcome_json(outcome))
@@ -58,6 +163,12 @@ def test_events_outcomes_and_tool_uses_round_trip() -> None:
     assert Event.decode(event.encode()) == event
     assert outcome_from_json(Event.decode(event.encode()).data) == outcome
     assert tool_use_from_json(tool_use_json(use)) == use
+    assert tool_use_json(use) == {
+        "toolUseId": "tu1",
+        "name": "Edit",
+        "input": {"file_path": "a.py"},
+    }
+    assert outcome_json(outcome)["work"]["headCommit"] == "abc123"
     assert event.msg_id("a1") == "a1-7"
 
 
@@ -81,3 +192,10 @@ def test_junk_on_the_wire_is_refused_with_a_clear_error(data: bytes) -> None:
         Event.decode(data)
     with pytest.raises((ValueError, KeyError)):
         ToolRequest.decode(data)
+
+
+def test_a_wrong_field_on_the_wire_is_named_by_its_path() -> None:
+    with pytest.raises(DecodeError, match=r"seq: expected an integer, found a string \('7'\)"):
+        Event.decode(b'{"seq": "7", "kind": "message", "worker": "w", "data": {}}')
+    with pytest.raises(DecodeError, match=r"result\.summary: missing"):
+        outcome_from_json({"status": "completed", "result": {"changes": []}})

@@ -63,6 +63,37 @@ def test_a_file_written_by_an_earlier_version_still_loads() -> None:
     assert task.decisions == ()
 
 
+@pytest.mark.parametrize(
+    ("key", "where"), [("prompt", "dispatch"), ("feedback", "dispatch"), ("description", "task"),
+                       ("allowed", "task"), ("dispatches", "task"), ("decisions", "task")]
+)  # fmt: skip
+def test_a_null_that_earlier_versions_wrote_reads_as_the_default(key: str, where: str) -> None:
+    data = json.loads(json.dumps(EARLIER_VERSION))
+    (data["dispatches"][0] if where == "dispatch" else data)[key] = None
+
+    task = parse(data)
+
+    holder = task.dispatches[0] if where == "dispatch" else task
+    assert getattr(holder, key) in ("", ())
+
+
+def test_a_file_without_a_slug_takes_the_folder_name() -> None:
+    data = {key: value for key, value in EARLIER_VERSION.items() if key != "slug"}
+
+    assert parse(data).slug == "do-it"
+
+
+def test_progress_is_written_message_percent_at_and_no_feedback_as_an_empty_list() -> None:
+    record = make_record("a1", progress=Progress("half", "2026-01-01T10:01:00Z", 50))
+    task = Task(slug="do-it", created="2026-01-01T10:00:00Z", dispatches=(record,))
+
+    [written] = json.loads(dump_task(task))["dispatches"]
+
+    assert written["progress"] == {"message": "half", "percent": 50.0, "at": "2026-01-01T10:01:00Z"}
+    assert list(written["progress"]) == ["message", "percent", "at"]
+    assert written["feedback"] == []
+
+
 def test_unknown_keys_are_ignored_so_newer_files_load() -> None:
     data = json.loads(json.dumps(EARLIER_VERSION))
     data["labels"] = ["x"]
@@ -128,8 +159,26 @@ def test_a_simulated_cost_is_marked_as_such_in_the_file() -> None:
         (lambda d: d.update(thread={"channel": "C1"}), "thread.threadTs: missing"),
         (lambda d: d.update(created=20250601), "created: expected a string"),
         (lambda d: d.update(dispatches={"a1": {}}), "dispatches: expected a list"),
+        (
+            lambda d: d["dispatches"][0].update(progress=50),
+            "dispatches[0].progress: expected a mapping",
+        ),
+        (
+            lambda d: d["dispatches"][0].update(costUsd="0.5"),
+            "dispatches[0].costUsd: expected a number",
+        ),
     ],
-    ids=["wrong-type", "missing", "bad-status", "bad-item", "half-thread", "number", "not-list"],
+    ids=[
+        "wrong-type",
+        "missing",
+        "bad-status",
+        "bad-item",
+        "half-thread",
+        "number",
+        "not-list",
+        "not-object",
+        "string-number",
+    ],
 )
 def test_a_bad_field_is_named_by_its_path_with_what_was_found(change: Any, expected: str) -> None:
     data = json.loads(json.dumps(EARLIER_VERSION))
