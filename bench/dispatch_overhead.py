@@ -6,6 +6,7 @@ turn ending in a StructuredOutput call, alternating so that drift hits both equa
   in-process:  Orchestrator.run (what `harness run` does after start-up) vs query()
   command:     `python -m harness run "..."` vs `python -c <bare query() script>`
   kill:        Orchestrator.kill during a stalled model turn -> the claude child is gone
+  start-up:    `python -m harness --help` vs `python -c pass`
 
 Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10]
 """
@@ -84,6 +85,21 @@ def commands(model: ScriptedModel, config: Path, runs: int) -> tuple[float, floa
     return statistics.median(harness_times), statistics.median(bare_times)
 
 
+def help_startup(runs: int) -> None:
+    """How long `harness --help` takes, beside the interpreter's own start."""
+    samples: dict[str, list[float]] = {"`harness --help`": [], "`python -c pass`": []}
+    for _ in range(runs):
+        for name, argv in (
+            ("`harness --help`", [sys.executable, "-m", "harness", "--help"]),
+            ("`python -c pass`", [sys.executable, "-c", "pass"]),
+        ):
+            started = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True, cwd=REPO)
+            samples[name].append(time.perf_counter() - started)
+    for name, taken in samples.items():
+        print(summary(name, taken))
+
+
 async def kill_latency(model: ScriptedModel, config: Path, runs: int) -> list[float]:
     orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
     samples = []
@@ -124,6 +140,7 @@ async def main() -> None:
             hc, bc = await asyncio.to_thread(commands, model, config, args.runs)
             print(f"ratio command: {hc / bc:.3f}")
             await kill_latency(model, config, args.runs)
+        help_startup(args.runs)
 
 
 if __name__ == "__main__":

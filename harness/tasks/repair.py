@@ -26,13 +26,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness import serialise
 from harness.clock import file_stamp, timestamp
 from harness.errors import HarnessError
 from harness.problems import describe, problems
 from harness.tasks.model import Task, ThreadRef
 
 # The schema task.json is validated against, to word each problem as task_json does.
-from harness.tasks.task_json import _TaskJson as TaskSchema
 from harness.tasks.task_json import parse_task
 
 # The lists whose items are salvaged one by one.
@@ -193,7 +193,7 @@ class _Checker:
             cause = exc.__cause__
             if not isinstance(cause, ValidationError):
                 raise
-            worded = problems(cause, TaskSchema)
+            worded = problems(cause, serialise.schema(Task))
             return [
                 _Error(tuple(error["loc"])[strip:], error["type"] == "missing", said.problem)
                 for error, said in zip(cause.errors(), worded, strict=True)

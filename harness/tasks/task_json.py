@@ -19,10 +19,6 @@ from harness.errors import HarnessError
 from harness.problems import TOP_LEVEL
 from harness.tasks.model import Task
 
-# The model task.json's problems are worded by (``harness tasks repair`` words its own too).
-_TaskJson = serialise.schema(Task)
-
-
 # What identifies one version of task.json without reading it: (mtime_ns, size, inode).
 # Every atomic write makes a new inode, so two writes within one clock tick still differ.
 Fingerprint = tuple[int, int, int]
