@@ -21,6 +21,7 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import unfinished
 from bot.access import check_access
 from bot.background import Background
 from bot.blocks import REPOSITORY_ACTION_PREFIX, RERUN_ACTION
@@ -148,7 +149,7 @@ class HarnessBot:
         settled = await self.conversations.watcher.resume(self.interrupted)
         if settled:
             logger.info("settled %d agent(s) that ended while the bot was away", settled)
-        replayed = await self.conversations.replay_intake()
+        replayed = await unfinished.replay_intake(self.conversations)
         if replayed:
             logger.info("handling %d request(s) the bot had taken on before it stopped", replayed)
 
@@ -338,8 +339,8 @@ def create_app(
         thread: ThreadRef, agent_id: str, user: str, body: dict[str, Any]
     ) -> str | None:
         notice = body.get("message")
-        return await conversations.run_again(
-            thread, agent_id, user, notice if isinstance(notice, dict) else None
+        return await unfinished.run_again(
+            conversations, thread, agent_id, user, notice if isinstance(notice, dict) else None
         )
 
     app.action(RERUN_ACTION)(thread_button(run_again, "run again:"))

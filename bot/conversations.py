@@ -5,6 +5,7 @@ thread are follow-ups on it (routed, else the thread's last role; the agent sees
 history first); an @mention in an unbound thread starts a task with the thread's earlier
 messages as context. One run per user message (deduplicated by event id and by message),
 and one agent at a time per thread (a follow-up waits its turn and the thread says so).
+Work a stop cut short is taken up again by bot/unfinished.py.
 """
 
 from __future__ import annotations
@@ -12,20 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import datetime
 from typing import Any
 
 from bot.access import check_access
 from bot.assistant import FIRST_STATUS
 from bot.background import Background
-from bot.blocks import (
-    SlackMessage,
-    failure_message,
-    mention,
-    repository_question,
-    rerun_done,
-    waiting_text,
-)
+from bot.blocks import failure_message, repository_question, waiting_text
 from bot.dedupe import Dedupe
 from bot.outbox import Outbox
 from bot.parsing import (
@@ -49,7 +42,7 @@ from bot.threads import ThreadIndex, ThreadLanes
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
 from harness.config.settings import SlackSettings
-from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError, repair_command
+from harness.errors import HarnessError, TaskDamagedError, repair_command
 from harness.tasks.ledger import Ledger
 from harness.tasks.model import ThreadRef
 
@@ -59,14 +52,6 @@ logger = logging.getLogger(__name__)
 def intake_key(message: UserMessage) -> str:
     """A person's message as the ledger knows it (seen, and taken on)."""
     return f"message:{message.channel}:{message.ts}"
-
-
-def started_after(iso: str, at: float) -> bool:
-    try:
-        started = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return started.timestamp() >= at - 1.0  # clocks of one machine: a second of slack
 
 
 EYES, ANSWERED = "eyes", "speech_balloon"
@@ -172,48 +157,15 @@ class Conversations:
         self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
         return decision
 
-    async def replay_intake(self) -> int:
-        """At start: handles each request taken on before a stop that no agent started on
-        (one that had started is announced as interrupted instead). How many it replayed."""
-        replayed = 0
-        for key, data, at in await self.ledger.intake():
-            try:
-                event, bot_user_id = data["event"], str(data["botUserId"])
-                parsed = parse_message_event(event, bot_user_id)
-            except (KeyError, TypeError, ValueError):
-                logger.warning("unreadable request %s in the ledger: dropped", key)
-                await self.ledger.handled(key)
-                continue
-            if isinstance(parsed, Ignore) or await self._started_since(parsed.thread, at):
-                await self.ledger.handled(key)
-                continue
-            if data.get("waitingForRepository") and self._wait_for_repository(parsed, bot_user_id):
-                continue  # its question is in the thread already: the click starts it
-            logger.info("handling %s again: the bot stopped before it started on it", key)
-            self.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
-            replayed += 1
-        return replayed
-
-    def _wait_for_repository(self, message: UserMessage, bot_user_id: str) -> bool:
-        """Waits again for the repository of a request asked about before a stop; False when
-        the thread has a task by now (the request is then handled anew)."""
+    def wait_again_for_repository(self, message: UserMessage, bot_user_id: str) -> bool:
+        """Waits again for the repository of a request asked about before a stop (see
+        bot/unfinished.py); False when the thread has a task by now (it is handled anew)."""
         decision = decide(message, bound=self.index.is_bound(message.thread))
         if not isinstance(decision, NewTask | MentionInUnboundThread):
             return False
         self.index.reserve(message.thread)
         self._choosing[message.thread] = (decision, bot_user_id)
         return True
-
-    async def _started_since(self, thread: ThreadRef, at: float) -> bool:
-        """Whether an agent of the thread's task started at or after ``at`` (epoch s)."""
-        slug = self.index.slug(thread)
-        if slug is None:
-            return False
-        try:
-            task = await self.orchestrator.task(slug)
-        except HarnessError:
-            return False
-        return any(started_after(d.started_at, at) for d in task.dispatches)
 
     def _answer_question(self, message: UserMessage) -> bool:
         """A reply in a thread where an agent waits on ``ask_human`` answers it (instead of
@@ -317,49 +269,6 @@ class Conversations:
 
         job = self._guarded(decision.message, start)
         self.lanes.enqueue(thread, job, name=f"repository for {thread.channel}/{thread.thread_ts}")
-        return None
-
-    async def run_again(
-        self, thread: ThreadRef, agent_id: str, user: str, notice: Mapping[str, Any] | None
-    ) -> str | None:
-        """*Run again* was pressed under the notice that ``agent_id`` was interrupted: the same
-        role starts over on the same request, in the same task, once. Why not, when it
-        cannot (None when it started)."""
-        slug = self.index.slug(thread)
-        try:
-            record = await self.orchestrator.record(agent_id)
-            task = await self.orchestrator.task(slug) if slug else None
-        except (AgentNotFoundError, HarnessError):
-            return "I do not know that agent any more."
-        if task is None or all(d.agent_id != agent_id for d in task.dispatches):
-            return "This button belongs to another thread's task."
-        if record.status != "interrupted":
-            return f"Agent `{agent_id}` {record.status}; only an interrupted agent is run again."
-        requester = task.requester
-        if not self.orchestrator.may_decide(user, requester):
-            who = mention(requester) if requester else "the person who asked"
-            return f"Only {who} (or an admin) can run it again."
-        if self.closing:
-            return "I am shutting down; press it again once I am back."
-        if not await self.ledger.claim(f"rerun:{agent_id}"):
-            return "It has already been run again."
-
-        async def again() -> None:
-            handle = await self.orchestrator.draft(
-                record.role, record.prompt, task_slug=task.slug, requested_by=user
-            )
-            ts = notice.get("ts") if notice else None
-            if notice is not None and isinstance(ts, str) and notice.get("blocks"):
-                shown: SlackMessage = {
-                    "text": str(notice.get("text", "")),
-                    "blocks": list(notice["blocks"]),
-                }
-                await self.poster.update(
-                    thread.channel, ts, rerun_done(shown, user, handle.agent_id)
-                )
-            await self.watcher.follow(thread, handle.agent_id, handle.role, task_slug=task.slug)
-
-        self.lanes.enqueue(thread, again, name=f"run {agent_id} again")
         return None
 
     async def _start(

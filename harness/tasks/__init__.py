@@ -5,10 +5,11 @@ with its result, cost and where its work is. The store keeps each under
 ``<tasks dir>/<slug>/`` (``task.json``, the agents' journals, the audit log, diffs); only it
 reads or writes those files.
 
-Modules: ``model`` (the domain values: Task, DispatchRecord, AgentResult...), ``store`` (the
-the protocols: ``TaskStore``, ``TaskFiles``, ``RunLiveness``, all three as ``Store``; and the
-in-memory store), ``files`` (the file store), ``task_json``
-(task.json's format), ``index`` (the SQLite index that answers listings), ``repair``
+Modules: ``model`` (the domain values: Task, DispatchRecord, AgentResult...), ``store``
+(the protocols: ``TaskStore``, ``TaskFiles``, ``RunLiveness``, all three as ``Store``; and the
+in-memory store), ``files`` (the file store), ``lookups`` (the file store's reads and
+lookups across tasks), ``task_json`` (task.json's format), ``index`` (the SQLite index that
+answers listings), ``index_db`` (the index's tables, connection and row writes), ``repair``
 (salvaging a damaged task.json), ``removal`` (which tasks may be deleted), ``journal``
 (batched JSON-lines logs), ``run_lock`` (whether the process that started a dispatch still
 lives), ``ledger`` (what a front end has seen and still owes people), ``context`` (a task's

@@ -7,6 +7,9 @@ an ``fcntl.flock`` on ``<slug>/.lock``, writes task.json atomically and updates 
 before letting go, so concurrent agents, threads or processes never lose each other's
 dispatch records.
 
+Reads and the lookups across tasks (with their fall back to every task.json when SQLite is
+unusable) are in ``harness/tasks/lookups.py``.
+
 Runs: ``<tasks dir>/.runs/<run id>.lock``, one per harness process, locked for its life
 (``harness/tasks/run_lock.py``).
 """
@@ -20,34 +23,24 @@ import fcntl
 import logging
 import os
 import shutil
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from harness.clock import SYSTEM, Clock
-from harness.errors import (
-    AgentNotFoundError,
-    HarnessError,
-    TaskDamagedError,
-    TaskNotFoundError,
-)
+from harness.errors import HarnessError, TaskDamagedError, TaskNotFoundError
 from harness.tasks import run_lock
 from harness.tasks.common import (
     LOCK_FILE,
-    SLUG_RE,
     TASK_FILE,
     DamagedTask,
     RepairReport,
     check_file_name,
     creation_time,
-    damaged_error,
     make_slug,
-    newest_first,
     read_file,
-    record_in,
     upsert,
     validate_slug,
     with_rule,
@@ -55,20 +48,18 @@ from harness.tasks.common import (
 )
 from harness.tasks.index import TaskIndex
 from harness.tasks.journal import JournalWriter, LogEntries, read_lines
+from harness.tasks.lookups import TaskLookups
 from harness.tasks.model import (
-    FINAL_STATUSES,
     Decision,
     DispatchRecord,
     Task,
     TaskSummary,
     ThreadRef,
 )
-from harness.tasks.repair import salvage, salvaged_thread, set_aside
-from harness.tasks.task_json import read_task_file, write_task_file
+from harness.tasks.repair import salvage, set_aside
+from harness.tasks.task_json import write_task_file
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Deleted task folders on their way out (a dot name: never a slug, so never listed).
 _TRASH_PREFIX = ".deleted-"
@@ -83,6 +74,7 @@ class FileTaskStore:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._index = TaskIndex(tasks_dir)
+        self._lookups = TaskLookups(tasks_dir, self._index)
         self._journal = JournalWriter(self._locked)
         # This process's run (``harness/tasks/run_lock.py``), begun on first use.
         self._runs = run_lock.FileRuns(tasks_dir / run_lock.RUNS_FOLDER, clock)
@@ -100,10 +92,10 @@ class FileTaskStore:
 
     async def get(self, slug: str) -> Task:
         validate_slug(slug)
-        return await asyncio.to_thread(self._read, slug)
+        return await asyncio.to_thread(self._lookups.read, slug)
 
     async def find_by_thread(self, thread: ThreadRef) -> Task | None:
-        return await asyncio.to_thread(self._find_by_thread, thread)
+        return await asyncio.to_thread(self._lookups.find_by_thread, thread)
 
     async def bind_thread(self, slug: str, thread: ThreadRef) -> Task:
         validate_slug(slug)
@@ -118,13 +110,13 @@ class FileTaskStore:
         )
 
     async def list(self) -> builtins.list[Task]:
-        return await asyncio.to_thread(self._list)
+        return await asyncio.to_thread(self._lookups.tasks)
 
     async def summaries(self) -> builtins.list[TaskSummary]:
-        return await asyncio.to_thread(self._summaries)
+        return await asyncio.to_thread(self._lookups.summaries)
 
     async def damaged(self) -> builtins.list[DamagedTask]:
-        return await asyncio.to_thread(self._damaged)
+        return await asyncio.to_thread(self._lookups.damaged)
 
     async def repair(self, slug: str) -> RepairReport:
         validate_slug(slug)
@@ -136,19 +128,14 @@ class FileTaskStore:
         await asyncio.to_thread(self._delete, slug)
 
     async def record(self, agent_id: str) -> DispatchRecord:
-        return await asyncio.to_thread(self._record, agent_id)
+        return await asyncio.to_thread(self._lookups.record, agent_id)
 
     async def knows_agent(self, agent_id: str) -> bool:
-        def fallback(tasks: builtins.list[Task]) -> bool:
-            return any(r.agent_id == agent_id for t in tasks for r in t.dispatches)
-
-        return await asyncio.to_thread(
-            self._with_index, lambda: bool(self._index.slugs_of_agent(agent_id)), fallback
-        )
+        return await asyncio.to_thread(self._lookups.knows_agent, agent_id)
 
     async def unfinished(self) -> builtins.list[tuple[str, DispatchRecord]]:
         """(slug, record) of every queued or running dispatch, for recovery at start-up."""
-        return await asyncio.to_thread(self._unfinished)
+        return await asyncio.to_thread(self._lookups.unfinished)
 
     async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
         folder = self._folder(slug)
@@ -241,29 +228,6 @@ class FileTaskStore:
             finally:
                 os.close(fd)  # closing releases the flock
 
-    def _read(self, slug: str) -> Task:
-        """The task; TaskNotFoundError, or TaskDamagedError when task.json cannot be read
-        (so no read-modify-write ever overwrites a damaged file)."""
-        file = self._folder(slug) / TASK_FILE
-        try:
-            task, _ = read_task_file(file, slug=slug)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise TaskNotFoundError(slug) from exc
-        except HarnessError as exc:
-            raise damaged_error(slug, file, exc) from exc
-        return task
-
-    def _read_quietly(self, slug: str) -> Task | None:
-        """The task, or None (with a warning when its file is corrupt): for lookups that
-        must not fail because of one bad task."""
-        try:
-            return self._read(slug)
-        except TaskNotFoundError:
-            return None
-        except HarnessError as exc:
-            logger.warning("skipping task %s: %s", slug, exc)
-            return None
-
     def _commit(self, task: Task) -> None:
         """Write task.json, then its index row. Callers hold the task's lock."""
         self._index.put(task, write_task_file(self._folder(task.slug) / TASK_FILE, task))
@@ -301,7 +265,7 @@ class FileTaskStore:
 
     def _update(self, slug: str, change: Callable[[Task], Task]) -> Task:
         with self._locked(slug):
-            task = change(self._read(slug))
+            task = change(self._lookups.read(slug))
             self._commit(task)
         return task
 
@@ -325,84 +289,13 @@ class FileTaskStore:
         with self._locked(slug) as folder:
             return read_lines(folder / name)
 
-    def _summaries(self) -> builtins.list[TaskSummary]:
-        return self._with_index(
-            self._index.summaries, lambda tasks: [TaskSummary.of(task) for task in tasks]
-        )
-
-    def _list(self) -> builtins.list[Task]:
-        def from_index() -> builtins.list[Task]:
-            slugs = [summary.slug for summary in self._index.summaries()]
-            return [task for slug in slugs if (task := self._read_quietly(slug)) is not None]
-
-        return self._with_index(from_index, lambda tasks: tasks)
-
-    def _record(self, agent_id: str) -> DispatchRecord:
-        def from_index() -> DispatchRecord:
-            # The index points at the task; its task.json (the truth) gives the record. A
-            # miss refreshes the index once: the agent may come from a hand edit or a pull.
-            for refresh in (False, True):
-                if refresh:
-                    self._index.refresh()
-                for slug in self._index.slugs_of_agent(agent_id):
-                    task = self._read_quietly(slug)
-                    for record in task.dispatches if task else ():
-                        if record.agent_id == agent_id:
-                            return record
-            raise AgentNotFoundError(agent_id)
-
-        return self._with_index(from_index, lambda tasks: record_in(tasks, agent_id))
-
-    def _find_by_thread(self, thread: ThreadRef) -> Task | None:
-        def from_index() -> Task | None:
-            for refresh in (False, True):
-                if refresh:
-                    self._index.refresh()
-                # The index keeps a damaged task's thread: it is this thread's task, unread.
-                damaged: TaskDamagedError | None = None
-                for slug in self._index.slugs_of_thread(thread):
-                    try:
-                        task = self._read(slug)
-                    except TaskNotFoundError:
-                        continue
-                    except TaskDamagedError as exc:
-                        damaged = damaged or exc
-                        continue
-                    if task.thread == thread:
-                        return task
-                if damaged is not None and refresh:
-                    raise damaged
-            return None
-
-        return self._with_index(
-            from_index, lambda tasks: next((t for t in tasks if t.thread == thread), None)
-        )
-
-    def _damaged(self) -> builtins.list[DamagedTask]:
-        try:
-            return self._index.damaged()
-        except sqlite3.Error as exc:
-            logger.warning(
-                "index %s unusable (%s): reading every task.json instead", self._index.file, exc
-            )
-        found = []
-        for slug in self._slugs_on_disk():
-            try:
-                self._read(slug)
-            except TaskDamagedError as exc:
-                thread = salvaged_thread(Path(exc.file), slug=slug)
-                found.append(DamagedTask(slug, exc.file, exc.problem, thread))
-            except TaskNotFoundError:
-                continue
-        return found
-
     def _repair(self, slug: str) -> RepairReport:
         """Set a damaged task.json aside (never deleted: ``task.json.damaged-<UTC time>``) and
         write a fresh one of what still reads; nothing to do for a task that reads fine."""
         with self._locked(slug) as folder:
             file = folder / TASK_FILE
             try:
-                self._read(slug)
+                self._lookups.read(slug)
                 return RepairReport(slug)
             except TaskDamagedError:
                 pass
@@ -420,50 +313,6 @@ class FileTaskStore:
             self._commit(found.task)
         logger.info("repaired task %s: the damaged task.json is kept as %s", slug, aside)
         return RepairReport(slug, str(aside), found.kept, found.dropped)
-
-    def _unfinished(self) -> builtins.list[tuple[str, DispatchRecord]]:
-        def from_index() -> builtins.list[tuple[str, DispatchRecord]]:
-            # Only the tasks the index names are read; their files decide the statuses.
-            slugs = dict.fromkeys(slug for slug, _ in self._index.unfinished())
-            tasks = [task for slug in slugs if (task := self._read_quietly(slug)) is not None]
-            return _unfinished_in(tasks)
-
-        return self._with_index(from_index, _unfinished_in)
-
-    def _with_index(
-        self, answer: Callable[[], T], fallback: Callable[[builtins.list[Task]], T]
-    ) -> T:
-        """``answer()`` from the index; if SQLite cannot be used at all (a read-only tasks
-        folder, a lock held too long), ``fallback`` over every task read from its file."""
-        try:
-            return answer()
-        except sqlite3.Error as exc:
-            logger.warning(
-                "index %s unusable (%s): reading every task.json instead", self._index.file, exc
-            )
-            return fallback(self._read_all())
-
-    def _read_all(self) -> builtins.list[Task]:
-        tasks = [
-            task for name in self._slugs_on_disk() if (task := self._read_quietly(name)) is not None
-        ]
-        return newest_first(tasks)
-
-    def _slugs_on_disk(self) -> builtins.list[str]:
-        try:
-            names = sorted(entry.name for entry in os.scandir(self.tasks_dir))
-        except FileNotFoundError:
-            return []
-        return [name for name in names if SLUG_RE.match(name)]
-
-
-def _unfinished_in(tasks: list[Task]) -> list[tuple[str, DispatchRecord]]:
-    return [
-        (task.slug, record)
-        for task in tasks
-        for record in task.dispatches
-        if record.status not in FINAL_STATUSES
-    ]
 
 
 def _relative_journal(folder: Path, record: DispatchRecord) -> DispatchRecord:

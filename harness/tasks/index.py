@@ -18,6 +18,8 @@ A task.json that cannot be read keeps its row, marked with the problem: listings
 ``damaged`` lists it. The row keeps what the index knew of the task (its thread above all,
 so the task's Slack thread still belongs to it); a row built from the damaged file alone
 takes the thread from what of the file still reads (``harness/tasks/repair.py``).
+
+The SQLite file itself (tables, connection, the SQL writing rows) is ``index_db.py``'s.
 """
 
 from __future__ import annotations
@@ -25,11 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, cast, get_args
+from typing import Any, cast, get_args
 
 from harness.errors import HarnessError, repair_command
 from harness.tasks.common import (
@@ -37,8 +36,15 @@ from harness.tasks.common import (
     SLUG_RE,
     TASK_FILE,
     DamagedTask,
-    created_key,
     damaged_error,
+)
+from harness.tasks.index_db import (
+    NEWEST_FIRST,
+    IndexDb,
+    drop_tasks,
+    put_damaged,
+    put_task,
+    transaction,
 )
 from harness.tasks.model import (
     FINAL_STATUSES,
@@ -52,61 +58,24 @@ from harness.tasks.task_json import Fingerprint, read_task_file
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-# Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 4
-_TABLES = (
-    # problem is set when task.json could not be read: listings skip the row, damaged()
-    # lists it (see the module doc).
-    """CREATE TABLE tasks (
-        slug TEXT PRIMARY KEY,
-        created TEXT NOT NULL,
-        created_key REAL NOT NULL,
-        description TEXT NOT NULL,
-        dispatch_count INTEGER NOT NULL,
-        channel TEXT,
-        thread_ts TEXT,
-        last_role TEXT,
-        last_status TEXT,
-        status TEXT,
-        cost_usd REAL,
-        cost_simulated INTEGER NOT NULL DEFAULT 0,
-        mtime_ns INTEGER NOT NULL,
-        size INTEGER NOT NULL,
-        ino INTEGER NOT NULL,
-        problem TEXT
-    )""",
-    "CREATE INDEX tasks_thread ON tasks (channel, thread_ts)",
-    """CREATE TABLE agents (
-        agent_id TEXT NOT NULL,
-        slug TEXT NOT NULL,
-        status TEXT NOT NULL,
-        PRIMARY KEY (agent_id, slug)
-    )""",
-    "CREATE INDEX agents_slug ON agents (slug)",
-)
-_NEWEST_FIRST = "ORDER BY tasks.created_key DESC, tasks.slug DESC"
 _NOT_FINAL = tuple(status for status in get_args(DispatchStatus) if status not in FINAL_STATUSES)
-_CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 
 _SUMMARIES = (
     "SELECT slug, mtime_ns, size, ino, created, description, dispatch_count, channel, "
     f"thread_ts, last_role, last_status, status, cost_usd, cost_simulated, problem "
-    f"FROM tasks {_NEWEST_FIRST}"
+    f"FROM tasks {NEWEST_FIRST}"
 )
 _Row = tuple[Any, ...]  # the columns of _SUMMARIES, in that order
 
 
 class TaskIndex:
-    """One guarded connection per store object; every method blocks, so callers run them in
-    worker threads. SQLite's WAL mode and busy timeout let several processes share the file."""
+    """One per store object, with its own connection (``IndexDb``); every method blocks, so
+    callers run them in worker threads."""
 
     def __init__(self, tasks_dir: Path) -> None:
         self.tasks_dir = tasks_dir
         self.file = tasks_dir / INDEX_FILE
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._db = IndexDb(self.file)
 
     # ------------------------------------------------------------ queries
 
@@ -117,7 +86,7 @@ class TaskIndex:
             return []
 
         def rows() -> list[_Row]:
-            return self._use(lambda db: db.execute(_SUMMARIES).fetchall())
+            return self._db.use(lambda db: db.execute(_SUMMARIES).fetchall())
 
         found = rows()
         # The fingerprints come with the rows: one query when nothing changed on disk.
@@ -161,7 +130,7 @@ class TaskIndex:
         """Every task whose task.json cannot be read, by slug, after a refresh."""
         if not self.refresh():
             return []
-        rows = self._use(
+        rows = self._db.use(
             lambda db: db.execute(
                 "SELECT slug, problem, channel, thread_ts FROM tasks "
                 "WHERE problem IS NOT NULL ORDER BY slug"
@@ -182,14 +151,14 @@ class TaskIndex:
         the task.json they read, and refresh on a miss)."""
         return self._slugs(
             f"SELECT agents.slug FROM agents JOIN tasks USING (slug) "
-            f"WHERE agents.agent_id = ? {_NEWEST_FIRST}",
+            f"WHERE agents.agent_id = ? {NEWEST_FIRST}",
             (agent_id,),
         )
 
     def slugs_of_thread(self, thread: ThreadRef) -> list[str]:
         """Like ``slugs_of_agent``, for the tasks bound to a Slack thread (damaged ones too)."""
         return self._slugs(
-            f"SELECT slug FROM tasks WHERE channel = ? AND thread_ts = ? {_NEWEST_FIRST}",
+            f"SELECT slug FROM tasks WHERE channel = ? AND thread_ts = ? {NEWEST_FIRST}",
             (thread.channel, thread.thread_ts),
         )
 
@@ -198,10 +167,10 @@ class TaskIndex:
         if not self.refresh():
             return []
         marks = ", ".join("?" for _ in _NOT_FINAL)
-        rows = self._use(
+        rows = self._db.use(
             lambda db: db.execute(
                 f"SELECT agents.slug, agents.agent_id FROM agents JOIN tasks USING (slug) "
-                f"WHERE agents.status IN ({marks}) {_NEWEST_FIRST}, agents.rowid",
+                f"WHERE agents.status IN ({marks}) {NEWEST_FIRST}, agents.rowid",
                 _NOT_FINAL,
             ).fetchall()
         )
@@ -210,7 +179,7 @@ class TaskIndex:
     def _slugs(self, sql: str, args: tuple[str, ...]) -> list[str]:
         if not self.tasks_dir.is_dir():
             return []
-        rows = self._use(lambda db: db.execute(sql, args).fetchall())
+        rows = self._db.use(lambda db: db.execute(sql, args).fetchall())
         return [row[0] for row in rows]
 
     # ------------------------------------------------------------ keeping it fresh
@@ -221,7 +190,7 @@ class TaskIndex:
         on_disk = _scan(self.tasks_dir)
         if on_disk is None:
             return False
-        known = self._use(
+        known = self._db.use(
             lambda db: db.execute("SELECT slug, mtime_ns, size, ino FROM tasks").fetchall()
         )
         self._catch_up(
@@ -252,22 +221,26 @@ class TaskIndex:
             logger.info("index %s: re-read %d task files", self.file, len(stale))
 
         def apply(db: sqlite3.Connection) -> None:
-            with _transaction(db):
-                db.executemany("DELETE FROM tasks WHERE slug = ?", [(s,) for s in vanished])
-                db.executemany("DELETE FROM agents WHERE slug = ?", [(s,) for s in vanished])
+            with transaction(db):
+                drop_tasks(db, vanished)
                 for task, print_ in fresh:
                     if isinstance(task, DamagedTask):
-                        _put_damaged(db, task, print_)
+                        put_damaged(db, task, print_)
                     else:
-                        _put(db, task, print_)
+                        put_task(db, task, print_)
 
-        self._use(apply)
+        self._db.use(apply)
         return True
 
     def put(self, task: Task, print_: Fingerprint) -> None:
         """Record the task.json just written. A failure only costs a re-read later."""
+
+        def write(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                put_task(db, task, print_)
+
         try:
-            self._use(lambda db: _put_one(db, task, print_))
+            self._db.use(write)
         except sqlite3.Error as exc:
             logger.warning("index %s not updated for task %s: %s", self.file, task.slug, exc)
 
@@ -275,148 +248,17 @@ class TaskIndex:
         """Drop a deleted task's rows. A failure only costs a refresh later (its folder is
         gone, so the next listing drops them)."""
 
-        def drop(db: sqlite3.Connection) -> None:
-            with _transaction(db):
-                db.execute("DELETE FROM tasks WHERE slug = ?", (slug,))
-                db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
+        def drop_rows(db: sqlite3.Connection) -> None:
+            with transaction(db):
+                drop_tasks(db, [slug])
 
         try:
-            self._use(drop)
+            self._db.use(drop_rows)
         except sqlite3.Error as exc:
             logger.warning("index %s not updated for deleted task %s: %s", self.file, slug, exc)
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-
-    # ------------------------------------------------------------ the connection
-
-    def _use(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``operation`` on the connection. A corrupt index is replaced by an empty one
-        and the operation retried: lookups then miss, and a miss refreshes, which re-reads
-        every task.json."""
-        with self._lock:
-            try:
-                return operation(self._connection())
-            except sqlite3.DatabaseError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _CORRUPT_CODES:
-                    raise
-                logger.warning(
-                    "index %s is corrupt (%s): rebuilding it from the task.json files",
-                    self.file,
-                    exc,
-                )
-                self._discard()
-            return operation(self._connection())
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._db is None:
-            db = sqlite3.connect(
-                self.file, timeout=30, isolation_level=None, check_same_thread=False
-            )
-            try:
-                db.execute("PRAGMA journal_mode = WAL")
-                # The index is derived data: losing the last commits to a power cut only
-                # costs a re-read, so skip the fsync per commit.
-                db.execute("PRAGMA synchronous = NORMAL")
-                if db.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
-                    _create_tables(db)
-            except BaseException:
-                db.close()
-                raise
-            self._db = db
-        return self._db
-
-    def _discard(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.file}{suffix}").unlink(missing_ok=True)
-
-
-def _create_tables(db: sqlite3.Connection) -> None:
-    with _transaction(db):
-        # Checked again inside the write lock: another process may have just done it.
-        if db.execute("PRAGMA user_version").fetchone()[0] == _VERSION:
-            return
-        tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        for (name,) in tables:
-            db.execute(f'DROP TABLE IF EXISTS "{name}"')
-        for statement in _TABLES:
-            db.execute(statement)
-        db.execute(f"PRAGMA user_version = {_VERSION}")
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _put_one(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
-    with _transaction(db):
-        _put(db, task, print_)
-
-
-def _put(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
-    slug = task.slug
-    db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
-    summary = TaskSummary.of(task)
-    thread = task.thread
-    row = (
-        slug,
-        task.created,
-        created_key(task.created),
-        task.description,
-        len(task.dispatches),
-        thread.channel if thread else None,
-        thread.thread_ts if thread else None,
-        summary.last_role,
-        summary.last_status,
-        summary.status,
-        summary.cost_usd,
-        summary.cost_simulated,
-    )
-    db.executemany(
-        "INSERT OR REPLACE INTO agents (agent_id, slug, status) VALUES (?, ?, ?)",
-        [(record.agent_id, slug, record.status) for record in task.dispatches],
-    )
-    db.execute(
-        "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
-        "channel, thread_ts, last_role, last_status, status, cost_usd, cost_simulated, mtime_ns, "
-        "size, ino, problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*row, *print_, None),
-    )
-
-
-def _put_damaged(db: sqlite3.Connection, task: DamagedTask, print_: Fingerprint) -> None:
-    """Mark the task's row damaged. A row the index had keeps what it knew (its thread, its
-    agents), unless what still reads of the file names another thread."""
-    thread = task.thread
-    db.execute(
-        "INSERT INTO tasks (slug, created, created_key, description, dispatch_count, channel, "
-        "thread_ts, mtime_ns, size, ino, problem) VALUES (?, '', ?, '', 0, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (slug) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size, "
-        "ino = excluded.ino, problem = excluded.problem, "
-        "channel = coalesce(excluded.channel, tasks.channel), "
-        "thread_ts = coalesce(excluded.thread_ts, tasks.thread_ts)",
-        (
-            task.slug,
-            float("-inf"),
-            thread.channel if thread else None,
-            thread.thread_ts if thread else None,
-            *print_,
-            task.problem,
-        ),
-    )
+        self._db.close()
 
 
 def _scan(tasks_dir: Path) -> dict[str, Fingerprint] | None:

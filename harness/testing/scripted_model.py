@@ -52,14 +52,19 @@ import json
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Self
 
 from aiohttp import web
 
 from harness.testing.demo_script import AWAIT_TOOL, DRAFT_TOOL, demo_script
+from harness.testing.model_stream import (
+    ERROR_KINDS,
+    assistant_message,
+    error_response,
+    stream_block,
+)
 from harness.testing.model_turns import (
     DEFAULT_MODEL,
     STRUCTURED_OUTPUT_TOOL,
@@ -69,7 +74,6 @@ from harness.testing.model_turns import (
     ToolCall,
     ToolResultView,
     Turn,
-    chunks,
     is_side_request,
     side_turn,
     sse,
@@ -280,7 +284,7 @@ class ScriptedModel:
             return not request.is_side_request
         return predicate(request)
 
-    def _timeout_error(self, timeout: float) -> TimeoutError:
+    def _timeouterror_response(self, timeout: float) -> TimeoutError:
         seen = "; ".join(r.summary() for r in self.requests) or "none"
         return TimeoutError(f"no matching model request within {timeout} s (recorded: {seen})")
 
@@ -300,7 +304,7 @@ class ScriptedModel:
         try:
             return await asyncio.wait_for(waiter.future, timeout)
         except TimeoutError:
-            raise self._timeout_error(timeout) from None
+            raise self._timeouterror_response(timeout) from None
         finally:
             with self._lock:
                 if waiter in self._waiters:
@@ -321,7 +325,7 @@ class ScriptedModel:
 
         with self._changed:
             if not self._changed.wait_for(ready, timeout):
-                raise self._timeout_error(timeout)
+                raise self._timeouterror_response(timeout)
         return found[0]
 
     def _record(self, body: dict[str, Any], headers: dict[str, str]) -> ModelRequest:
@@ -359,19 +363,19 @@ class ScriptedModel:
         if http.method in ("HEAD", "GET", "OPTIONS"):
             return web.Response(status=200)
         if http.method != "POST":
-            return _error(405, "invalid_request_error", f"method {http.method} not allowed")
+            return error_response(405, "invalid_request_error", f"method {http.method} not allowed")
         raw = await http.read()
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
-            return _error(400, "invalid_request_error", "request body is not JSON")
+            return error_response(400, "invalid_request_error", "request body is not JSON")
         if not isinstance(body, dict):
-            return _error(400, "invalid_request_error", "request body is not a JSON object")
+            return error_response(400, "invalid_request_error", "request body is not a JSON object")
         if http.path == "/v1/messages/count_tokens":
             return web.json_response({"input_tokens": max(1, len(raw) // 4)})
         if http.path != "/v1/messages":
             logger.warning("scripted model: unexpected POST %s", http.path)
-            return _error(404, "not_found_error", f"no route {http.path}")
+            return error_response(404, "not_found_error", f"no route {http.path}")
 
         request = self._record(body, dict(http.headers))
         try:
@@ -381,15 +385,15 @@ class ScriptedModel:
             logger.exception("%s", message)
             with self._lock:
                 self._errors.append(message)
-            return _error(500, "api_error", message)
+            return error_response(500, "api_error", message)
 
         if turn.error_status:
-            kind = _ERROR_KINDS.get(turn.error_status, "api_error")
-            return _error(turn.error_status, kind, "scripted failure", retry=True)
+            kind = ERROR_KINDS.get(turn.error_status, "api_error")
+            return error_response(turn.error_status, kind, "scripted failure", retry=True)
         input_tokens = max(1, len(raw) // 4)
         if body.get("stream"):
             return await self._stream(http, request, turn, input_tokens)
-        return web.json_response(self._message(request, turn, input_tokens))
+        return web.json_response(assistant_message(turn, self._model_for(request), input_tokens))
 
     async def _turn_for(self, request: ModelRequest) -> Turn:
         if request.is_side_request:
@@ -403,39 +407,6 @@ class ScriptedModel:
     def _model_for(self, request: ModelRequest) -> str:
         return self._model_name or request.model or DEFAULT_MODEL
 
-    @staticmethod
-    def _content(turn: Turn) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
-        if turn.text:
-            blocks.append({"type": "text", "text": turn.text})
-        for call in turn.tool_calls:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": call.id or f"toolu_{uuid.uuid4().hex[:24]}",
-                    "name": call.name,
-                    "input": call.input,
-                }
-            )
-        return blocks
-
-    @staticmethod
-    def _output_tokens(blocks: Sequence[Mapping[str, Any]]) -> int:
-        return max(1, len(json.dumps(list(blocks))) // 4)
-
-    def _message(self, request: ModelRequest, turn: Turn, input_tokens: int) -> dict[str, Any]:
-        blocks = self._content(turn)
-        return {
-            "id": f"msg_{uuid.uuid4().hex[:24]}",
-            "type": "message",
-            "role": "assistant",
-            "model": self._model_for(request),
-            "content": blocks,
-            "stop_reason": turn.stop_reason,
-            "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": self._output_tokens(blocks)},
-        }
-
     async def _stall(self, seconds: float) -> bool:
         """Wait ``seconds``; False when the server is stopping first."""
         assert self._stopping is not None
@@ -448,7 +419,7 @@ class ScriptedModel:
     async def _stream(
         self, http: web.Request, request: ModelRequest, turn: Turn, input_tokens: int
     ) -> web.StreamResponse:
-        message = self._message(request, turn, input_tokens)
+        message = assistant_message(turn, self._model_for(request), input_tokens)
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream; charset=utf-8",
@@ -465,7 +436,7 @@ class ScriptedModel:
                 logger.debug("request #%d: server stopping during a stall", request.index)
                 return response
             for index, block in enumerate(message["content"]):
-                await self._stream_block(response, index, block)
+                await stream_block(response, index, block)
             delta = {"stop_reason": turn.stop_reason, "stop_sequence": None}
             await response.write(
                 sse(
@@ -481,45 +452,3 @@ class ScriptedModel:
             logger.debug("request #%d: client went away (handler cancelled)", request.index)
             raise
         return response
-
-    @staticmethod
-    async def _stream_block(
-        response: web.StreamResponse, index: int, block: Mapping[str, Any]
-    ) -> None:
-        if block["type"] == "text":
-            start: dict[str, Any] = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": part} for part in chunks(block["text"])]
-        else:
-            start = {**block, "input": {}}
-            deltas = [
-                {"type": "input_json_delta", "partial_json": part}
-                for part in chunks(json.dumps(block["input"]))
-            ]
-        await response.write(
-            sse(
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": start},
-            )
-        )
-        for delta in deltas:
-            await response.write(
-                sse(
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-            )
-        await response.write(
-            sse("content_block_stop", {"type": "content_block_stop", "index": index})
-        )
-
-
-_ERROR_KINDS = {429: "rate_limit_error", 529: "overloaded_error"}
-
-
-def _error(status: int, kind: str, message: str, *, retry: bool = False) -> web.Response:
-    # x-should-retry: false, or the CLI retries a 500 with backoff for about a minute.
-    return web.json_response(
-        {"type": "error", "error": {"type": kind, "message": message}},
-        status=status,
-        headers={} if retry else {"x-should-retry": "false"},
-    )

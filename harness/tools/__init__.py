@@ -3,9 +3,10 @@ agent may make a built-in tool call.
 
 ``HarnessTools`` is the gateway: every harness tool call comes through it (access by role
 category, strict input validation, the audit log, one error shape), and so does every approval
-of a built-in tool call. Modules: ``gateway``, ``handlers`` (each tool declared next to its
-handler), ``access`` (which tools a role category is offered), ``validation`` (tool inputs as
-pydantic models), ``approvals`` (allow and deny rules, and asking the task's humans).
+of a built-in tool call. Modules: ``gateway``, ``registry`` (how a tool is declared next to its
+handler), ``handlers`` (the tools about agents), ``task_handlers`` (about tasks and humans),
+``access`` (which tools a role category is offered), ``validation`` (tool inputs as pydantic
+models), ``approvals`` (allow and deny rules, and asking the task's humans).
 """
 
 from harness.tools.gateway import HarnessTools

@@ -1,87 +1,23 @@
-"""The harness tools. Each is declared next to its handler: name, description and an input
-model whose fields (with their descriptions and limits) make the JSON schema the model sees.
+"""The harness tools about agents: draft_agent, await_agent, kill_agent, list_agents,
+show_agent (see ``registry`` for how a tool is declared; ``task_handlers`` has the others).
 Handlers get checked input and their caller, and use the orchestrator's facade only."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from harness.agents.metadata import FieldValue
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
-from harness.agents.questions import NoHumanError
 from harness.errors import LimitCode, LimitError, ToolError
-from harness.runtime.spec import ToolDeclaration
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord
-from harness.tools.validation import Text, ToolInput, input_schema
+from harness.tools.registry import AgentId, Caller, EmptyInput, Seconds, TaskSlug, tool
+from harness.tools.validation import Text, ToolInput
 
 KILL_WAIT_SECONDS = 15.0
-
-# Patterns refuse blank text themselves, and keep their place in the schema the model sees.
-AgentId = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=32,
-        pattern=r"^a[0-9a-f]{6,16}$",
-        description="the agent's id, from draft_agent or list_agents",
-        examples=["a1b2c3d4e5"],
-    ),
-]
-TaskSlug = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=64,
-        pattern=r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$",
-        description="a task slug from list_tasks",
-        examples=["add-a-settings-page"],
-    ),
-]
-Seconds = Annotated[float, Field(ge=1, le=86_400)]
-
-
-@dataclass(frozen=True)
-class Caller:
-    """The agent making a tool call."""
-
-    agent_id: str
-    role: str
-    category: str
-    task_slug: str
-    depth: int
-
-
-Handler = Callable[[Orchestrator, Caller | None, Any], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    input: type[ToolInput]
-    handler: Handler
-
-    def declaration(self) -> ToolDeclaration:
-        return ToolDeclaration(self.name, self.description, input_schema(self.input))
-
-
-TOOLS: dict[str, Tool] = {}
-H = TypeVar("H", bound=Handler)
-
-
-def tool(name: str, description: str, input_model: type[ToolInput]) -> Callable[[H], H]:
-    def register(handler: H) -> H:
-        TOOLS[name] = Tool(name, " ".join(description.split()), input_model, handler)
-        return handler
-
-    return register
-
 
 # ---------------------------------------------------------------- agents
 
@@ -203,10 +139,6 @@ async def kill_agent(
     return {"success": True, "message": f"agent {agent_id} stopped ({record.status})"}
 
 
-class EmptyInput(ToolInput):
-    pass
-
-
 @tool(
     "list_agents",
     """List the queued and running agents: id, role, taskSlug, startedAt, status, parentId,
@@ -248,134 +180,7 @@ async def show_agent(
     return {"agent": agent}
 
 
-# ---------------------------------------------------------------- tasks
-
-
-@tool(
-    "list_tasks",
-    "List the tasks: slug, created, description, dispatchCount (newest first).",
-    EmptyInput,
-)
-async def list_tasks(orch: Orchestrator, caller: Caller | None, args: EmptyInput) -> dict[str, Any]:
-    tasks = await orch.task_summaries()
-    return {
-        "tasks": [
-            {
-                "slug": t.slug,
-                "created": t.created,
-                "description": t.description,
-                "dispatchCount": t.dispatch_count,
-            }
-            for t in tasks
-        ]
-    }
-
-
-class TaskSlugInput(ToolInput):
-    taskSlug: TaskSlug  # noqa: N815
-
-
-@tool(
-    "get_task_context",
-    "The reconstructed history of a task: its original request and every agent result.",
-    TaskSlugInput,
-)
-async def get_task_context(
-    orch: Orchestrator, caller: Caller | None, args: TaskSlugInput
-) -> dict[str, Any]:
-    return {"taskSlug": args.taskSlug, "context": await orch.task_context(args.taskSlug)}
-
-
-# ---------------------------------------------------------------- the task's humans
-
-
-class AskHumanInput(ToolInput):
-    question: Annotated[Text, Field(max_length=2_000, description="the question, self-contained")]
-    options: (
-        Annotated[
-            list[Annotated[Text, Field(max_length=75)]],
-            Field(max_length=10, description="possible answers (at most 10)"),
-        ]
-        | None
-    ) = None
-    timeoutSeconds: Seconds | None = Field(  # noqa: N815
-        None, description="how long to wait for an answer"
-    )
-
-
-@tool(
-    "ask_human",
-    """Ask the humans of this task a question (posted in its Slack thread, or on the
-    terminal) and wait for the answer. Give options for a choice (shown as buttons). Returns
-    {answer, answeredBy}, or {timedOut: true} when nobody answered in time.""",
-    AskHumanInput,
-)
-async def ask_human(
-    orch: Orchestrator, caller: Caller | None, args: AskHumanInput
-) -> dict[str, Any]:
-    caller = _require_agent(caller, "ask_human")
-    try:
-        question, answer = await orch.ask_human(
-            caller.agent_id, args.question, tuple(args.options or ()), args.timeoutSeconds
-        )
-    except NoHumanError as exc:
-        raise ToolError("NO_HUMAN_AVAILABLE", exc.message, exc.fix) from exc
-    if answer is None:
-        return {"timedOut": True, "questionId": question.question_id}
-    return {"answer": answer.text, "answeredBy": answer.answered_by}
-
-
-class UpdateProgressInput(ToolInput):
-    message: Annotated[Text, Field(max_length=500, description="what you are doing now")]
-    percent: Annotated[float, Field(ge=0, le=100, description="how much is done, 0-100")] | None = (
-        None
-    )
-
-
-@tool(
-    "update_progress",
-    "Tell the humans how far you are: updates your status message in the thread.",
-    UpdateProgressInput,
-)
-async def update_progress(
-    orch: Orchestrator, caller: Caller | None, args: UpdateProgressInput
-) -> dict[str, Any]:
-    caller = _require_agent(caller, "update_progress")
-    record = await orch.report_progress(caller.agent_id, args.message, args.percent)
-    assert record.progress is not None
-    return {"recorded": True, "at": record.progress.at}
-
-
-class LogDecisionInput(ToolInput):
-    title: Annotated[Text, Field(max_length=200, description="the decision in a few words")]
-    body: Annotated[Text, Field(max_length=5_000, description="the reasoning and alternatives")]
-
-
-@tool(
-    "log_decision",
-    """Record a decision on this task (why, not just what); later agents see it in the
-    task's history.""",
-    LogDecisionInput,
-)
-async def log_decision(
-    orch: Orchestrator, caller: Caller | None, args: LogDecisionInput
-) -> dict[str, Any]:
-    caller = _require_agent(caller, "log_decision")
-    task = await orch.log_decision(caller.agent_id, args.title, args.body)
-    return {"logged": True, "decisionCount": len(task.decisions)}
-
-
 # ---------------------------------------------------------------- shapes
-
-
-def _require_agent(caller: Caller | None, tool_name: str) -> Caller:
-    if caller is None:
-        raise ToolError(
-            "INVALID_AGENT_STATE",
-            f"{tool_name} needs to know which agent is calling, and this call names none",
-            "call it from an agent run by the harness",
-        )
-    return caller
 
 
 def _field_json(orch: Orchestrator, name: str, value: FieldValue) -> dict[str, Any]:

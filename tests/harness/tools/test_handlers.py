@@ -14,7 +14,7 @@ from harness.config.settings import MetadataField
 from harness.project import Project, build_orchestrator
 from harness.testing.held_runtime import HeldRuntime
 from harness.tools.gateway import HarnessTools
-from harness.tools.handlers import Caller
+from harness.tools.registry import Caller
 from tests.support import AnsweringHumans
 
 pytestmark = pytest.mark.anyio
