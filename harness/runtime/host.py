@@ -23,7 +23,6 @@ from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, R
 from harness.workspaces.manager import (
     WorkReport,
     Workspace,
-    WorkspaceError,
     WorkspaceRequest,
     Workspaces,
     commit_message,
@@ -69,9 +68,12 @@ class AgentHost:
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
             placed, workspace = await self._place(spec)
-        except WorkspaceError as exc:
+        except (HarnessError, OSError) as exc:  # a bad request or folder fails this run alone
             logger.warning("agent %s: no workspace: %s", spec.agent_id, exc)
-            return RunOutcome(status="failed", error=f"could not make its workspace: {exc}")
+            said = str(exc)
+            if isinstance(exc, HarnessError):
+                said = f"{exc.message}; {exc.fix}" if exc.fix else exc.message
+            return RunOutcome(status="failed", error=f"could not make its workspace: {said}")
         outcome = await self._runtime.run(placed, control, io)
         if workspace is None:
             return outcome
