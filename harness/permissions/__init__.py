@@ -2,19 +2,18 @@
 the shell reading behind Bash rules. Pure: no I/O, no harness state.
 
 Modules: ``rules`` (parsing a rule, deciding a tool use against a role's allow and deny
-rules, the rule a human's answer remembers), ``shell`` (a command line read without running
-it: its simple commands and what no prefix rule can vouch for).
+rules), ``answers`` (a tool use as a question shows it, the rule a human's answer remembers),
+``shell`` (a command line read without running it: its simple commands and what no prefix
+rule can vouch for).
 """
 
+from harness.permissions.answers import describe_tool_use, rule_for, rules_for
 from harness.permissions.rules import (
     InvalidRuleError,
     PermissionRule,
     RuleDecision,
     decide,
-    describe_tool_use,
     parse_rule,
-    rule_for,
-    rules_for,
 )
 from harness.permissions.shell import CommandLine, split_command
 

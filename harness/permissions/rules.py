@@ -36,7 +36,6 @@ What a rule matches (as Claude Code does, unless marked "here"):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -46,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 from urllib.parse import urlsplit
 
-from harness.permissions.shell import command_matches, program_forms, program_prefix, split_command
+from harness.permissions.shell import command_matches, program_forms, split_command
 from harness.problems import did_you_mean
 
 Decision = Literal["allow", "deny", "ask"]
@@ -79,7 +78,7 @@ class InvalidRuleError(ValueError):
 
 
 # Tools whose rules take a file-path glob, and the input field holding the path.
-_PATH_FIELDS = {
+PATH_FIELDS = {
     "Read": "file_path",
     "Edit": "file_path",
     "MultiEdit": "file_path",
@@ -91,7 +90,7 @@ _SPECIFIED = ("Bash", "Read", "Edit", "Write", "NotebookEdit", "WebFetch", "Agen
 _KNOWN = (*_SPECIFIED, "Glob", "Grep", "WebSearch")
 _TOOL = re.compile(r"[A-Z][A-Za-z0-9]*")
 _MCP = re.compile(r"mcp__[A-Za-z0-9_-]+(__\*)?")
-_HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*")
+HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*")
 _EXAMPLE = "e.g. `Bash(pytest:*)`, `Edit(src/**)` or `WebFetch(domain:example.com)`"
 
 
@@ -158,7 +157,7 @@ def _checked(text: str, tool: str, spec: str) -> str:
             raise InvalidRuleError(
                 text, "the space before `:*` never matches", "drop it, e.g. `Bash(git diff:*)`"
             )
-    elif tool in _PATH_FIELDS:
+    elif tool in PATH_FIELDS:
         if spec.startswith("!"):
             raise InvalidRuleError(
                 text,
@@ -171,7 +170,7 @@ def _checked(text: str, tool: str, spec: str) -> str:
             raise InvalidRuleError(
                 text, "`domain:*` names no domain", "write `WebFetch` to cover every domain"
             )
-        if not spec.startswith("domain:") or not _HOST.fullmatch(host):
+        if not spec.startswith("domain:") or not HOST.fullmatch(host):
             raise InvalidRuleError(
                 text,
                 "WebFetch rules name a host as `domain:<host>`",
@@ -255,8 +254,8 @@ def _matches(
     rule: PermissionRule, tool: str, tool_input: Mapping[str, object], cwd: Path | str
 ) -> bool:
     spec = rule.specifier or ""
-    if rule.tool in _PATH_FIELDS:
-        path = tool_input.get(_PATH_FIELDS.get(tool, ""))
+    if rule.tool in PATH_FIELDS:
+        path = tool_input.get(PATH_FIELDS.get(tool, ""))
         return isinstance(path, str) and bool(path) and _path_matches(spec, path, cwd)
     if rule.tool == "WebFetch":
         url = tool_input.get("url")
@@ -271,7 +270,7 @@ def _matches(
 # --- file paths -----------------------------------------------------------------------------
 
 
-def _inside(path: str, folder: Path | str) -> str | None:
+def inside(path: str, folder: Path | str) -> str | None:
     """``path`` relative to ``folder``, or None when outside it (or the folder itself)."""
     base = PurePosixPath(os.path.normpath(folder))
     target = PurePosixPath(os.path.normpath(base / os.path.expanduser(path)))
@@ -286,9 +285,9 @@ def _path_matches(spec: str, path: str, cwd: Path | str) -> bool:
     if spec.startswith(("//", "~/")):
         folder = "/" if spec.startswith("//") else os.path.expanduser("~")
         absolute = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-        relative, pattern, anchored = _inside(absolute, folder), spec[2:], True
+        relative, pattern, anchored = inside(absolute, folder), spec[2:], True
     else:
-        relative, pattern = _inside(path, cwd), spec.removeprefix("./")
+        relative, pattern = inside(path, cwd), spec.removeprefix("./")
         anchored = "/" in pattern.rstrip("/")
     if relative is None:
         return False
@@ -330,102 +329,3 @@ def _glob(pattern: str, anchored: bool) -> re.Pattern[str]:
             out.append(re.escape(char))
         index += 1
     return re.compile("".join(out), re.DOTALL)
-
-
-# --- questions and answers ------------------------------------------------------------------
-
-
-def describe_tool_use(
-    tool_name: str, tool_input: Mapping[str, object], *, cwd: Path | str | None = None
-) -> str:
-    """A short summary of a tool use for a question to a human: "Bash: `pytest -q`",
-    "Edit src/app.py", "Write docs/x.md (1,234 chars)"; paths relative to ``cwd`` inside it."""
-    text = {key: value for key, value in tool_input.items() if isinstance(value, str)}
-    if tool_name == "Bash":
-        return f"Bash:{_code(text.get('command', ''))}"
-    path = text.get(_PATH_FIELDS.get(tool_name, ""))
-    if path:
-        shown = (_inside(path, cwd) if cwd is not None else None) or path
-        edits = tool_input.get("edits")
-        if tool_name == "Write":
-            return f"Write {shown} ({len(text.get('content', '')):,} chars)"
-        if tool_name == "MultiEdit" and isinstance(edits, list):
-            return f"Edit {shown} ({len(edits)} edits)"
-        return f"{'Edit notebook' if tool_name == 'NotebookEdit' else tool_name} {shown}"
-    if "pattern" in text:  # Glob, Grep
-        folder = text.get("path")
-        where = f" in {(_inside(folder, cwd) if cwd else None) or folder}" if folder else ""
-        return f"{tool_name}{_code(text['pattern'])}{where}"
-    if "url" in text:
-        return f"{tool_name} {text['url']}"
-    if "query" in text:
-        return f"{tool_name}:{_code(text['query'])}"
-    if "subagent_type" in text:
-        return f"{tool_name} ({text['subagent_type']})"
-    shown = json.dumps(dict(tool_input), default=str, ensure_ascii=False)
-    return f"{tool_name}{_code(shown)}" if tool_input else tool_name
-
-
-def _code(text: str) -> str:
-    """`` `text` `` after a space for one short line, else a code block on the next line (cut
-    after 1,500 characters), so a label reads "Bash: `ls`" or "Bash:" above the block."""
-    if "\n" not in text and "`" not in text and len(text) <= 200:
-        return f" `{text}`"
-    cut = text if len(text) <= 1500 else text[:1500] + "\n... (cut)"
-    return "\n```\n" + cut.replace("```", "`\u200b``") + "\n```"
-
-
-def rule_for(
-    tool_name: str, tool_input: Mapping[str, object], *, cwd: Path | str | None = None
-) -> str:
-    """The narrowest sensible rule to remember an "allow for this task" answer by.
-
-    Bash: a prefix rule on the first word (``Bash(ls:*)``), the first two for commands with
-    subcommands (``Bash(git diff:*)``), three for script runners (``Bash(npm run test:*)``,
-    ``Bash(python -m pytest:*)``); the exact command where a prefix would allow any code
-    (``python -c ...``, ``sudo ...``, ``VAR=1 cmd``). A compound command gives its first
-    part's rule (:func:`rules_for` gives each part's). File tools: the exact file, relative
-    to ``cwd`` when inside it, else absolute (``//abs/path``). WebFetch: the URL's host.
-    Else the bare tool name. A Bash use without a command (which Claude Code does not send)
-    raises ValueError rather than give ``Bash``, which would allow every command.
-    """
-    text = {key: value for key, value in tool_input.items() if isinstance(value, str)}
-    if tool_name == "Bash":
-        return rules_for(tool_name, tool_input)[0]
-    path = text.get(_PATH_FIELDS.get(tool_name, ""))
-    if path:
-        relative = _inside(path, cwd if cwd is not None else "/")
-        if relative is None or (cwd is None and os.path.isabs(os.path.expanduser(path))):
-            shown = "/" + os.path.normpath(os.path.join(cwd or "/", os.path.expanduser(path)))
-        else:  # a glob without a slash would match at any depth: anchor it
-            shown = relative if "/" in relative else "/" + relative
-        escaped = re.sub(r"([*?\[\]\\()]|^!)", r"\\\1", shown)
-        return f"{'Edit' if tool_name == 'MultiEdit' else tool_name}({escaped})"
-    host = urlsplit(text.get("url", "")).hostname or ""
-    if tool_name == "WebFetch" and _HOST.fullmatch(host):
-        return f"WebFetch(domain:{host})"
-    if tool_name == "Agent" and re.fullmatch(r"[\w.-]+", text.get("subagent_type", "")):
-        return f"Agent({text['subagent_type']})"
-    return tool_name
-
-
-def rules_for(
-    tool_name: str, tool_input: Mapping[str, object], *, cwd: Path | str | None = None
-) -> tuple[str, ...]:
-    """:func:`rule_for` for each simple command of a Bash command line, without repeats."""
-    command = tool_input.get("command")
-    parts = split_command(command).parts if isinstance(command, str) else ()
-    if tool_name == "Bash":
-        if not parts:
-            raise ValueError("a Bash use without a command has no rule to remember it by")
-        return tuple(dict.fromkeys(_bash_rule(part) for part in parts))
-    return (rule_for(tool_name, tool_input, cwd=cwd),)
-
-
-def _bash_rule(part: str) -> str:
-    prefix = program_prefix(part)
-    if prefix is not None:
-        return f"Bash({prefix}:*)"
-    # The exact command. A literal `*` in it is escaped, so the rule never matches and the
-    # command is asked again rather than remembered as a wildcard that would widen it.
-    return "Bash(" + re.sub(r"([()*])", r"\\\1", part) + ")"

@@ -15,12 +15,11 @@ from typing import Any
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
+from harness.permissions.answers import describe_tool_use, rule_for
 from harness.permissions.rules import (
     PermissionRule,
     decide,
-    describe_tool_use,
     parse_rule,
-    rule_for,
 )
 from harness.runtime.spec import Approval
 

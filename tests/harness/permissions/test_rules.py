@@ -7,14 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.permissions.answers import describe_tool_use, rule_for, rules_for
 from harness.permissions.rules import (
     InvalidRuleError,
     PermissionRule,
     decide,
-    describe_tool_use,
     parse_rule,
-    rule_for,
-    rules_for,
 )
 from harness.permissions.shell import split_command
 
