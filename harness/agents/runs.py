@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from harness.agents.ends import final_record, log_finish, with_work
@@ -194,6 +195,7 @@ class AgentRuns:
             self._tools,
             lambda message: self._on_message(entry, journal, message),
             lambda use: self._note_tool_use(entry, use),
+            lambda cwd: self._placed(entry, cwd),
         )
         if adopted_after is None:
             return await self._hosting.run(spec, entry.control, io)
@@ -213,6 +215,8 @@ class AgentRuns:
             kill_reason=entry.control.kill_reason,
             at=self._now(),
         )
+        # Where its host really placed it (a worker's folder, say), once it was placed.
+        final = dataclasses.replace(final, cwd=str(entry.cwd))
         try:
             # The host read the work while this agent still held the writer turn, so the
             # next writer's edits are never reported as this agent's.
@@ -271,6 +275,11 @@ class AgentRuns:
             task_slug=entry.task_slug,
             workspace=workspace,
         )
+
+    def _placed(self, entry: PoolEntry, cwd: str) -> None:
+        """Its host's folder for it: what its approvals judge paths by, and its record keeps."""
+        if cwd:
+            entry.cwd = Path(cwd)
 
     def _now(self) -> str:
         return timestamp(self._clock.now())

@@ -329,3 +329,24 @@ def _glob(pattern: str, anchored: bool) -> re.Pattern[str]:
             out.append(re.escape(char))
         index += 1
     return re.compile("".join(out), re.DOTALL)
+
+
+# --- permission modes ---------------------------------------------------------------------
+
+
+def by_mode(
+    mode: str, tool_name: str, tool_input: Mapping[str, object], *, cwd: Path | str
+) -> Decision:
+    """What a role's ``permissionMode`` decides for a use no rule decided: the harness applies
+    it, so the CLI never decides alone (it always runs in its default mode). ``acceptEdits``
+    allows edits of files inside ``cwd``; ``bypassPermissions`` allows every use; ``dontAsk``
+    and ``plan`` deny what they would otherwise ask; ``default`` asks."""
+    if mode == "bypassPermissions":
+        return "allow"
+    if mode in ("dontAsk", "plan"):
+        return "deny"
+    if mode == "acceptEdits" and tool_name in _EDIT_TOOLS:
+        path = tool_input.get(PATH_FIELDS.get(tool_name, ""))
+        if isinstance(path, str) and path and inside(path, cwd) is not None:
+            return "allow"
+    return "ask"

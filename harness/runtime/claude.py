@@ -114,9 +114,6 @@ class ClaudeRuntime:
             return {}
 
         env = {**self._base_env, **spec.env, **_withheld(os.environ, spec.withhold_env)}
-        if role.permission_mode == "bypassPermissions" and os.geteuid() == 0:
-            # The CLI refuses bypassPermissions as root outside a sandbox.
-            env.setdefault("IS_SANDBOX", "1")
         harness_tools = set(spec.harness_tool_names)
 
         async def can_use_tool(
@@ -133,19 +130,24 @@ class ClaudeRuntime:
             system_prompt={"type": "preset", "preset": "claude_code", "append": role.prompt},
             tools=list(role.tools) if role.tools is not None else None,
             # Every call that needs permission comes to can_use_tool (whole-tool entries in
-            # allowed_tools would skip it); bypassPermissions never asks at all.
-            can_use_tool=None if role.permission_mode == "bypassPermissions" else can_use_tool,
-            allowed_tools=list(spec.harness_tool_names)
-            if role.permission_mode == "bypassPermissions"
-            else [],
+            # allowed_tools would skip it), whatever the role's permission mode: the CLI runs
+            # in its default mode and the harness applies the role's (tools/approvals.py), so
+            # no edit or command is decided without the harness, its deny rules and its audit.
+            can_use_tool=can_use_tool,
+            allowed_tools=[],
+            # Deny rules hold in the CLI too, before it would even ask (the SDK joins them
+            # with commas: a rule holding one stays with the harness's own deny check).
+            disallowed_tools=[rule.text for rule in role.deny if "," not in rule.text],
             mcp_servers={SERVER_NAME: build_server(spec, tools)} if spec.harness_tools else {},
-            permission_mode=role.permission_mode,
+            permission_mode="plan" if role.permission_mode == "plan" else "default",
             max_turns=role.max_turns,
             max_budget_usd=role.max_budget_usd,
             model=role.model,
             cwd=spec.cwd,
             output_format={"type": "json_schema", "schema": RESULT_SCHEMA},
-            setting_sources=["project"],
+            # No settings, hooks, permissions or CLAUDE.md from the worktree: an agent could
+            # have written them there for the next agent to obey.
+            setting_sources=[],
             env=env,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
             stderr=stderr,

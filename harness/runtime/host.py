@@ -74,6 +74,7 @@ class AgentHost:
             if isinstance(exc, HarnessError):
                 said = f"{exc.message}; {exc.fix}" if exc.fix else exc.message
             return RunOutcome(status="failed", error=f"could not make its workspace: {said}")
+        io.on_placed(placed.cwd)
         outcome = await self._runtime.run(placed, control, io)
         if workspace is None:
             return outcome

@@ -248,6 +248,8 @@ class _RemoteRun:
             if event.kind == "started":
                 self.started = True
                 self.control.worker = event.worker
+            elif event.kind == "placed":
+                self.io.on_placed(str(event.data.get("cwd", "")))
             elif event.kind == "message":
                 messages += 1
                 if messages > self.skip_messages:  # recorded before a restart otherwise

@@ -154,11 +154,13 @@ ToolUseSink = Callable[[ToolUse], Awaitable[None]]
 class RunIO:
     """Where a running agent reaches the harness: its harness tool calls and approvals go to
     ``tools``, each SDK message (as JSON) to ``on_message``, each tool call it is about to
-    make to ``on_tool_use``."""
+    make to ``on_tool_use``, and the folder its host placed it in to ``on_placed`` (on a
+    worker, a folder of that machine: approvals judge paths against it)."""
 
     tools: ToolGateway
     on_message: MessageSink
     on_tool_use: ToolUseSink
+    on_placed: Callable[[str], None] = lambda _cwd: None
 
 
 class AgentRuntime(Protocol):

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from harness import serialise
 from harness.runtime.spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse
 
-EventKind = Literal["started", "message", "tool_use", "outcome"]
+EventKind = Literal["started", "placed", "message", "tool_use", "outcome"]
 DEFAULT_PREFIX = "harness"
 
 

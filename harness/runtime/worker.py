@@ -251,6 +251,7 @@ class Worker:
                 RemoteTools(link),
                 lambda message: reporter.report("message", message),
                 on_tool_use,
+                lambda cwd: reporter.report("placed", {"cwd": cwd}),
             )
             outcome = await self.host.run(spec, control, io)
         except Exception as exc:  # the top of a remote agent's life: the outcome must go out

@@ -1,14 +1,17 @@
 """Which built-in tool calls an agent may make.
 
 The role's ``deny:`` rules refuse, its ``allow:`` rules (and rules a human granted for the
-task) let the call run, and anything else is asked of the task's humans: in its Slack thread
+task) let the call run, then its ``permissionMode`` (the harness applies it: the CLI never
+decides alone), and anything else is asked of the task's humans: in its Slack thread
 with buttons, or on the terminal. No human reachable, no answer in time, or a "deny" answer:
 the call is refused and the agent is told why. Every decision goes to the task's audit log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +20,9 @@ from harness.agents.pool import AgentInfo
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
 from harness.permissions.answers import describe_tool_use, rule_for
 from harness.permissions.rules import (
+    PATH_FIELDS,
     PermissionRule,
+    by_mode,
     decide,
     parse_rule,
 )
@@ -60,6 +65,23 @@ def _rules(texts: tuple[str, ...]) -> list[PermissionRule]:
     return rules
 
 
+async def _real_paths(
+    tool: str, args: Mapping[str, Any], cwd: str
+) -> tuple[Mapping[str, Any], str]:
+    """The use with its file path, and the working folder, as the file system resolves them:
+    rules and modes judge where a write really lands (a link out of the folder is outside)."""
+    field = PATH_FIELDS.get(tool, "")
+    path = args.get(field)
+
+    def real() -> tuple[Mapping[str, Any], str]:
+        root = os.path.realpath(cwd)
+        if not isinstance(path, str) or not path:
+            return args, root
+        return {**args, field: os.path.realpath(os.path.join(cwd, os.path.expanduser(path)))}, root
+
+    return await asyncio.to_thread(real)
+
+
 class Approvals:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self._orchestrator = orchestrator
@@ -71,12 +93,18 @@ class Approvals:
             return Approval(False, f"agent {agent_id} is not running")
         role = orch.role(agent.role)
         granted = _rules((await orch.task(agent.task_slug)).allowed)
-        ruled = decide(tool, args, allow=(*role.allow, *granted), deny=role.deny, cwd=agent.cwd)
+        real, root = await _real_paths(tool, args, agent.cwd)
+        ruled = decide(tool, real, allow=(*role.allow, *granted), deny=role.deny, cwd=root)
         if ruled.decision != "ask":
             allowed = ruled.decision == "allow"
             source = f"rule {ruled.rule}" if ruled.rule else "rule"
             message = "" if allowed else f"denied by the {role.name} role's {source}"
             return self._decided(agent, tool, args, allowed, source, message)
+        moded = by_mode(role.permission_mode, tool, real, cwd=root)
+        if moded != "ask":
+            source = f"permissionMode {role.permission_mode}"
+            message = "" if moded == "allow" else f"denied by the {role.name} role's {source}"
+            return self._decided(agent, tool, args, moded == "allow", source, message)
         what = describe_tool_use(tool, args, cwd=agent.cwd)
         question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}"
         try:

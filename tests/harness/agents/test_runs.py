@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from harness.agents.orchestrator import Orchestrator
 from harness.config.roles import BUILTIN_TOOLS
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome, ToolUse
+from harness.runtime.spec import AgentControl, AgentSpec, Approval, RunIO, RunOutcome, ToolUse
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.tools.gateway import HarnessTools
@@ -220,16 +221,24 @@ async def test_every_builtin_tool_name_a_role_may_list_is_offered_by_the_bundled
     assert set(BUILTIN_TOOLS) <= offered, sorted(set(BUILTIN_TOOLS) - offered)
 
 
+class ApprovingTools(HarnessTools):
+    """The orchestrator's gateway, approving every built-in tool call (a person who always
+    says yes): for an agent run alone, outside the pool the approvals look agents up in."""
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        return Approval(True)
+
+
 async def run_alone(
     spec: AgentSpec, orchestrator: Orchestrator, model: ScriptedModel
 ) -> RunOutcome:
-    """One spec straight through the Claude runtime (no task, no pool), its tools served by
-    the orchestrator's gateway."""
+    """One spec straight through the Claude runtime (no task, no pool), its harness tools
+    served by the orchestrator's gateway and every other call approved."""
 
     async def ignore_tool_use(_use: ToolUse) -> None:
         return None
 
-    io = RunIO(HarnessTools(orchestrator), lambda _message: None, ignore_tool_use)
+    io = RunIO(ApprovingTools(orchestrator), lambda _message: None, ignore_tool_use)
     return await ClaudeRuntime(base_env=model.env()).run(spec, AgentControl(), io)
 
 
@@ -246,7 +255,7 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
         return Turn.finish("ran env", issues=[request.tool_results[-1].text])
 
     orchestrator, model = await harness_with(script)
-    role = dataclasses.replace(orchestrator.role("developer"), permission_mode="bypassPermissions")
+    role = orchestrator.role("developer")
     spec = AgentSpec(
         agent_id="a0000000002",
         role=role,

@@ -11,6 +11,7 @@ from harness.permissions.answers import describe_tool_use, rule_for, rules_for
 from harness.permissions.rules import (
     InvalidRuleError,
     PermissionRule,
+    by_mode,
     decide,
     parse_rule,
 )
@@ -555,3 +556,26 @@ def test_the_rule_for_a_file_does_not_cover_its_namesakes_elsewhere() -> None:
     remembered = rule_for("Edit", {"file_path": "/work/project/app.py"}, cwd=CWD)
 
     assert decision("Edit", {"file_path": "/work/project/sub/app.py"}, (remembered,)) == "ask"
+
+
+# --- permission modes, as the harness applies them --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "tool_input", "decided"),
+    [
+        ("default", "Write", {"file_path": "/w/a.py"}, "ask"),
+        ("acceptEdits", "Write", {"file_path": "/w/a.py"}, "allow"),
+        ("acceptEdits", "Edit", {"file_path": "src/a.py"}, "allow"),
+        ("acceptEdits", "Write", {"file_path": "/etc/passwd"}, "ask"),
+        ("acceptEdits", "Write", {"file_path": "../elsewhere/a.py"}, "ask"),
+        ("acceptEdits", "Bash", {"command": "rm -r -f src"}, "ask"),
+        ("bypassPermissions", "Bash", {"command": "rm -r -f src"}, "allow"),
+        ("dontAsk", "Bash", {"command": "make"}, "deny"),
+        ("plan", "Write", {"file_path": "/w/a.py"}, "deny"),
+    ],
+)
+def test_a_roles_permission_mode_decides_what_no_rule_did(
+    mode: str, tool: str, tool_input: dict[str, object], decided: str
+) -> None:
+    assert by_mode(mode, tool, tool_input, cwd="/w") == decided

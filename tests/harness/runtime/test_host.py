@@ -104,6 +104,8 @@ class HostRig:
     repository: Path
     folder: Path  # where the host makes the tasks' workspaces
 
+    placed: list[str] = dataclasses.field(default_factory=list)  # the folders it reported
+
     async def run(
         self, spec: AgentSpec, control: AgentControl | None = None
     ) -> tuple[RunOutcome, list[dict[str, Any]]]:
@@ -112,7 +114,7 @@ class HostRig:
         async def ignore(_use: ToolUse) -> None:
             return None
 
-        io = RunIO(NoTools(), messages.append, ignore)
+        io = RunIO(NoTools(), messages.append, ignore, self.placed.append)
         outcome = await asyncio.wait_for(
             self.hosting.run(spec, control or AgentControl(), io), WAIT
         )
@@ -171,6 +173,7 @@ async def test_a_writers_work_is_committed_on_the_tasks_branch_and_reported(
     assert outcome.status == "completed", outcome.error
     worktree = host.folder / "t-1"
     assert messages == [{"type": "Started", "cwd": str(worktree)}]
+    assert host.placed == [str(worktree)]  # said to the harness, from a worker too
     assert outcome.work is not None
     assert outcome.work.branch == "harness/t-1"
     assert "notes.md" in outcome.work.diff_stat and "+the plan" in outcome.work.diff

@@ -255,6 +255,8 @@ async def test_a_remote_developer_works_on_the_tasks_branch_in_a_clone_on_its_wo
 
     assert record.status == "completed", record.error
     assert record.branch == f"harness/{task.slug}"
+    # The record says where the worker placed it (its write there needed nobody's approval).
+    assert Path(record.cwd) in {tmp_path / worker / task.slug for worker in c.workers}
     assert record.diff_stat is not None and "page.txt" in record.diff_stat
     assert diff is not None and "+blue" in diff
     # The work is committed on the branch, in the worker's clone (not in the origin).

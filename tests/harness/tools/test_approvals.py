@@ -4,7 +4,9 @@ real Claude Code CLI against the scripted model; humans answer through a questio
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,7 +111,8 @@ async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory
 
     assert record.result is not None
     [result] = record.result.issues
-    assert "denied by the developer role's rule Bash(git push:*)" in result
+    # The deny rule reaches the CLI as a disallowed tool: refused there, before anyone is asked.
+    assert result == "Permission to use Bash with command git push origin main has been denied."
     assert humans.asked == []
 
 
@@ -149,3 +152,72 @@ async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
     [result] = record.result.issues
     assert "nobody approved it in time" in result
     assert len(humans.asked) == 1
+
+
+def writes(*files: str) -> Callable[[ModelRequest], Turn]:
+    """Writes each file with the Write tool, then reports every tool result."""
+
+    def script(request: ModelRequest) -> Turn:
+        done = request.all_tool_results
+        if len(done) < len(files):
+            return Turn.call("Write", file_path=files[len(done)], content="written\n")
+        return Turn.finish("wrote them", issues=[r.text for r in done])
+
+    return script
+
+
+@pytest.mark.slow
+async def test_accept_edits_is_the_harness_s_to_apply_inside_the_folder_only(
+    harness_with: HarnessFactory, tmp_path: Path
+) -> None:
+    # The CLI runs in its default mode whatever the role says (the shipped developer has
+    # acceptEdits), so the harness sees each edit: inside the folder it is allowed (and
+    # audited), outside it is asked, through a link out of the folder too.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    orchestrator, _ = await harness_with(
+        writes("inside.txt", str(outside / "direct.txt"), "link/through.txt")
+    )
+    folder = orchestrator.config.workspaces.root / "write-three-files"
+    folder.mkdir(parents=True)
+    (folder / "link").symlink_to(outside)
+    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
+    orchestrator.add_human_channel(humans)
+
+    record = await orchestrator.run("developer", "write three files", requested_by="U42")
+
+    assert record.status == "completed", record.error
+    assert (folder / "inside.txt").read_text() == "written\n"
+    assert list(outside.iterdir()) == []
+    assert [q.kind for q in humans.asked] == ["approval", "approval"]
+    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    decided = [(e["outcome"], e["decidedBy"]) for e in audit if e["tool"] == "approval"]
+    # The developer's `Edit(**)` rule allows the file inside; neither rule nor mode covers
+    # the two outside, however the path gets there.
+    assert decided == [
+        ("allowed", "rule Edit(**)"),
+        ("denied", "U42 (Deny)"),
+        ("denied", "U42 (Deny)"),
+    ]
+
+
+@pytest.mark.slow
+async def test_a_settings_hook_planted_in_the_folder_is_never_loaded(
+    harness_with: HarnessFactory, tmp_path: Path
+) -> None:
+    # An agent (or a file in the repository) plants project settings with a hook for the next
+    # agent: the CLI loads no settings from the folder, so the hook never runs.
+    marker = tmp_path / "hook-ran"
+    hook = {"type": "command", "command": f"touch {marker}"}
+    settings = {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}
+    orchestrator, _ = await harness_with(runs("python3 -V"))
+    folder = orchestrator.config.workspaces.root / "check-python"
+    (folder / ".claude").mkdir(parents=True)
+    (folder / ".claude" / "settings.json").write_text(json.dumps(settings))
+    orchestrator.add_human_channel(AnsweringHumans(orchestrator.answer_question, "Allow once"))
+
+    record = await orchestrator.run("developer", "check python", requested_by="U42")
+
+    assert record.status == "completed", record.error
+    assert record.result is not None and record.result.issues[0].startswith("Python 3")
+    assert not marker.exists()
