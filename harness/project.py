@@ -51,6 +51,8 @@ def _configured_categories(config: Config) -> dict[str, str]:
     named: dict[str, str] = {}
     for index, name in enumerate(config.mcp.full_access_categories):
         named.setdefault(name, f"mcp.fullAccessCategories[{index}]")
+    for index, name in enumerate(config.mcp.all_tasks_categories):
+        named.setdefault(name, f"mcp.allTasksCategories[{index}]")
     for section, rules in (("allow", config.mcp.allow), ("deny", config.mcp.deny)):
         for name in rules:
             named.setdefault(name, f"mcp.{section}.{name}")

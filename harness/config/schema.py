@@ -73,6 +73,12 @@ class _Mcp(_Section):
         examples=[{"conversational": ["mcp__harness__kill_agent"]}],
         description="tool-name globs taken away per role category",
     )
+    all_tasks_categories: list[NonEmptyStr] = Field(
+        [],
+        alias="allTasksCategories",
+        examples=[["coordinator"]],
+        description="role categories whose agents see and act on every task, not only their own",
+    )
     # 0 is meaningful: agents may not draft agents at all.
     max_depth: int = Field(3, alias="maxDepth", ge=0, examples=[3])
     max_concurrent_agents: int = Field(4, alias="maxConcurrentAgents", ge=1, examples=[4])

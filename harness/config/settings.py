@@ -55,6 +55,8 @@ class McpSettings:
     max_depth: int = 3
     max_concurrent_agents: int = 4
     task_budget_usd: float | None = None
+    # Role categories whose agents see and act on every task; every other agent only its own.
+    all_tasks_categories: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             max_depth=mcp.max_depth,
             max_concurrent_agents=mcp.max_concurrent_agents,
             task_budget_usd=mcp.task_budget_usd,
+            all_tasks_categories=tuple(mcp.all_tasks_categories),
         ),
         metadata=tuple(
             MetadataField(

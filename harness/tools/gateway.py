@@ -60,7 +60,10 @@ class HarnessTools:
         if info is None:
             return None
         role = self._orchestrator.role(info.role)
-        return Caller(info.agent_id, role.name, role.category, info.task_slug, info.depth)
+        all_tasks = role.category in self._orchestrator.config.mcp.all_tasks_categories
+        return Caller(
+            info.agent_id, role.name, role.category, info.task_slug, info.depth, all_tasks
+        )
 
     async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
         """A call from a running agent's MCP server, made in that agent's name."""

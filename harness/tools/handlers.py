@@ -14,7 +14,16 @@ from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.errors import LimitCode, LimitError, ToolError
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord
-from harness.tools.registry import AgentId, Caller, EmptyInput, Seconds, TaskSlug, tool
+from harness.tools.registry import (
+    AgentId,
+    Caller,
+    EmptyInput,
+    Seconds,
+    TaskSlug,
+    check_agent,
+    check_task,
+    tool,
+)
 from harness.tools.validation import Text, ToolInput
 
 KILL_WAIT_SECONDS = 15.0
@@ -62,6 +71,7 @@ async def draft_agent(
             "no taskSlug given and the caller has no task",
             "pass taskSlug (see list_tasks)",
         )
+    check_task(caller, slug)
     try:
         handle = await orch.draft(
             args.role, args.prompt, task_slug=slug, parent_id=caller.agent_id if caller else None
@@ -99,6 +109,7 @@ async def await_agent(
         raise ToolError(
             "INVALID_AGENT_STATE", "an agent cannot await itself", "await an agent you drafted"
         )
+    await check_agent(orch, caller, args.agentId)
     waiter = caller.agent_id if caller else None
     try:
         async with orch.waiting(waiter, f"waiting for agent {args.agentId}"):
@@ -124,6 +135,7 @@ async def kill_agent(
             "an agent cannot kill itself",
             "finish with your structured result instead",
         )
+    await check_agent(orch, caller, agent_id)
     who = f"agent {caller.agent_id} ({caller.role})" if caller else "an agent"
     if not await orch.kill(agent_id, f"killed by {who} via kill_agent"):
         record = await orch.record(agent_id)  # AgentNotFoundError when it never existed
@@ -148,7 +160,7 @@ async def kill_agent(
 async def list_agents(
     orch: Orchestrator, caller: Caller | None, args: EmptyInput
 ) -> dict[str, Any]:
-    agents = orch.agents()
+    agents = [a for a in orch.agents() if caller is None or caller.sees(a.task_slug)]
     values = await orch.collect_metadata(Path(a.cwd) for a in agents)
     in_list = {f.name for f in orch.metadata_fields if f.include_in_list}
     listed = []
@@ -168,6 +180,7 @@ async def list_agents(
 async def show_agent(
     orch: Orchestrator, caller: Caller | None, args: AgentIdInput
 ) -> dict[str, Any]:
+    await check_agent(orch, caller, args.agentId)
     live = orch.agent(args.agentId)
     if live is not None:
         agent, cwd = _info_json(live), Path(live.cwd)

@@ -48,6 +48,11 @@ class Caller:
     category: str
     task_slug: str
     depth: int
+    # Whether its role may see and act on every task (mcp.allTasksCategories), not only its own.
+    all_tasks: bool = False
+
+    def sees(self, task_slug: str) -> bool:
+        return self.all_tasks or task_slug == self.task_slug
 
 
 Handler = Callable[[Orchestrator, Caller | None, Any], Awaitable[dict[str, Any]]]
@@ -88,3 +93,34 @@ def require_agent(caller: Caller | None, tool_name: str) -> Caller:
             "call it from an agent run by the harness",
         )
     return caller
+
+
+# Tasks are apart: an agent sees and acts on its own task only, unless its role's category is
+# one of mcp.allTasksCategories. The harness itself (no caller) sees every task.
+
+
+def check_task(caller: Caller | None, task_slug: str) -> None:
+    """Refuses a task that is not the caller's (the same answer for one that does not exist)."""
+    if caller is not None and not caller.sees(task_slug):
+        raise ToolError(
+            "PERMISSION_DENIED",
+            f"task {task_slug} is not yours: an agent works on its own task, {caller.task_slug}",
+            "leave taskSlug out to work on your own task; a person starts other tasks",
+        )
+
+
+async def check_agent(orch: Orchestrator, caller: Caller | None, agent_id: str) -> None:
+    """Refuses an agent of another task as if it did not exist."""
+    if caller is None or caller.all_tasks:
+        return
+    live = orch.agent(agent_id)
+    if live is not None:
+        if live.task_slug == caller.task_slug:
+            return
+    elif any(d.agent_id == agent_id for d in (await orch.task(caller.task_slug)).dispatches):
+        return
+    raise ToolError(
+        "AGENT_NOT_FOUND",
+        f"no agent {agent_id} in your task {caller.task_slug}",
+        "call list_agents for the agents of your task",
+    )

@@ -10,7 +10,15 @@ from pydantic import Field
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import NoHumanError
 from harness.errors import ToolError
-from harness.tools.registry import Caller, EmptyInput, Seconds, TaskSlug, require_agent, tool
+from harness.tools.registry import (
+    Caller,
+    EmptyInput,
+    Seconds,
+    TaskSlug,
+    check_task,
+    require_agent,
+    tool,
+)
 from harness.tools.validation import Text, ToolInput
 
 
@@ -30,6 +38,7 @@ async def list_tasks(orch: Orchestrator, caller: Caller | None, args: EmptyInput
                 "dispatchCount": t.dispatch_count,
             }
             for t in tasks
+            if caller is None or caller.sees(t.slug)
         ]
     }
 
@@ -46,6 +55,7 @@ class TaskSlugInput(ToolInput):
 async def get_task_context(
     orch: Orchestrator, caller: Caller | None, args: TaskSlugInput
 ) -> dict[str, Any]:
+    check_task(caller, args.taskSlug)
     return {"taskSlug": args.taskSlug, "context": await orch.task_context(args.taskSlug)}
 
 

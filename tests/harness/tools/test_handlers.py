@@ -106,13 +106,62 @@ async def test_an_unknown_agent_is_agent_not_found(rig: Rig, tool: str) -> None:
     assert "list_agents" in error["suggestion"]
 
 
-async def test_an_unknown_task_is_resource_not_found(rig: Rig) -> None:
-    error = error_of(*await rig.call("get_task_context", {"taskSlug": "no-such-task"}))
-    assert error["code"] == "RESOURCE_NOT_FOUND"
-    payload, is_error = await rig.call(
-        "draft_agent", {"role": "developer", "prompt": "x", "taskSlug": "no-such-task"}
-    )
-    assert error_of(payload, is_error)["code"] == "RESOURCE_NOT_FOUND"
+async def test_an_unknown_task_is_not_found_by_the_harness_and_not_yours_to_an_agent(
+    rig: Rig,
+) -> None:
+    unknown = {"taskSlug": "no-such-task"}
+    draft = {"role": "developer", "prompt": "x", "taskSlug": "no-such-task"}
+    for tool, args in (("get_task_context", unknown), ("draft_agent", draft)):
+        harness = await rig.tools.invoke(tool, args, None)
+        assert error_of(harness.payload, harness.is_error)["code"] == "RESOURCE_NOT_FOUND"
+        # An agent hears the same as for another task's: whether it exists is not its business.
+        assert error_of(*await rig.call(tool, args))["code"] == "PERMISSION_DENIED"
+
+
+async def other_task(rig: Rig) -> tuple[str, str]:
+    """Another person's task with a developer at work on it: (its slug, the agent's id)."""
+    handle = await rig.orchestrator.draft("developer", "fix someone else's login")
+    await rig.runtime.wait_started(2)
+    return handle.task_slug, handle.agent_id
+
+
+async def test_an_agent_sees_and_acts_on_its_own_task_only(rig: Rig) -> None:
+    slug, agent_id = await other_task(rig)
+
+    listed, _ = await rig.call("list_agents", {})
+    tasks, _ = await rig.call("list_tasks", {})
+    assert [a["id"] for a in listed["agents"]] == [rig.analyst.agent_id]
+    assert [t["slug"] for t in tasks["tasks"]] == [rig.analyst.task_slug]
+    for tool in ("show_agent", "await_agent", "kill_agent"):
+        error = error_of(*await rig.call(tool, {"agentId": agent_id}))
+        assert error["code"] == "AGENT_NOT_FOUND"
+        assert error["message"] == f"no agent {agent_id} in your task {rig.analyst.task_slug}"
+    context = error_of(*await rig.call("get_task_context", {"taskSlug": slug}))
+    draft = {"role": "developer", "prompt": "do it my way", "taskSlug": slug}
+    drafted = error_of(*await rig.call("draft_agent", draft))
+    assert (context["code"], drafted["code"]) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+
+    # Nothing changed in the other task: its agent still works, nobody joined it.
+    assert rig.orchestrator.agent(agent_id) is not None
+    assert len((await rig.orchestrator.task(slug)).dispatches) == 1
+
+
+async def test_a_category_config_names_sees_and_acts_on_every_task(project: Project) -> None:
+    mcp = dataclasses.replace(project.config.mcp, all_tasks_categories=("conversational",))
+    config = dataclasses.replace(project.config, mcp=mcp)
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(Project(config, project.roles), runtime)
+    tools = HarnessTools(orchestrator)
+    analyst = await orchestrator.draft("product-analyst", "plan: the rig")
+    other = await orchestrator.draft("developer", "fix someone else's login")
+    await runtime.wait_started(2)
+
+    listed = (await tools.call(analyst.agent_id, "list_agents", {})).payload
+    context = await tools.call(analyst.agent_id, "get_task_context", {"taskSlug": other.task_slug})
+
+    assert {a["id"] for a in listed["agents"]} == {analyst.agent_id, other.agent_id}
+    assert not context.is_error and "fix someone else's login" in context.payload["context"]
+    await orchestrator.shutdown()
 
 
 async def test_a_worker_reaching_a_full_tool_is_permission_denied_and_audited(rig: Rig) -> None:
