@@ -24,7 +24,7 @@ from harness.errors import HarnessError, LimitError
 from harness.runtime.host import workspace_request
 from harness.runtime.spec import Hosting
 from harness.tasks.context import compose_prompt
-from harness.tasks.model import DispatchRecord, Task
+from harness.tasks.model import FINAL_STATUSES, DispatchRecord, Task
 from harness.tasks.store import Store, journal_file_name
 from harness.workspaces.manager import task_branch
 
@@ -87,7 +87,7 @@ class Dispatcher:
             if task_slug
             else self._store.create(prompt, repository=repository, requester=requested_by)
         )
-        self._check_limits(task, depth)
+        allowance = self._check_limits(task, depth, role)
         # Whoever hosts the agent makes its workspace from the request, where it runs; a
         # role with a folder of its own works there.
         request = workspace_request(self._config.workspaces, task.repository)
@@ -107,6 +107,7 @@ class Dispatcher:
             host_pid=os.getpid(),
             run_id=run_id,
             branch=task_branch(task.slug) if request and role.cwd is None else None,
+            budget_usd=allowance,
             cost_simulated=self._simulated_costs,
             requested_by=requested_by,
         )
@@ -169,8 +170,10 @@ class Dispatcher:
                 "the harness is shutting down, so no agent starts", fix="ask again once it is back"
             )
 
-    def _check_limits(self, task: Task, depth: int) -> None:
-        """The task's caps, for every dispatch: its budget, and how deep agents draft."""
+    def _check_limits(self, task: Task, depth: int, role: Role) -> float | None:
+        """The task's caps, for every dispatch: how deep agents draft, and its budget. The
+        agent's allowance: the role's maxBudgetUsd within what the budget has left once the
+        task's spending and its live agents' allowances are counted (None: no cap)."""
         settings = self._config.mcp
         if depth > settings.max_depth:
             raise LimitError(
@@ -181,14 +184,21 @@ class Dispatcher:
                 "config.yaml",
             )
         budget = settings.task_budget_usd
+        if budget is None:
+            return role.max_budget_usd
         spent = sum(d.cost_usd or 0.0 for d in task.dispatches)
-        if budget is not None and spent >= budget:
+        live = [d for d in task.dispatches if d.status not in FINAL_STATUSES]
+        reserved = sum(d.budget_usd or 0.0 for d in live)
+        left = budget - spent - reserved
+        if left <= 0:
+            held = f" and its {len(live)} live agent(s) may spend ${reserved:.2f}" if live else ""
             raise LimitError(
                 "BUDGET_EXCEEDED",
-                f"task {task.slug} has spent ${spent:.4f} of its ${budget:.2f} budget",
+                f"task {task.slug} has spent ${spent:.4f}{held} of its ${budget:.2f} budget",
                 fix="start a new task (a new thread) for more work, or ask an admin to raise "
                 "mcp.taskBudgetUsd in config.yaml",
             )
+        return left if role.max_budget_usd is None else min(role.max_budget_usd, left)
 
     async def _new_agent_id(self) -> str:
         while True:

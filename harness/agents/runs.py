@@ -173,7 +173,7 @@ class AgentRuns:
                     task = await self._store.save_dispatch(slug, record)
                     logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
                     self._events.emit(AgentEvent("started", task, record))
-                spec = self._spec(entry, role, prompt, workspace, record.run_id)
+                spec = self._spec(entry, role, prompt, workspace, record)
                 outcome = await self._run_on_host(spec, entry, record, adopted_after)
             else:
                 outcome = RunOutcome(status="killed", error=entry.control.kill_reason)
@@ -259,11 +259,13 @@ class AgentRuns:
         role: Role,
         prompt: str,
         workspace: WorkspaceRequest | None,
-        run_id: str | None,
+        record: DispatchRecord,
     ) -> AgentSpec:
         # The run id reaches the CLI and every process it starts: whatever of them outlives
         # this process is found by it, and killed, at the next start.
-        run = {RUN_ID_ENV: run_id} if run_id else {}
+        run = {RUN_ID_ENV: record.run_id} if record.run_id else {}
+        if record.budget_usd is not None:  # its share of the task's budget caps its run
+            role = dataclasses.replace(role, max_budget_usd=record.budget_usd)
         return AgentSpec(
             agent_id=entry.agent_id,
             role=role,

@@ -153,6 +153,9 @@ class DispatchRecord:
     # The person whose message started this agent (a front end's user id, e.g. a Slack
     # user); None for an agent another agent drafted (see ``parent_id``) or an older record.
     requested_by: str | None = None
+    # The most it may spend: its role's maxBudgetUsd within what the task's budget had left
+    # when it was queued (reserved while it lives, so agents at once cannot exceed the budget).
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,35 @@ async def test_a_task_over_its_budget_starts_no_agent_whoever_asks(project: Proj
     assert [d.agent_id for d in (await orchestrator.task(slug)).dispatches] == [first.agent_id]
     assert len(runtime.started) == 1
     await orchestrator.shutdown()
+
+
+async def test_agents_at_once_cannot_spend_past_the_budget_between_them(
+    project: Project,
+) -> None:
+    # Each agent reserves what it may spend (its role's maxBudgetUsd, $3 for the developer,
+    # within what is left) while it lives, and its run is capped there.
+    config = dataclasses.replace(
+        project.config, mcp=dataclasses.replace(project.config.mcp, task_budget_usd=5.0)
+    )
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(Project(config, project.roles), runtime)
+    first = await orchestrator.draft("developer", "one", requested_by="U1")
+    second = await orchestrator.draft("developer", "two", task_slug=first.task_slug)
+
+    with pytest.raises(LimitError) as over:
+        await orchestrator.draft("developer", "three", task_slug=first.task_slug)
+
+    assert over.value.message == (
+        f"task {first.task_slug} has spent $0.0000 and its 2 live agent(s) may spend $5.00 "
+        "of its $5.00 budget"
+    )
+    task = await orchestrator.task(first.task_slug)
+    assert [d.budget_usd for d in task.dispatches] == [3.0, 2.0]
+    runtime.release()  # (writers take turns in a task: the second starts after the first)
+    await orchestrator.wait(first.agent_id, WAIT)
+    await orchestrator.wait(second.agent_id, WAIT)
+    assert [spec.role.max_budget_usd for spec in runtime.started] == [3.0, 2.0]
+    # Both ended having spent $0.01 each: the budget is free again, less what they spent.
+    third = await orchestrator.draft("developer", "three", task_slug=first.task_slug)
+    assert (await orchestrator.record(third.agent_id)).budget_usd == 3.0
+    await orchestrator.shutdown()

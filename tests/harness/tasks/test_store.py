@@ -174,6 +174,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         undelivered="channel_not_found",
         feedback=(Feedback("U1", "good", "2026-01-01T10:06:00Z"),),
         requested_by="U7",
+        budget_usd=3.0,
     )
     await files.save_dispatch(slug, full)
     await files.add_decision(
@@ -226,6 +227,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "undelivered": "channel_not_found",
             "feedback": [{"user": "U1", "value": "good", "at": "2026-01-01T10:06:00Z"}],
             "requestedBy": "U7",
+            "budgetUsd": 3.0,
         }
     ]
     assert list(data["dispatches"][0]) == list(
