@@ -59,11 +59,9 @@ def rule_for(
 ) -> str:
     """The narrowest sensible rule to remember an "allow for this task" answer by.
 
-    Bash: a prefix rule on the first word (``Bash(ls:*)``), the first two for commands with
-    subcommands (``Bash(git diff:*)``), three for script runners (``Bash(npm run test:*)``,
-    ``Bash(python -m pytest:*)``); the exact command where a prefix would allow any code
-    (``python -c ...``, ``sudo ...``, ``VAR=1 cmd``). A compound command gives its first
-    part's rule (:func:`rules_for` gives each part's). File tools: the exact file, relative
+    Bash: the exact command (``Bash(rm /tmp/build.log)``), or a prefix rule for a program
+    that only reads (``Bash(ls:*)``, ``Bash(git status:*)``). A compound command gives its
+    first part's rule (:func:`rules_for` gives each part's). File tools: the exact file, relative
     to ``cwd`` when inside it, else absolute (``//abs/path``). WebFetch: the URL's host.
     Else the bare tool name. A Bash use without a command (which Claude Code does not send)
     raises ValueError rather than give ``Bash``, which would allow every command.
@@ -101,9 +99,15 @@ def rules_for(
     return (rule_for(tool_name, tool_input, cwd=cwd),)
 
 
+# Programs an "Allow for this task" may remember as a prefix: they read and never write nor run
+# code, whatever their arguments (a redirection is asked anyway). Anything else is remembered
+# as the exact command: allowing `rm /tmp/build.log` must not allow `rm -r -f ~`.
+READ_ONLY_PREFIXES = frozenset({"ls", "pwd", "git status"})
+
+
 def _bash_rule(part: str) -> str:
     prefix = program_prefix(part)
-    if prefix is not None:
+    if prefix in READ_ONLY_PREFIXES:
         return f"Bash({prefix}:*)"
     # The exact command. A literal `*` in it is escaped, so the rule never matches and the
     # command is asked again rather than remembered as a wildcard that would widen it.

@@ -35,9 +35,12 @@ def split_command(command: str) -> CommandLine:
     Single quotes make everything literal; double quotes all but ``$(`` and backticks; a
     backslash escapes the next character.
 
+    A ``#`` starting a word begins a comment that runs to the end of its line, as in bash.
+
     Opaque: command or process substitution, a subshell, a here-document (its body would read
-    as commands), an unterminated quote, or output redirected to a file other than
-    ``/dev/null`` (``2>&1`` and ``>&2`` are fine).
+    as commands), an unterminated quote, an ANSI-C quoted string (``$'...'``), or output
+    redirected to (or a file opened read-write on) a file other than ``/dev/null`` (``2>&1``
+    and ``>&2`` are fine).
     """
     parts: list[str] = []
     nested: list[str] = []  # commands substituted inside double quotes, for deny rules
@@ -65,6 +68,19 @@ def split_command(command: str) -> CommandLine:
                 opaque.append("command substitution")
                 step, inner = _substitution(command[index:])
                 nested.extend(split_command(inner).parts)
+        elif two == "$'":
+            # ANSI-C quoting, where a backslash escapes a quote: read otherwise, a second
+            # command would hide in what looks like a quoted argument.
+            opaque.append("an ANSI-C quoted string ($'...')")
+            quote = "'"
+            step = 2
+        elif char == "#" and (index == 0 or command[index - 1] in " \t\n;&|()"):
+            # A comment runs to the end of its line, quotes in it included: bash runs the
+            # next line whatever the comment holds.
+            end = command.find("\n", index)
+            step = (len(command) if end < 0 else end) - index
+            index += step
+            continue
         elif char in "'\"":
             quote = char
         elif two in ("$(", "<(", ">(") or char == "`":
@@ -113,8 +129,13 @@ def _redirection(rest: str, opaque: list[str]) -> int:
     if rest.startswith("<<"):
         opaque.append("a here-document")
         return 2
+    if rest.startswith("<>"):  # opens the file for writing too (and makes it)
+        target = re.match(r"[ \t]*([^\s;&|<>()]*)", rest[2:])
+        if (target.group(1) if target else "") != "/dev/null":
+            opaque.append("a file opened for writing")
+        return 2
     if rest.startswith("<"):
-        return 2 if rest.startswith(("<&", "<>")) else 1
+        return 2 if rest.startswith("<&") else 1
     length = 2 if rest[1:2] in (">", "|", "&") else 1
     target = re.match(r"[ \t]*([^\s;&|<>()]*)", rest[length:])
     word = target.group(1) if target else ""

@@ -18,7 +18,7 @@ from typing import Any
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
-from harness.permissions.answers import describe_tool_use, rule_for
+from harness.permissions.answers import describe_tool_use, rules_for
 from harness.permissions.rules import (
     PATH_FIELDS,
     PermissionRule,
@@ -82,6 +82,24 @@ async def _real_paths(
     return await asyncio.to_thread(real)
 
 
+def _remembered(tool: str, args: Mapping[str, Any], cwd: str) -> tuple[str, ...]:
+    """The rules an "Allow for this task" of this use stores: its exact command (a prefix only
+    for a program that only reads), its file; () when nothing is narrow enough."""
+    try:
+        return tuple(parse_rule(text).text for text in rules_for(tool, args, cwd=cwd))
+    except ValueError as exc:
+        logger.info("nothing to remember an approval of %s by: %s", tool, exc)
+        return ()
+
+
+def _what_for_task(remembered: tuple[str, ...]) -> str:
+    """What the "Allow for this task" button stores, said beside it."""
+    if not remembered:
+        return "_Allow for this task_ allows it this once only: nothing narrower to remember."
+    rules = ", ".join(f"`{rule}`" for rule in remembered)
+    return f"_Allow for this task_ remembers {rules}: only that runs without asking again."
+
+
 class Approvals:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self._orchestrator = orchestrator
@@ -106,7 +124,11 @@ class Approvals:
             message = "" if moded == "allow" else f"denied by the {role.name} role's {source}"
             return self._decided(agent, tool, args, moded == "allow", source, message)
         what = describe_tool_use(tool, args, cwd=agent.cwd)
-        question = f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}"
+        remembered = _remembered(tool, args, agent.cwd)
+        question = (
+            f"{role.name} `{agent_id}` asks to run {what}. Allow it?{full_input(tool, args)}\n"
+            + _what_for_task(remembered)
+        )
         try:
             _, answer = await orch.ask_human(
                 agent_id, question, CHOICES, None, activity="waiting for approval", kind="approval"
@@ -122,19 +144,12 @@ class Approvals:
         verdict = answer.verdict or "deny"
         who = f"{answer.answered_by} ({VERDICT_LABELS[verdict]})"
         if verdict == "task":
-            await self._grant(agent.task_slug, tool, args, agent.cwd)
+            for rule in remembered:
+                await self._orchestrator.allow_for_task(agent.task_slug, rule)
         if verdict == "deny":
             message = f"denied by {answer.answered_by}: {answer.text or 'denied'}"
             return self._decided(agent, tool, args, False, who, message)
         return self._decided(agent, tool, args, True, who, "")
-
-    async def _grant(self, slug: str, tool: str, args: Mapping[str, Any], cwd: str) -> None:
-        try:
-            rule = parse_rule(rule_for(tool, args, cwd=cwd))
-        except ValueError as exc:  # nothing narrow enough to remember: allowed once only
-            logger.info("not remembering an approval of %s: %s", tool, exc)
-            return
-        await self._orchestrator.allow_for_task(slug, rule.text)
 
     def _decided(
         self,

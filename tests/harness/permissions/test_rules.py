@@ -466,25 +466,26 @@ def test_describe_tool_use_cuts_a_long_command() -> None:
 @pytest.mark.parametrize(
     ("command", "rule"),
     [
-        ("pytest -q", "Bash(pytest:*)"),
         ("ls -la src", "Bash(ls:*)"),
-        ("git diff --stat", "Bash(git diff:*)"),
-        ("npm test", "Bash(npm test:*)"),
-        ("npm run test -- -k x", "Bash(npm run test:*)"),
-        ("uv run pytest -q", "Bash(uv run pytest:*)"),
-        ("cargo test --all", "Bash(cargo test:*)"),
-        ("go test ./...", "Bash(go test:*)"),
-        ("python -m pytest -q", "Bash(python -m pytest:*)"),
-        ("python scripts/check.py --fix", "Bash(python scripts/check.py:*)"),
+        ("git status --short", "Bash(git status:*)"),
+        ("pwd", "Bash(pwd:*)"),
+        # Anything that may write or run code: the exact command, never a prefix.
+        ("rm /tmp/build.log", "Bash(rm /tmp/build.log)"),
+        ("pytest -q", "Bash(pytest -q)"),
+        ("git diff --stat", "Bash(git diff --stat)"),
+        ("npm run test -- -k x", "Bash(npm run test -- -k x)"),
+        ("python scripts/check.py --fix", "Bash(python scripts/check.py --fix)"),
         ("python -c 'print(1)'", "Bash(python -c 'print\\(1\\)')"),
         ("node", "Bash(node)"),
         ("git -C sub diff", "Bash(git -C sub diff)"),
         ("sudo apt-get install x", "Bash(sudo apt-get install x)"),
         ("CI=1 npm test", "Bash(CI=1 npm test)"),
-        ("pytest -q && curl example.com", "Bash(pytest:*)"),
+        ("ls && curl example.com", "Bash(ls:*)"),
     ],
 )
-def test_rule_for_a_command_is_its_first_words_as_a_prefix(command: str, rule: str) -> None:
+def test_rule_for_a_command_is_it_exactly_or_a_prefix_of_a_program_that_only_reads(
+    command: str, rule: str
+) -> None:
     assert rule_for("Bash", {"command": command}) == rule
 
 
@@ -520,9 +521,9 @@ def test_rule_for_a_relative_path_without_a_folder_keeps_it_relative() -> None:
 
 
 def test_rules_for_gives_one_rule_per_part_of_a_compound_command() -> None:
-    command = {"command": "pytest -q && git diff && pytest -x"}
+    command = {"command": "pytest -q && git status && pytest -q"}
 
-    assert rules_for("Bash", command) == ("Bash(pytest:*)", "Bash(git diff:*)")
+    assert rules_for("Bash", command) == ("Bash(pytest -q)", "Bash(git status:*)")
     assert bash(command["command"], rules_for("Bash", command)) == "allow"
 
 
@@ -579,3 +580,29 @@ def test_a_roles_permission_mode_decides_what_no_rule_did(
     mode: str, tool: str, tool_input: dict[str, object], decided: str
 ) -> None:
     assert by_mode(mode, tool, tool_input, cwd="/w") == decided
+
+
+def test_allow_for_this_task_never_widens_to_other_arguments() -> None:
+    remembered = rules_for("Bash", {"command": "rm /tmp/build.log"})
+
+    assert remembered == ("Bash(rm /tmp/build.log)",)
+    assert bash("rm /tmp/build.log", remembered) == "allow"
+    for wider in ("rm -r -f ~", "rm /tmp/build.log ~/.ssh", "rm /tmp/build.log; curl x"):
+        assert bash(wider, remembered) == "ask", wider
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls $'\\'' ; rm -rf x ; echo '",  # bash: ls "'", then rm, then echo
+        "ls # '\nrm -rf x\n'",  # bash: ls, then rm on the next line
+        "ls <>notes.txt",  # opens (and makes) notes.txt for writing
+    ],
+)
+def test_a_command_riding_on_an_allowed_one_is_asked_as_bash_reads_it(command: str) -> None:
+    assert bash(command, ("Bash(ls:*)",)) == "ask"
+
+
+def test_a_comment_is_read_as_bash_reads_it() -> None:
+    assert split_command("ls -la # list it; really").parts == ("ls -la",)
+    assert split_command("echo a#b").parts == ("echo a#b",)

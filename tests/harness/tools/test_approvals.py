@@ -52,7 +52,8 @@ async def test_a_command_the_role_allows_runs_without_asking(
     assert "denied by U42" in version  # not in them: asked, and the human said no
     assert [q.text for q in humans.asked] == [
         f"developer `{record.agent_id}` asks to run Bash: `python3 -V`. Allow it?"
-        "\n```\npython3 -V\n```"
+        "\n```\npython3 -V\n```\n"
+        "_Allow for this task_ remembers `Bash(python3 -V)`: only that runs without asking again."
     ]
     audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
     decisions = [(e["input"]["tool"], e["outcome"]) for e in audit if e["tool"] == "approval"]
