@@ -225,11 +225,31 @@ def decide(
         return RuleDecision("ask", reason="the command is empty")
     deciding: list[PermissionRule] = []
     for part in line.parts:
+        writes = _git_writes(part)
+        if writes:
+            return RuleDecision("ask", reason=f"`{part}` {writes}")
         found = next((r for r in allow if _allows_part(r, part)), None)
         if found is None:
             return RuleDecision("ask", reason=f"no allow rule covers `{part}`")
         deciding.append(found)
     return RuleDecision("allow", deciding[0])
+
+
+# git options that turn a reading subcommand into one that writes a file, reads outside the
+# repository or runs a program: no allow rule (`Bash(git diff:*)`) covers a command with one.
+_GIT_OUTSIDE = re.compile(
+    r"(?:^|\s)(--output(?:=|\s|$)|-o\S*|--no-index\b|--exec-path\b|--ext-diff\b|"
+    r"--textconv\b|-c\s|--config-env\b|--upload-pack\b|--receive-pack\b)"
+)
+
+
+def _git_writes(part: str) -> str | None:
+    """Why a git command may write or reach outside (then it is asked, whatever allows it)."""
+    words = part.split()
+    if not words or os.path.basename(words[0]) != "git":
+        return None
+    found = _GIT_OUTSIDE.search(part)
+    return f"uses git's {found.group(1).strip()}, which is not read-only" if found else None
 
 
 def _allows_part(rule: PermissionRule, part: str) -> bool:

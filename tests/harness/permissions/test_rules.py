@@ -606,3 +606,30 @@ def test_a_command_riding_on_an_allowed_one_is_asked_as_bash_reads_it(command: s
 def test_a_comment_is_read_as_bash_reads_it() -> None:
     assert split_command("ls -la # list it; really").parts == ("ls -la",)
     assert split_command("echo a#b").parts == ("echo a#b",)
+
+
+GIT_READS = ("Bash(git diff:*)", "Bash(git log:*)", "Bash(git show:*)", "Bash(git status:*)")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git diff --output=/tmp/x",
+        "git diff --output /home/me/.bashrc",
+        "git diff --no-index /etc/passwd /dev/null",
+        "git log --ext-diff -p",
+        "git show --textconv HEAD:a.py",
+        "git status && git diff --no-index a b",
+    ],
+)
+def test_git_options_that_write_or_read_outside_are_asked_whatever_allows_git(
+    command: str,
+) -> None:
+    assert bash(command, GIT_READS) == "ask"
+
+
+@pytest.mark.parametrize(
+    "command", ["git diff --stat", "git log -p -5", "git show HEAD:README.md", "git status"]
+)
+def test_reading_git_stays_allowed(command: str) -> None:
+    assert bash(command, GIT_READS) == "allow"
