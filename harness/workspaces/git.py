@@ -54,6 +54,21 @@ _REDIRECTS = (
     "GIT_NAMESPACE",
     "GIT_PREFIX",
 )
+# Secrets of the harness's own process: git never needs them, and a program git might run
+# (an agent could have configured one) must not read them.
+_SECRETS = ("SLACK_", "ANTHROPIC_", "HARNESS_")
+# What a worktree's own config (which its agent can write) could make the harness's git run:
+# turned off on every call's command line, which takes precedence over any config file.
+_DISARMED = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.untrackedCache=false",
+    "core.pager=cat",
+    "diff.external=",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "protocol.ext.allow=never",
+)
 # Diff output others read (patch files, numstat) must not depend on the user's git config.
 _PLAIN_DIFF = (
     "--no-color",
@@ -103,7 +118,11 @@ class GitResult:
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _REDIRECTS and not key.startswith(_SECRETS)
+    }
     env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     env.update(extra or {})
     return env
@@ -118,8 +137,12 @@ async def git(
     timeout: float = TIMEOUT_SECONDS,
 ) -> GitResult:
     """Run ``git args`` in ``cwd``; with ``check`` a failure raises GitError carrying ``fix``."""
+    # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
+    # the harness's git to an enclosing checkout (the operator's).
+    guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
+    disarmed = tuple(arg for setting in _DISARMED for arg in ("-c", setting))
     for delay in (*_LOCK_BACKOFF.delays(_LOCK_RETRIES), None):
-        result = await _run(args, cwd, git_env(env), timeout)
+        result = await _run((*disarmed, *args), cwd, git_env(guarded), timeout)
         if result.ok or delay is None or not _LOCK_ERROR.search(result.stderr):
             break
         logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)

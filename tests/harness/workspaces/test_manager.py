@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings, parse_config
+from harness.workspaces.git import git_env
 from harness.workspaces.manager import (
     FileChange,
     GitError,
@@ -592,3 +593,69 @@ def test_a_choice_that_needs_the_person_explains_what_to_write() -> None:
         unknown.explain() == "No repository 'wbe'. Did you mean 'web'? Known: repo:api, repo:web."
     )
     assert choose_repository(TWO, "repo:web fix", None).explain() is None
+
+
+# --- the harness's own git is not the agent's ------------------------------------------------
+
+
+async def prepared(project: Path, web: Path) -> tuple[Workspaces, Workspace]:
+    workspaces = Workspaces(settings_for(project, web={"path": str(web)}))
+    return workspaces, await workspaces.prepare("fix-it", "web")
+
+
+async def test_a_deleted_git_link_never_sends_the_harness_to_the_enclosing_checkout(
+    project: Path, web: Path, tmp_path: Path
+) -> None:
+    # The workspaces live inside a checkout that does not ignore them (the operator's app):
+    # an agent that deletes its worktree's .git must not get the harness to commit its files
+    # into that checkout.
+    enclosing = make_repo(tmp_path / "app", {"README.md": "app\n"})
+    settings = replace(settings_for(project, web={"path": str(web)}), root=enclosing / "ws")
+    workspaces = Workspaces(settings)
+    workspace = await workspaces.prepare("fix-it", "web")
+    (workspace.path / ".git").unlink()
+    (workspace.path / "evil.txt").write_text("planted\n", encoding="utf-8")
+    before = git(enclosing, "rev-parse", "HEAD")
+
+    with pytest.raises(WorkspaceError):
+        await workspaces.report(workspace, commit="developer a1: done", author="harness dev")
+
+    assert git(enclosing, "rev-parse", "HEAD") == before
+    assert "evil.txt" not in git(enclosing, "ls-files")
+
+
+async def test_hooks_and_fsmonitor_an_agent_configures_never_run_in_the_harness_s_git(
+    project: Path, web: Path, tmp_path: Path
+) -> None:
+    workspaces, workspace = await prepared(project, web)
+    marker = tmp_path / "ran"
+    script = tmp_path / "payload.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n", encoding="utf-8")
+    script.chmod(0o755)
+    # What an agent can write: the repository's config and hooks (its worktree's git dir
+    # shares them), with a monitor and a hook that would run the payload.
+    git(workspace.path, "config", "core.fsmonitor", str(script))
+    hooks = Path(git(workspace.path, "rev-parse", "--git-common-dir"))
+    if not hooks.is_absolute():
+        hooks = workspace.path / hooks
+    (hooks / "hooks" / "pre-commit").write_text(f"#!/bin/sh\ntouch {marker}\n", encoding="utf-8")
+    (hooks / "hooks" / "pre-commit").chmod(0o755)
+    (workspace.path / "src" / "app.py").write_text("print('changed')\n", encoding="utf-8")
+
+    report = await workspaces.report(workspace, commit="developer a1: done", author="harness dev")
+
+    assert not marker.exists()
+    assert report is not None and "src/app.py" in report.diff_stat
+    status = git(workspace.path, "-c", "core.fsmonitor=false", "status", "--porcelain")
+    assert status == ""  # committed, with the hook not run
+
+
+def test_the_harness_s_git_never_gets_its_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+
+    env = git_env()
+
+    assert "SLACK_BOT_TOKEN" not in env and "ANTHROPIC_API_KEY" not in env
+    assert env["PATH"] == os.environ["PATH"]
