@@ -21,6 +21,7 @@ from harness.errors import HarnessError
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.manager import (
+    TamperedWorkspaceError,
     WorkReport,
     Workspace,
     WorkspaceRequest,
@@ -78,7 +79,12 @@ class AgentHost:
         outcome = await self._runtime.run(placed, control, io)
         if workspace is None:
             return outcome
-        return dataclasses.replace(outcome, work=await self._work(spec, workspace, outcome))
+        try:
+            work = await self._work(spec, workspace, outcome)
+        except TamperedWorkspaceError as exc:  # said in the thread: its work is not trusted
+            logger.warning("agent %s: %s", spec.agent_id, exc.message)
+            return dataclasses.replace(outcome, status="failed", error=f"{exc.message}; {exc.fix}")
+        return dataclasses.replace(outcome, work=work)
 
     # Agents in this process end with it: none is left to follow after a restart.
 
@@ -152,6 +158,8 @@ class AgentHost:
             return await self._workspaces.report(
                 workspace, commit=message, author=f"harness {spec.role.name}"
             )
+        except TamperedWorkspaceError:
+            raise
         except (HarnessError, OSError) as exc:
             logger.warning("could not read the changes in %s: %s", workspace.path, exc)
             return None

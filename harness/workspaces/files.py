@@ -55,6 +55,18 @@ def worktree_common_dir(path: Path) -> Path | None:
     return Path(os.path.realpath(admin / common))
 
 
+def worktree_admin_dir(path: Path) -> str | None:
+    """Where a linked worktree's ``.git`` file points (its git directory, resolved); None when
+    there is no such file or it says nothing readable."""
+    try:
+        text = (path / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    return os.path.realpath(path / text.removeprefix("gitdir:").strip())
+
+
 def latest_mtime(path: Path) -> float:
     """The newest modification time of the folder or anything in it (symlinks not followed)."""
     return max(_mtimes(path))

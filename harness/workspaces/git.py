@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from harness.errors import HarnessError
 from harness.retry import Backoff
@@ -90,6 +90,20 @@ _STATUS: dict[str, FileStatus] = {
 
 class WorkspaceError(HarnessError):
     """A workspace could not be prepared, read or removed."""
+
+
+class TamperedWorkspaceError(WorkspaceError):
+    """A worktree's ``.git`` was changed or removed (by its agent, say) since the harness made
+    it: the harness does not trust it with its own git."""
+
+    def __init__(self, workspace: Any, now: str | None) -> None:
+        found = f"it names {now}" if now else "it is gone or unreadable"
+        super().__init__(
+            f"the .git of task {workspace.slug}'s worktree was changed ({found}, not "
+            f"{workspace.git_dir}): its work was neither read nor committed",
+            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
+            "was committed before",
+        )
 
 
 class GitError(WorkspaceError):

@@ -24,11 +24,13 @@ from harness.workspaces.files import (
     latest_mtime,
     make_scratch,
     touch,
+    worktree_admin_dir,
     worktree_common_dir,
 )
 from harness.workspaces.git import (
     FileChange,
     GitError,
+    TamperedWorkspaceError,
     WorkspaceError,
     commit_all,
     diff_files,
@@ -71,6 +73,7 @@ __all__ = [
     "PruneReport",
     "Removed",
     "RepositoryChoice",
+    "TamperedWorkspaceError",
     "WorkReport",
     "Workspace",
     "WorkspaceError",
@@ -182,7 +185,8 @@ class Workspaces:
             await store_base(source, branch, base_commit)
         # Checking files out touches this worktree alone: other tasks need not wait for it.
         await populate(path)
-        return Workspace(slug, path, repo.name, branch, base_commit)
+        git_dir = await asyncio.to_thread(worktree_admin_dir, path)
+        return Workspace(slug, path, repo.name, branch, base_commit, git_dir)
 
     async def _source(self, repo: RepositorySettings, asked: float) -> Path:
         """The folder of the repository; a `url` repository's cache, cloned or fetched."""
@@ -205,7 +209,8 @@ class Workspaces:
         branch, base = await asyncio.gather(
             head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
         )
-        return Workspace(slug, path, repository, branch, base)
+        git_dir = await asyncio.to_thread(worktree_admin_dir, path)
+        return Workspace(slug, path, repository, branch, base, git_dir)
 
     async def _name_of(self, common: Path) -> str | None:
         """The configured repository whose git directory is ``common``."""
@@ -233,7 +238,12 @@ class Workspaces:
     ) -> WorkReport | None:
         """Where the work in ``workspace`` is: the branch, head, diff stat and full diff since
         the task's base; with ``commit`` (a message), uncommitted work is committed first.
-        None for a scratch folder."""
+        None for a scratch folder. TamperedWorkspaceError when its ``.git`` no longer names
+        the git directory it had: nothing in it is read or committed then."""
+        if workspace.git_dir is not None:
+            now = await asyncio.to_thread(worktree_admin_dir, workspace.path)
+            if now != workspace.git_dir:
+                raise TamperedWorkspaceError(workspace, now)
         if commit is not None:
             await self.commit(workspace, commit, author=author)
         changes = await self.changes(workspace)

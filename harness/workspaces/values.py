@@ -45,6 +45,9 @@ class Workspace:
     repository: str | None = None  # None: a scratch folder, or a repository no longer configured
     branch: str | None = None  # the branch checked out; None when detached or not git
     base_commit: str | None = None  # what changes are measured against; None: not git
+    # The git directory its `.git` named when the harness made or opened it: the only one
+    # the harness trusts with this worktree afterwards.
+    git_dir: str | None = None
 
     @property
     def env(self) -> dict[str, str]:

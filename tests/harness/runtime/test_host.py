@@ -83,6 +83,8 @@ class FileWriter:
             return RunOutcome(status="killed", error=control.kill_reason)
         name, _, text = spec.prompt.partition(" ")
         folder = Path(spec.cwd)
+        if name == "tamper":  # points its worktree's .git somewhere of its own
+            (folder / ".git").write_text(f"gitdir: {folder}/.mine\n", encoding="utf-8")
         existing = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
         (folder / name).write_text(text + "\n", encoding="utf-8")
         summary = f"found {', '.join(existing) or 'nothing'}"
@@ -242,3 +244,16 @@ async def test_a_kill_stops_the_agent_on_its_host(host: HostRig) -> None:
     outcome, _ = await running
 
     assert (outcome.status, outcome.error) == ("killed", "enough")
+
+
+async def test_a_worktree_whose_git_link_its_agent_changed_is_not_trusted_and_said_so(
+    host: HostRig,
+) -> None:
+    outcome, _ = await host.run(spec_for(host, "tamper notes.md planted"))
+
+    assert outcome.status == "failed" and outcome.work is None
+    assert outcome.error is not None
+    assert outcome.error.startswith("the .git of task t-1's worktree was changed (it names ")
+    assert "its work was neither read nor committed" in outcome.error
+    # Nothing committed on the task's branch: it holds the repository's first commit only.
+    assert git(host.repository, "log", "--format=%s", "harness/t-1") == "start"
