@@ -127,6 +127,24 @@ class Poster:
             return ts
         return None
 
+    async def upload(
+        self, thread: ThreadRef, filename: str, content: str, *, title: str, comment: str
+    ) -> bool:
+        """Shares ``content`` in the thread as a file; False when Slack refused it."""
+        try:
+            await self.client.files_upload_v2(
+                channel=thread.channel,
+                thread_ts=thread.thread_ts,
+                filename=filename,
+                content=content.encode("utf-8"),
+                title=title,
+                initial_comment=comment,
+            )
+        except CALL_ERRORS as exc:
+            logger.warning("uploading %s to %s failed: %s", filename, thread.channel, exc)
+            return False
+        return True
+
     async def update(self, channel: str, ts: str, message: SlackMessage | str) -> bool:
         try:
             await self.client.chat_update(channel=channel, ts=ts, **message_content(message))

@@ -12,7 +12,15 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
-from bot.blocks import Block, SlackMessage, context_block, escape, mention, section_block
+from bot.blocks import (
+    SECTION_LIMIT,
+    Block,
+    SlackMessage,
+    context_block,
+    escape,
+    mention,
+    section_block,
+)
 from bot.poster import Poster
 from harness.agents.questions import Answer, Question, said
 from harness.tasks.model import Task, ThreadRef
@@ -25,16 +33,34 @@ _INDEX = re.compile(r"[0-9]{1,3}")
 _ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6,16})\b[\s:,.-]*", re.IGNORECASE)
 
 
+CUT_NOTE = "\n… _(cut here: the whole question follows as a file in this thread)_"
+
+
+def _asked(question: Question) -> str:
+    """Who asks and the question, as the message's section shows it (escaped mrkdwn)."""
+    who = f"*{question.role}* (agent `{question.agent_id}`) asks:"
+    return f"❓ {who}\n{escape(question.text)}"
+
+
+def question_file(question: Question) -> str | None:
+    """The whole question as a file's text, when the message cannot hold it; else None."""
+    if len(_asked(question)) <= SECTION_LIMIT:
+        return None
+    return f"{question.role} (agent {question.agent_id}) asks:\n{question.text}\n"
+
+
 def question_message(question: Question) -> SlackMessage:
     """The question as Block Kit: who asks, the question, a button per option."""
-    who = f"*{question.role}* (agent `{question.agent_id}`) asks:"
     how = (
         "Pick an answer, or reply in this thread."
         if question.options
         else "Reply in this thread to answer"
     )
     how += f" (start with `{question.agent_id}:` if several agents are waiting)."
-    blocks: list[Block] = [section_block(f"❓ {who}\n{escape(question.text)}")]
+    shown = _asked(question)
+    if len(shown) > SECTION_LIMIT:  # what does not fit follows whole, as a file
+        shown = shown[: SECTION_LIMIT - len(CUT_NOTE)] + CUT_NOTE
+    blocks: list[Block] = [section_block(shown)]
     if question.options:
         blocks.append(
             {
@@ -52,7 +78,7 @@ def question_message(question: Question) -> SlackMessage:
             }
         )
     blocks.append(context_block(how))
-    text = f"{question.role} (agent {question.agent_id}) asks: {question.text}"
+    text = f"{question.role} (agent {question.agent_id}) asks: {question.text}"[:SECTION_LIMIT]
     return {"text": text, "blocks": blocks}
 
 
@@ -108,6 +134,15 @@ class SlackHumanChannel:
         ts = await self.poster.post(task.thread, question_message(question), attempts=4)
         if ts is not None:
             self._posted[question.question_id] = (task.thread, ts)
+        whole = question_file(question)
+        if whole is not None:  # nobody decides on what they were not shown
+            await self.poster.upload(
+                task.thread,
+                f"question-{question.question_id}.txt",
+                whole,
+                title=f"{question.role} {question.agent_id}: the whole question",
+                comment="The whole question, too long for a message.",
+            )
         self.on_change()
 
     async def settle(self, question: Question, answer: Answer | None) -> None:

@@ -39,8 +39,9 @@ _SHOWN_INPUT = 1500
 
 
 def full_input(tool: str, args: Mapping[str, Any]) -> str:
-    """What exactly would run or change, for the person deciding: a Bash command in full, an
-    edit's old and new text, a new file's content (long ones cut, saying how much is left)."""
+    """What exactly would run or change, for the person deciding: a Bash command whole,
+    however long (what is not shown is not approved), an edit's old and new text, a new
+    file's content (long ones cut, saying how much is left)."""
     if tool == "Bash":
         parts = [str(args.get("command", ""))]
     elif tool == "Edit":
@@ -50,7 +51,7 @@ def full_input(tool: str, args: Mapping[str, Any]) -> str:
     else:
         return ""
     text = "\n".join(parts)
-    if len(text) > _SHOWN_INPUT:
+    if tool != "Bash" and len(text) > _SHOWN_INPUT:
         text = text[:_SHOWN_INPUT] + f"\n… ({len(text) - _SHOWN_INPUT} more characters)"
     return f"\n```\n{text}\n```"
 

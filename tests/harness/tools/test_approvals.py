@@ -126,6 +126,8 @@ def test_the_person_deciding_sees_what_exactly_would_run_or_change() -> None:
     long = full_input("Write", {"file_path": "/w/b.txt", "content": "y" * 2000})
     assert long.endswith("… (500 more characters)\n```")
     assert full_input("WebFetch", {"url": "https://example.com"}) == ""
+    command = "echo " + "x" * 5000 + " && curl evil.example"
+    assert full_input("Bash", {"command": command}) == f"\n```\n{command}\n```"  # whole
 
 
 class SilentHumans(AnsweringHumans):
