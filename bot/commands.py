@@ -173,22 +173,22 @@ class Commands:
         elif not command.get("response_url"):
             # Nowhere to answer later (Slack sends a response_url with commands, a proxy or a
             # test client may not): the answer goes in the ack, which Slack waits 3 s for.
-            await ack(text=await self._answer(parsed.name, within=ACK_WITHIN))
+            await ack(text=await self._answer(parsed.name, user, within=ACK_WITHIN))
         else:
             await ack()
-            text = await self._answer(parsed.name)
+            text = await self._answer(parsed.name, user)
             try:
                 await respond(text=text, response_type="ephemeral")
             except CALL_ERRORS as exc:
                 logger.warning("could not answer /harness %s: %s", parsed.name, exc)
         return parsed.name
 
-    async def _answer(self, name: str, within: float | None = None) -> str:
+    async def _answer(self, name: str, user: str, within: float | None = None) -> str:
         """The answer to ``list`` or ``tasks``; an apology when it fails or takes longer
         than ``within`` seconds."""
         try:
             async with asyncio.timeout(within):
-                return await (self._list() if name == "list" else self._tasks())
+                return await (self._list() if name == "list" else self._tasks(user))
         except TimeoutError:
             logger.warning("/harness %s took longer than %s s: answered without it", name, within)
             return "Sorry, that took too long to gather; try again in a moment."
@@ -230,8 +230,15 @@ class Commands:
         fields = [f.name for f in self.orchestrator.metadata_fields if f.include_in_list]
         return render_agent_list(agents, {str(k): v for k, v in values.items()}, fields)
 
-    async def _tasks(self) -> str:
-        tasks = (await self.orchestrator.task_summaries())[: self.options.recent_tasks]
+    async def _tasks(self, user: str) -> str:
+        # A DM's task is its person's (and the admins'): nobody else sees its request.
+        tasks = [
+            t
+            for t in await self.orchestrator.task_summaries()
+            if t.thread is None
+            or not is_dm_channel(t.thread.channel)
+            or self.orchestrator.may_decide(user, t.requester)
+        ][: self.options.recent_tasks]
         bound = [t for t in tasks if t.thread is not None]
         found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
         links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 4
+_VERSION = 5
 _TABLES = (
     # problem is set when task.json could not be read: listings skip the row, damaged()
     # lists it (see harness/tasks/index.py).
@@ -45,7 +45,8 @@ _TABLES = (
         mtime_ns INTEGER NOT NULL,
         size INTEGER NOT NULL,
         ino INTEGER NOT NULL,
-        problem TEXT
+        problem TEXT,
+        requester TEXT
     )""",
     "CREATE INDEX tasks_thread ON tasks (channel, thread_ts)",
     """CREATE TABLE agents (
@@ -173,8 +174,8 @@ def put_task(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     db.execute(
         "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
         "channel, thread_ts, last_role, last_status, status, cost_usd, cost_simulated, mtime_ns, "
-        "size, ino, problem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*row, *print_, None),
+        "size, ino, problem, requester) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*row, *print_, None, task.requester),
     )
 
 

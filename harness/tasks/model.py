@@ -191,6 +191,7 @@ class TaskSummary:
     status: TaskStatus = "new"  # see ``task_status``
     cost_usd: float | None = None  # see ``task_cost``
     cost_simulated: bool = False  # some of that cost came from a scripted model
+    requester: str | None = None  # who asked for the task
 
     @classmethod
     def of(cls, task: Task) -> TaskSummary:
@@ -208,6 +209,7 @@ class TaskSummary:
             cost_simulated=any(
                 d.cost_simulated and d.cost_usd is not None for d in task.dispatches
             ),
+            requester=task.requester,
         )
 
 

@@ -313,3 +313,27 @@ async def test_the_person_who_asked_is_kept_with_the_task_and_each_message(
         task = await r.orchestrator.find_task(ThreadRef("C1", ts))
         assert task is not None and task.requester == "U1"
         assert [d.requested_by for d in task.dispatches] == ["U1", "U2"]
+
+
+async def test_harness_tasks_shows_a_dms_task_to_its_person_only(rig: RigFactory) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        mine = (await r.say("fix my private thing", user="U1", channel="D1")).event["ts"]
+        assert await r.final_reaction("D1", mine, WAIT) == "white_check_mark"
+        shared = await r.say("<@UBOT> fix the shared page", user="U1", channel="C1")
+        assert await r.final_reaction("C1", shared.event["ts"], WAIT) == "white_check_mark"
+
+        listings: dict[str, str] = {}
+        for user in ("U1", "U2"):
+            await r.slack.slash_command("/harness", "tasks", user, "C1")
+            [listing] = await r.slack.wait_for(
+                lambda user=user: [  # type: ignore[misc]
+                    e for e in r.slack.ephemeral(user) if "Recent tasks" in e["text"]
+                ],
+                WAIT,
+            )
+            listings[user] = listing["text"]
+
+    assert "fix my private thing" in listings["U1"] and "fix the shared page" in listings["U1"]
+    assert "fix my private thing" not in listings["U2"]
+    assert "fix the shared page" in listings["U2"]
