@@ -39,11 +39,17 @@ from bot.parsing import (
 )
 from bot.poster import Poster
 from bot.progress import AgentWatcher
-from bot.questions import ACTION_PATTERN, SlackHumanChannel, parse_button_value
+from bot.questions import (
+    ACTION_PATTERN,
+    SlackHumanChannel,
+    approval_refusal,
+    parse_button_value,
+)
 from bot.settings import BotOptions, SlackEnv
 from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
+from harness.errors import NotAllowedError
 from harness.tasks.ledger import LEDGER_FILE, Ledger
 from harness.tasks.model import DispatchRecord, ThreadRef
 
@@ -271,17 +277,19 @@ def create_app(
             await respond(text=refusal.text, response_type="ephemeral", replace_original=False)
             return "refused: not allowed"
         picked = parse_button_value(str(action.get("value", "")), orchestrator.pending_questions())
-        if picked is not None:
-            refused = await refuse_decider(picked[0], user, clicked_thread(body))
+        answer = answer_for(picked[0], picked[1], user) if picked is not None else None
+        answered = False
+        if picked is not None and answer is not None:
+            refused = await elsewhere(picked[0], clicked_thread(body))
+            if refused is None:
+                try:
+                    answered = orchestrator.answer_question(picked[0].question_id, answer)
+                except NotAllowedError as exc:  # the core says who may decide an approval
+                    refused = approval_refusal(exc)
             if refused is not None:
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
                 return "refused: " + refused
-        answer = answer_for(picked[0], picked[1], user) if picked is not None else None
-        if (
-            picked is None
-            or answer is None
-            or not orchestrator.answer_question(picked[0].question_id, answer)
-        ):
+        if picked is None or not answered:
             await respond(
                 text="This question is already closed.",
                 response_type="ephemeral",
@@ -290,14 +298,13 @@ def create_app(
             return "ignored: the question is closed"
         return f"answered question {_safe(picked[0].question_id)}"
 
-    async def refuse_decider(question: Question, user: str, thread: ThreadRef) -> str | None:
-        """Why ``user`` may not answer ``question`` from ``thread``; None when they may. A
-        question is answered from its task's own thread only, an approval only by the task's
-        requester or an admin."""
+    async def elsewhere(question: Question, thread: ThreadRef) -> str | None:
+        """Why ``question`` may not be answered from ``thread``; None when it is its task's
+        own thread (who may decide an approval is the core's to say)."""
         task = await orchestrator.task(question.task_slug)
         if task.thread != thread:
             return "This question belongs to another thread: answer it there."
-        return conversations.refuse_approver(question, user)
+        return None
 
     async def on_answer_button(
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond

@@ -35,14 +35,14 @@ from bot.parsing import (
 )
 from bot.poster import Poster
 from bot.progress import FAILED, AgentWatcher
-from bot.questions import pick_question
+from bot.questions import approval_refusal, pick_question
 from bot.requesters import migrate_requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Question, answer_for
+from harness.agents.questions import answer_for
 from harness.config.settings import SlackSettings
-from harness.errors import HarnessError, TaskDamagedError, repair_command
+from harness.errors import HarnessError, NotAllowedError, TaskDamagedError, repair_command
 from harness.tasks.ledger import Ledger
 from harness.tasks.model import ThreadRef
 
@@ -127,9 +127,8 @@ class Conversations:
         if isinstance(decision, Ignore):
             return decision
         if not self.dedupe.first_time(intake_key(parsed)) and not replay:
-            return Ignore(
-                "already handled", "message already handled"
-            )  # the app_mention + message pair
+            # The app_mention + message pair of one mention.
+            return Ignore("already handled", "message already handled")
         self._spawn(self.dedupe.save(), "remember message")
         refusal = check_access(self.settings, parsed.user, parsed.channel, is_dm=parsed.is_dm)
         if refusal is not None:
@@ -178,29 +177,20 @@ class Conversations:
         answer = answer_for(question, text, message.user)
         if answer is None:  # no verdict on the approval: an ordinary follow-up
             return False
-        refused = self.refuse_approver(question, message.user)
-        if refused is not None:
+        try:
+            answered = self.orchestrator.answer_question(question.question_id, answer)
+        except NotAllowedError as refused:
             # Taken as an answer that was refused, not as a follow-up for a new agent.
+            text = approval_refusal(refused)
             self._spawn(
-                self.poster.ephemeral(message.channel, message.user, refused, message.thread_ts),
+                self.poster.ephemeral(message.channel, message.user, text, message.thread_ts),
                 "refuse approver",
             )
             return True
-        if not self.orchestrator.answer_question(question.question_id, answer):
+        if not answered:
             return False
         self._spawn(self.poster.react(message.channel, message.ts, ANSWERED), "answered")
         return True
-
-    def refuse_approver(self, question: Question, user: str) -> str | None:
-        """Why ``user`` may not decide an approval; None when they may (or it is a question,
-        which anyone in the thread may answer)."""
-        if question.kind != "approval":
-            return None
-        requester = question.requester
-        if self.orchestrator.may_decide(user, requester):
-            return None
-        who = f"<@{requester}>" if requester else "the person who asked"
-        return f"Only {who} and the bot's admins can approve what this task's agents run."
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         self.background.spawn(coro, name=name)

@@ -23,6 +23,7 @@ from bot.blocks import (
 )
 from bot.poster import Poster
 from harness.agents.questions import Answer, Question, said
+from harness.errors import NotAllowedError
 from harness.tasks.model import Task, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,12 @@ def parse_button_value(value: str, pending: Sequence[Question]) -> tuple[Questio
     if question is None or not _INDEX.fullmatch(index) or int(index) >= len(question.options):
         return None
     return question, question.options[int(index)]
+
+
+def approval_refusal(refused: NotAllowedError) -> str:
+    """What someone who may not decide an approval is told (the core decided who may)."""
+    who = f"<@{refused.requester}>" if refused.requester else "the person who asked"
+    return f"Only {who} and the bot's admins can approve what this task's agents run."
 
 
 def pick_question(pending: Sequence[Question], reply: str) -> tuple[Question, str] | None:

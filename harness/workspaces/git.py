@@ -69,6 +69,7 @@ _DISARMED = (
     "tag.gpgSign=false",
     "protocol.ext.allow=never",
 )
+_DISARMING = tuple(arg for setting in _DISARMED for arg in ("-c", setting))
 # Diff output others read (patch files, numstat) must not depend on the user's git config.
 _PLAIN_DIFF = (
     "--no-color",
@@ -154,9 +155,8 @@ async def git(
     # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
     # the harness's git to an enclosing checkout (the operator's).
     guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
-    disarmed = tuple(arg for setting in _DISARMED for arg in ("-c", setting))
     for delay in (*_LOCK_BACKOFF.delays(_LOCK_RETRIES), None):
-        result = await _run((*disarmed, *args), cwd, git_env(guarded), timeout)
+        result = await _run((*_DISARMING, *args), cwd, git_env(guarded), timeout)
         if result.ok or delay is None or not _LOCK_ERROR.search(result.stderr):
             break
         logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)
