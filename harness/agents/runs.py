@@ -276,6 +276,7 @@ class AgentRuns:
             withhold_env=("SLACK_*", *self._config.withhold_env),
             task_slug=entry.task_slug,
             workspace=workspace,
+            sandbox=self._config.sandbox,
         )
 
     def _placed(self, entry: PoolEntry, cwd: str) -> None:

@@ -272,6 +272,38 @@ class _Runtime(_Section):
         return self
 
 
+# A host agents may reach: `pypi.org`, `*.pythonhosted.org` (its subdomains), `host:8443`.
+_HOST_PATTERN = r"^(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.?(:[0-9]{1,5})?$"
+
+
+class _SandboxNetwork(_Section):
+    allow: list[Annotated[str, Field(pattern=_HOST_PATTERN)]] = Field(
+        [],
+        examples=[["pypi.org", "*.pythonhosted.org"]],
+        description="hosts agents may reach besides the model API (`*.` for subdomains, "
+        "`:port` for one port)",
+    )
+
+
+class _Sandbox(_Section):
+    enabled: bool = Field(
+        True,
+        examples=[True],
+        description="run agents in the OS sandbox (`sandbox: off` turns it off)",
+    )
+    network: _SandboxNetwork = Field(default_factory=lambda: _SandboxNetwork.model_validate({}))
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _on_or_off(cls, value: object) -> object:
+        # YAML reads `sandbox: off` as false: both turn the sandbox off, `on`/true keep it.
+        if value is False or value == "off":
+            return {"enabled": False}
+        if value is True or value == "on":
+            return {}
+        return value
+
+
 class ConfigFile(_Section):
     roles: NonEmptyStr = Field("roles", examples=["roles"], description="the roles folder")
     tasks: NonEmptyStr = Field(
@@ -313,3 +345,4 @@ class ConfigFile(_Section):
         description="environment variables (globs) agents never see, besides every SLACK_*",
     )
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
+    sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))

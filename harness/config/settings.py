@@ -110,6 +110,15 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True)
+class SandboxSettings:
+    """The agents' OS sandbox: on unless config says ``sandbox: off``; the hosts agents may
+    reach besides the model API."""
+
+    enabled: bool = True
+    network_allow: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     file: Path
     base_dir: Path
@@ -131,6 +140,7 @@ class Config:
     # Environment variables (glob patterns) agents never see, on top of every SLACK_* one.
     withhold_env: tuple[str, ...] = ()
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
@@ -216,6 +226,9 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             tls_ca=_resolve(file.parent, raw.runtime.tls_ca) if raw.runtime.tls_ca else None,
             prefix=raw.runtime.prefix,
             lost_after_seconds=float(raw.runtime.lost_after_seconds),
+        ),
+        sandbox=SandboxSettings(
+            enabled=raw.sandbox.enabled, network_allow=tuple(raw.sandbox.network.allow)
         ),
     )
 

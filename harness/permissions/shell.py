@@ -22,6 +22,8 @@ class CommandLine:
     # What keeps an allow rule from vouching for the line ("command substitution", ...);
     # "" when every part can be judged on its own text.
     opaque: str
+    # Every such reason, in order (``opaque`` is the first).
+    reasons: tuple[str, ...] = ()
 
 
 _OPERATORS = ("&&", "||", "|&")
@@ -104,7 +106,7 @@ def split_command(command: str) -> CommandLine:
     if quote:
         opaque.append("an unterminated quote")
     cut()
-    return CommandLine((*parts, *nested), opaque[0] if opaque else "")
+    return CommandLine((*parts, *nested), opaque[0] if opaque else "", tuple(opaque))
 
 
 def _substitution(rest: str) -> tuple[int, str]:

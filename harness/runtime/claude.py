@@ -8,13 +8,14 @@ child is gone), never a task cancellation (which takes ~5 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -42,7 +43,7 @@ from claude_agent_sdk.types import (
 )
 from mcp.server import Server
 
-from harness.runtime.orphans import guarded_cli
+from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
     MODEL_API_RETRIES_ENV,
     SERVER_NAME,
@@ -54,10 +55,19 @@ from harness.runtime.spec import (
     ToolUse,
     ToolUseSink,
 )
+from harness.sandbox.runner import (
+    MODEL_VARIABLES,
+    PLACEHOLDER_KEY_SETTINGS,
+    SandboxUnavailableError,
+    check_sandbox,
+    open_sandbox,
+)
 from harness.tasks.journal import api_retry_cause, api_retry_in
 from harness.tasks.model import RESULT_SCHEMA, AgentResult
 
 logger = logging.getLogger(__name__)
+
+CLI_FIX = "reinstall claude-agent-sdk (its wheel bundles the CLI), or put `claude` on PATH"
 
 
 def _withheld(environ: Mapping[str, str], patterns: tuple[str, ...]) -> dict[str, str]:
@@ -159,20 +169,82 @@ class ClaudeRuntime:
         await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
         options = self.options_for(spec, io.tools, io.on_tool_use, stderr_tail.append)
-        seen_env = {**os.environ, **options.env}  # what the CLI sees
+        model_env = {**os.environ, **self._base_env, **spec.env}  # as configured
         tracker = _RunTracker(
             control,
             # The limit as configured, even where the CLI is kept from seeing it.
-            retry_limit=_retry_limit({**os.environ, **self._base_env, **spec.env}),
-            model_api=seen_env.get("ANTHROPIC_BASE_URL") or None,
+            retry_limit=_retry_limit(model_env),
+            model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
         )
+        try:
+            async with self._sandboxed(spec, options, model_env) as boxed:
+                await self._drive(boxed, spec.prompt, control, io, tracker, stderr_tail)
+        except SandboxUnavailableError as exc:
+            tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
+        return tracker.outcome(int((time.monotonic() - started) * 1000))
+
+    @contextlib.asynccontextmanager
+    async def _sandboxed(
+        self, spec: AgentSpec, options: ClaudeAgentOptions, model_env: Mapping[str, str]
+    ) -> AsyncIterator[ClaudeAgentOptions]:
+        """The options that start the CLI in the agent's sandbox, for as long as it runs.
+        An agent that only reads runs without one where bubblewrap cannot start; one that
+        can write or run commands does not start (SandboxUnavailableError)."""
+        if not spec.sandbox.enabled:
+            logger.warning(
+                "agent %s runs without the OS sandbox: config.yaml says `sandbox: off`",
+                spec.agent_id,
+            )
+            yield options
+            return
+        try:
+            await check_sandbox()
+        except SandboxUnavailableError as exc:
+            if spec.role.writes:
+                raise
+            logger.warning(
+                "agent %s only reads: it runs without the OS sandbox (%s)",
+                spec.agent_id,
+                exc.message,
+            )
+            yield options
+            return
+        cli = await asyncio.to_thread(bundled_cli)
+        if cli is None:
+            raise SandboxUnavailableError("the Claude Code CLI was not found", fix=CLI_FIX)
+        hidden = {*MODEL_VARIABLES, *_withheld(model_env, spec.withhold_env)}
+        async with open_sandbox(
+            cwd=spec.cwd,
+            binds=spec.mounts,
+            cli=cli,
+            model_env=model_env,
+            allow_hosts=spec.sandbox.network_allow,
+            unset_env=sorted(hidden),
+            set_env=spec.mount_env,
+        ) as box:
+            yield dataclasses.replace(
+                options,
+                cli_path=box.cli_path,
+                settings=PLACEHOLDER_KEY_SETTINGS,
+                env={**options.env, **dict.fromkeys(MODEL_VARIABLES, "")},
+            )
+
+    async def _drive(
+        self,
+        options: ClaudeAgentOptions,
+        prompt: str,
+        control: AgentControl,
+        io: RunIO,
+        tracker: _RunTracker,
+        stderr_tail: deque[str],
+    ) -> None:
         client = ClaudeSDKClient(options)
         stopped = False
         try:
             await client.connect()
             control.attach(client.interrupt)
             if not control.kill_requested:
-                await client.query(spec.prompt)
+                await client.query(prompt)
                 async for message in client.receive_response():
                     io.on_message(message_to_json(message))
                     tracker.observe(message)
@@ -188,7 +260,6 @@ class ClaudeRuntime:
         finally:
             control.attach(None)
             await client.disconnect()
-        return tracker.outcome(int((time.monotonic() - started) * 1000))
 
 
 def _retry_limit(env: Mapping[str, str]) -> int | None:

@@ -76,15 +76,36 @@ class AgentHost:
                 said = f"{exc.message}; {exc.fix}" if exc.fix else exc.message
             return RunOutcome(status="failed", error=f"could not make its workspace: {said}")
         io.on_placed(placed.cwd)
+        try:
+            placed = await self._show_git(placed, workspace)
+        except HarnessError as exc:  # a tampered worktree: reported, not trusted
+            return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._runtime.run(placed, control, io)
         if workspace is None:
             return outcome
         try:
+            if placed.mounts and spec.role.writes:
+                await self._workspaces.settle_sandbox_view(workspace)
             work = await self._work(spec, workspace, outcome)
         except TamperedWorkspaceError as exc:  # said in the thread: its work is not trusted
             logger.warning("agent %s: %s", spec.agent_id, exc.message)
             return dataclasses.replace(outcome, status="failed", error=f"{exc.message}; {exc.fix}")
+        except HarnessError as exc:  # what it committed in its sandbox could not be taken
+            logger.warning("agent %s: %s", spec.agent_id, exc.message)
+            error = f"its commits could not be brought out of its sandbox: {exc.message}"
+            return dataclasses.replace(outcome, status="failed", error=error)
         return dataclasses.replace(outcome, work=work)
+
+    async def _show_git(self, spec: AgentSpec, workspace: Workspace | None) -> AgentSpec:
+        """The spec with what its sandbox shows of the worktree's git: a writer gets the
+        task's own writable view (its branch, new objects); a reader, which may run beside
+        one, the same folders read-only."""
+        if workspace is None or not spec.sandbox.enabled:
+            return spec
+        view = await self._workspaces.sandbox_view(workspace, writes=spec.role.writes)
+        if view is None:
+            return spec
+        return dataclasses.replace(spec, mounts=view.binds, mount_env=view.env)
 
     # Agents in this process end with it: none is left to follow after a restart.
 

@@ -15,7 +15,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from harness import serialise
 from harness.config.roles import Role
+from harness.config.settings import SandboxSettings
 from harness.tasks.model import AgentResult
+from harness.workspaces.git_view import Bind
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 # The agents' own MCP server: the model sees its tools as ``mcp__harness__<tool>``.
@@ -94,6 +96,13 @@ class AgentSpec:
     task_slug: str = ""
     # For a runtime elsewhere: the git workspace to make there (None: a scratch folder).
     workspace: WorkspaceRequest | None = None
+    # The OS sandbox the agent runs in (config's `sandbox:`).
+    sandbox: SandboxSettings = dataclasses.field(default_factory=SandboxSettings)
+    # Set by the host that places the agent: what its sandbox shows writable (the working
+    # folder, the parts of its git the agent may write), in order, and the environment its
+    # git needs there. Empty: the working folder alone.
+    mounts: tuple[Bind, ...] = ()
+    mount_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return serialise.to_json(self)

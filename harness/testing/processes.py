@@ -1,4 +1,4 @@
-"""Finding the ``claude`` children of this test process, to prove none is left behind."""
+"""Finding the agent processes this test process started, to prove none is left behind."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def claude_children(parent: int | None = None) -> set[int]:
-    """PIDs of live ``claude`` processes whose parent is ``parent`` (default: this process)."""
+    """PIDs of live agent processes whose parent is ``parent`` (default: this process): a
+    ``claude`` CLI, or the ``bwrap`` sandbox it runs in (the CLI is inside, a grandchild)."""
     parent = os.getpid() if parent is None else parent
     found: set[int] = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -19,6 +20,6 @@ def claude_children(parent: int | None = None) -> set[int]:
         comm = text[text.index("(") + 1 : text.rindex(")")]
         fields = text[text.rindex(")") + 2 :].split()
         state, ppid = fields[0], int(fields[1])
-        if ppid == parent and "claude" in comm and state != "Z":
+        if ppid == parent and ("claude" in comm or comm == "bwrap") and state != "Z":
             found.add(int(stat.parent.name))
     return found

@@ -5,6 +5,8 @@ task) let the call run, then its ``permissionMode`` (the harness applies it: the
 decides alone), and anything else is asked of the task's humans: in its Slack thread
 with buttons, or on the terminal. No human reachable, no answer in time, or a "deny" answer:
 the call is refused and the agent is told why. Every decision goes to the task's audit log.
+With the OS sandbox on, what no rule or mode decided runs when it stays inside the sandbox
+(``permissions/sandboxed.py``); only what would leave it is asked.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from harness.permissions.rules import (
     decide,
     parse_rule,
 )
+from harness.permissions.sandboxed import within_sandbox
 from harness.runtime.spec import Approval
 
 logger = logging.getLogger(__name__)
@@ -120,6 +123,12 @@ class Approvals:
             message = "" if allowed else f"denied by the {role.name} role's {source}"
             return self._decided(agent, tool, args, allowed, source, message)
         moded = by_mode(role.permission_mode, tool, real, cwd=root)
+        if moded == "ask" and orch.config.sandbox.enabled and role.writes:
+            # The sandbox is the boundary (an agent that can write runs in one, or not at
+            # all): what stays inside it runs; what would leave it is asked.
+            moded = within_sandbox(tool, real, cwd=root)
+            if moded == "allow":
+                return self._decided(agent, tool, args, True, "sandbox", "")
         if moded != "ask":
             source = f"permissionMode {role.permission_mode}"
             message = "" if moded == "allow" else f"denied by the {role.name} role's {source}"

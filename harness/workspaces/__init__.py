@@ -19,6 +19,12 @@ API (all of it; the modules behind it are internal)::
         Branch, head, diff stat and diff since the base (committing first with a message).
     await workspaces.changes(workspace) -> Changes | None   None for a scratch folder
     await workspaces.patch(workspace) -> str                everything changed since the base
+    await workspaces.sandbox_view(workspace, writes=True) -> GitView | None
+        What an agent's OS sandbox must show of the worktree's git: binds (the repository's
+        git directory read-only) and env. None for a scratch folder. See ``git_view``.
+    await workspaces.settle_sandbox_view(workspace)
+        After a writer's sandboxed run, before ``commit``/``report``: brings the objects
+        it made and its branch into the repository.
     await workspaces.list() -> list[WorkspaceInfo]
     await workspaces.prune(older_than=None, keep=()) -> PruneReport
 
@@ -33,6 +39,8 @@ The values, frozen dataclasses importable from here::
                   uncommitted, problem)
     PruneReport(removed: Removed(slug, patch)..., kept: Kept(slug, reason, detail)...,
                 patches), reason: in use | recent | failed
+    GitView(binds: Bind(source, target, writable)..., env)  in mount order, a later bind over
+                                                         an earlier one
     RepositoryChoice(status: chosen | none | ambiguous | unknown, text, repository, source,
                      candidates, requested), .explain()
 
@@ -43,6 +51,7 @@ On disk, under ``root``::
     <slug>/                          a worktree on branch harness/<slug>, or a scratch folder
     .repos/<name>/                   the clone of a `url` repository (its default cache)
     .patches/<slug>-<UTC time>.patch uncommitted work prune saved before removing a workspace
+    .sandbox/<slug>/                 the git of the task's sandboxed agents: objects, refs, logs
 
 Rules:
 
@@ -63,10 +72,12 @@ Rules:
   ``git apply`` re-applies it on the kept branch; a scratch folder's files likewise.
 """
 
+from harness.workspaces.git_view import Bind
 from harness.workspaces.manager import (
     Changes,
     FileChange,
     GitError,
+    GitView,
     Kept,
     PruneReport,
     Removed,
@@ -84,9 +95,11 @@ from harness.workspaces.manager import (
 )
 
 __all__ = [
+    "Bind",
     "Changes",
     "FileChange",
     "GitError",
+    "GitView",
     "Kept",
     "PruneReport",
     "Removed",

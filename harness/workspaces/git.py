@@ -107,6 +107,21 @@ class TamperedWorkspaceError(WorkspaceError):
         )
 
 
+class SwitchedBranchError(TamperedWorkspaceError):
+    """A worktree's HEAD was moved off its task's branch (its agent can write HEAD): the
+    harness commits nothing there, which would land on another branch."""
+
+    def __init__(self, workspace: Any, head: str | None) -> None:
+        on = f"on {head}" if head else "on a detached HEAD"
+        WorkspaceError.__init__(
+            self,
+            f"task {workspace.slug}'s worktree is {on}, not its branch {workspace.branch}: "
+            "its work was neither read nor committed",
+            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
+            "was committed before",
+        )
+
+
 class GitError(WorkspaceError):
     """A git command failed; ``stderr`` is git's own explanation."""
 

@@ -23,6 +23,7 @@ from harness.workspaces.files import (
     has_files,
     latest_mtime,
     make_scratch,
+    remove_tree,
     touch,
     worktree_admin_dir,
     worktree_common_dir,
@@ -30,6 +31,7 @@ from harness.workspaces.files import (
 from harness.workspaces.git import (
     FileChange,
     GitError,
+    SwitchedBranchError,
     TamperedWorkspaceError,
     WorkspaceError,
     commit_all,
@@ -39,6 +41,7 @@ from harness.workspaces.git import (
     has_uncommitted_work,
     head_branch,
 )
+from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
 from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
 from harness.workspaces.repos import (
     add_worktree,
@@ -69,6 +72,7 @@ __all__ = [
     "Changes",
     "FileChange",
     "GitError",
+    "GitView",
     "Kept",
     "PruneReport",
     "Removed",
@@ -244,6 +248,10 @@ class Workspaces:
             now = await asyncio.to_thread(worktree_admin_dir, workspace.path)
             if now != workspace.git_dir:
                 raise TamperedWorkspaceError(workspace, now)
+        if workspace.branch is not None:
+            head = await head_branch(workspace.path)
+            if head != workspace.branch:
+                raise SwitchedBranchError(workspace, head)
         if commit is not None:
             await self.commit(workspace, commit, author=author)
         changes = await self.changes(workspace)
@@ -251,6 +259,50 @@ class Workspaces:
             return None
         diff = await self.patch(workspace) if changes.files else ""
         return WorkReport(changes.branch, changes.head, changes.stat(), diff)
+
+    # --- the agents' sandboxes --------------------------------------------------------------
+
+    async def sandbox_view(self, workspace: Workspace, *, writes: bool = True) -> GitView | None:
+        """What the OS sandbox of an agent in ``workspace`` must show of its git, the
+        repository itself read-only (``git_view.open_view``; ``writes`` false: a reader's,
+        all read-only); None for a scratch folder."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is None:
+            return None
+        async with self._lock(f"task:{workspace.slug}"):
+            return await open_view(workspace, *dirs, writes=writes)
+
+    async def settle_sandbox_view(self, workspace: Workspace) -> None:
+        """Bring what a writer's agent committed in its sandbox into the repository: its
+        objects, and its branch moved (``git_view.close_view``); nothing for a scratch
+        folder. Before ``commit`` or ``report``, which need those objects."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is not None:
+            async with self._lock(f"task:{workspace.slug}"):
+                await close_view(workspace, *dirs)
+
+    async def _sandbox_dirs(self, workspace: Workspace) -> tuple[Path, Path] | None:
+        """The git directory of the worktree's repository, found from the configuration
+        (never from the worktree, whose ``.git`` links its agent can rewrite), and the
+        task's private folder for its sandbox's git."""
+        if workspace.git_dir is None:
+            return None
+        name = workspace.repository
+        if name is None:
+            raise WorkspaceError(
+                f"task {workspace.slug}'s worktree belongs to no configured repository",
+                fix="configure its repository again in `workspaces.repositories`",
+            )
+        if name not in self._common_dirs:
+            repo = self._repository(name)
+            found = await common_dir(repo.path or repo.cache)
+            if found is None:
+                raise WorkspaceError(
+                    f"repository {name!r} of task {workspace.slug} is gone",
+                    fix="restore it, or prepare the task again",
+                )
+            self._common_dirs[name] = found
+        return self._common_dirs[name], self.root / SANDBOXES / workspace.slug
 
     # --- reading --------------------------------------------------------------------------
 
@@ -294,7 +346,7 @@ class Workspaces:
             except FileNotFoundError:
                 return []
 
-        # Dot folders (.repos, .patches) never match a slug.
+        # Dot folders (.repos, .patches, .sandbox) never match a slug.
         return [name for name in await asyncio.to_thread(names) if SLUG_RE.match(name)]
 
     async def _info(self, slug: str) -> WorkspaceInfo | None:
@@ -331,7 +383,12 @@ class Workspaces:
                 outcomes.append(Kept(slug, "in use", "the task is active"))
                 continue
             async with self._lock(f"task:{slug}"):
-                outcomes.append(await pruner.prune(slug))
+                outcome = await pruner.prune(slug)
+                if isinstance(outcome, Removed):
+                    # Its sandbox's git (made again for a new run): the objects in it were
+                    # brought into the repository when its agents' runs were settled.
+                    await asyncio.to_thread(remove_tree, self.root / SANDBOXES / slug)
+                outcomes.append(outcome)
         await pruner.finish()
         report = PruneReport.of(outcomes, pruner.patches)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))

@@ -201,7 +201,7 @@ def test_a_reply_naming_an_agent_answers_that_agents_question() -> None:
 def checks_python(request: ModelRequest) -> Turn:
     """Runs a command no role allows (so it needs approval), then reports its output."""
     if not request.all_tool_results:
-        return Turn.call("Bash", command="python3 -V")
+        return Turn.call("Bash", command="git push -h")
     return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
 
 
@@ -209,9 +209,9 @@ async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_a
     rig: RigFactory,
 ) -> None:
     async with rig(checks_python) as r:
-        ts = (await r.say("check the python version")).event["ts"]
+        ts = (await r.say("push the work")).event["ts"]
         [question] = await question_message(r, ts)
-        assert "asks to run Bash: `python3 -V`. Allow it?" in message_text(question)
+        assert "asks to run Bash: `git push -h`. Allow it?" in message_text(question)
         await r.slack.wait_for(lambda: "waiting for approval" in r.bot_text("D1", ts), WAIT)
         [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
         labels = [e["text"]["text"] for e in actions["elements"]]
@@ -223,7 +223,7 @@ async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_a
         )
 
         assert await r.final_reaction("D1", ts) == "white_check_mark"
-        assert "ran: Python 3" in r.bot_text("D1", ts)
+        assert "usage: git push" in r.bot_text("D1", ts)
         audit = await r.orchestrator.audit_log((await latest_task(r.orchestrator)).slug)
         [decision] = [e for e in audit if e["tool"] == "approval"]
         assert (decision["outcome"], decision["decidedBy"]) == ("allowed", "U1 (Allow once)")
@@ -233,7 +233,7 @@ async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its
     rig: RigFactory,
 ) -> None:
     async with rig(checks_python) as r:
-        ts = (await r.say("<@UBOT> check the python version", user="U1", channel="C1")).event["ts"]
+        ts = (await r.say("<@UBOT> push the work", user="U1", channel="C1")).event["ts"]
 
         def asked() -> list[dict[str, Any]] | None:
             found = [m for m in r.bot_messages("C1", ts) if "asks to run" in message_text(m)]
@@ -262,14 +262,14 @@ async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its
             "U1", "C1", question["ts"], allow["action_id"], allow["value"], thread_ts=ts
         )
         assert await r.final_reaction("C1", ts) == "white_check_mark"
-        assert "ran: Python 3" in r.bot_text("C1", ts)
+        assert "usage: git push" in r.bot_text("C1", ts)
 
 
 async def test_a_deny_reply_in_the_thread_refuses_the_command_and_the_agent_hears_why(
     rig: RigFactory,
 ) -> None:
     async with rig(checks_python) as r:
-        ts = (await r.say("check the python version")).event["ts"]
+        ts = (await r.say("push the work")).event["ts"]
         await question_message(r, ts)
         await r.say("deny: not on the build machine", thread_ts=ts)
 

@@ -80,7 +80,7 @@ def asks_then_runs_a_command(request: ModelRequest) -> Turn:
     if not done:
         return Turn.call(ASK, question="Which colour?")
     if len(done) == 1:
-        return Turn.call("Bash", command="python3 -V")
+        return Turn.call("Bash", command="git push -h")
     colour = (done[0].json() or {}).get("answer")
     return Turn.finish(f"painted it {colour}", [f"ran: {done[1].text.strip()}"])
 
@@ -97,7 +97,7 @@ async def test_a_remote_agents_question_and_approval_are_answered_in_the_thread(
         await r.say("blue", thread_ts=ts)
 
         [approval] = await r.slack.wait_for(in_thread(r, ts, "asks to run"), WAIT)
-        assert "python3 -V" in message_text(approval)
+        assert "git push -h" in message_text(approval)
         [actions] = [b for b in approval["blocks"] if b["type"] == "actions"]
         allow = actions["elements"][0]
         await r.slack.block_action(
@@ -108,7 +108,7 @@ async def test_a_remote_agents_question_and_approval_are_answered_in_the_thread(
 
     assert "on worker `worker-" in agents["text"]
     assert "painted it blue" in shown
-    assert "ran: Python 3" in shown
+    assert "usage: git push" in shown
 
 
 async def test_harness_kill_stops_a_remote_agents_cli_on_its_worker(remote_rig: RemoteRig) -> None:

@@ -14,6 +14,7 @@ from harness.config.routing import Router, validate_routing
 from harness.config.settings import load_config
 from harness.errors import RoleError
 from harness.permissions.rules import decide
+from harness.permissions.sandboxed import within_sandbox
 from harness.project import load_project
 
 
@@ -116,11 +117,22 @@ def test_shipped_developer_runs_tests_and_asks_for_anything_else(tmp_path: Path)
     assert decision("Bash", {"command": "curl example.com"}) == "ask"
     assert decision("Bash", {"command": "pytest -q && curl example.com"}) == "ask"
     assert decision("Bash", {"command": "pytest -q && rm -rf /"}) == "deny"
-    assert decision("Bash", {"command": "git push --force"}) == "deny"
+    assert decision("Bash", {"command": "git push --force"}) == "ask"
     assert decision("Bash", {"command": "sudo make install"}) == "deny"
     assert decision("Edit", {"file_path": str(tmp_path / "src" / "app.py")}) == "allow"
     assert decision("Write", {"file_path": str(tmp_path / "README.md")}) == "allow"
     assert decision("Write", {"file_path": "/etc/profile"}) == "ask"
+
+
+def test_shipped_config_sandboxes_agents_where_what_stays_inside_runs_and_a_push_is_asked(
+    tmp_path: Path,
+) -> None:
+    config = load_config(DEFAULTS / "config.yaml")
+
+    assert config.sandbox.enabled and config.sandbox.network_allow == ()
+    assert within_sandbox("Bash", {"command": "curl example.com"}, cwd=tmp_path) == "allow"
+    assert within_sandbox("Bash", {"command": "git push --force"}, cwd=tmp_path) == "ask"
+    assert within_sandbox("Write", {"file_path": "/etc/profile"}, cwd=tmp_path) == "ask"
 
 
 def test_shipped_developer_prompt_says_other_commands_are_asked() -> None:

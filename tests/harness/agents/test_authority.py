@@ -91,7 +91,9 @@ async def test_an_approval_by_someone_else_is_refused_by_the_core_and_stays_open
     handle = await orchestrator.draft("developer", "deploy it", requested_by="U1")
     await runtime.wait_started(1)
     approving = asyncio.ensure_future(
-        Approvals(orchestrator).approve(handle.agent_id, "Bash", {"command": "make deploy"})
+        Approvals(orchestrator).approve(
+            handle.agent_id, "Bash", {"command": "git push origin main"}
+        )
     )
     question = await asyncio.wait_for(thread.asked.get(), WAIT)
 

@@ -35,9 +35,9 @@ def script(request: ModelRequest) -> Turn:
         if not request.tool_results:
             return Turn.call("mcp__harness__ask_human", question="Which database?")
         return Turn.finish("asked", issues=[request.tool_results[-1].text])
-    if "check the python version" in request.first_user_text:  # needs an approval
+    if "push the work" in request.first_user_text:  # needs an approval
         if not request.all_tool_results:
-            return Turn.call("Bash", command="python3 -V")
+            return Turn.call("Bash", command="git push -h")
         return Turn.finish("checked", issues=[request.all_tool_results[-1].text])
     if "an audit log" in request.first_user_text:
         return demo_script(request)  # the analyst drafts and awaits a developer
@@ -505,7 +505,7 @@ def test_an_approval_typed_on_the_terminal_for_someone_elses_task_is_refused(
     try:
         os.write(terminal, b"allow\n")  # typed ahead: read once the approval is asked
         result = subprocess.run(
-            [sys.executable, "-m", "harness", "run", "--task", slug, "check the python version"],
+            [sys.executable, "-m", "harness", "run", "--task", slug, "push the work"],
             cwd=project_dir,
             stdin=replica,
             capture_output=True,
@@ -518,7 +518,7 @@ def test_an_approval_typed_on_the_terminal_for_someone_elses_task_is_refused(
         os.close(replica)
         os.close(terminal)
 
-    assert "asks to run Bash: `python3 -V`" in result.stderr
+    assert "asks to run Bash: `git push -h`" in result.stderr
     assert (
         "may not approve what this task's agents run: only the person who asked for it (U1) "
         "and the admins may"

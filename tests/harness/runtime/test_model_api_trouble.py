@@ -164,7 +164,8 @@ async def test_each_retry_shows_at_once_and_the_agent_fails_by_the_limit(
         f"the model API was unreachable after 2 retries (no connection to {url};"
     )
     assert "modelApiRetries" in record.error and "ANTHROPIC_BASE_URL" in record.error
-    assert "The CLI said: API Error: Connection refused" in record.error
+    # Through the sandbox's proxy the CLI sees its connection dropped, not refused.
+    assert "The CLI said: API Error: Connection" in record.error
     assert took < 60  # not the minutes of the CLI's own default
 
 

@@ -197,7 +197,7 @@ async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_t
 ) -> None:
     def script(request: ModelRequest) -> Turn:
         if not request.all_tool_results:
-            return Turn.call("Bash", command="python3 -V")
+            return Turn.call("Bash", command="git push -h")
         return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
 
     async with cluster(script) as c:
@@ -208,7 +208,7 @@ async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_t
         )
 
     assert [q.kind for q in humans.asked] == ["approval"]
-    assert record.result is not None and "ran: Python 3" in record.result.summary
+    assert record.result is not None and "usage: git push" in record.result.summary
 
 
 async def test_an_agent_finishes_when_nats_restarts_mid_run(cluster: ClusterFactory) -> None:

@@ -39,7 +39,7 @@ async def test_a_command_the_role_allows_runs_without_asking(
     harness_with: HarnessFactory,
 ) -> None:
     # The CLI itself lets read-only commands (ls, git status) run without asking anyone.
-    orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "python3 -V"))
+    orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "git push -h"))
     humans = AnsweringHumans(orchestrator.answer_question, "Deny")
     orchestrator.add_human_channel(humans)
     record = await orchestrator.run("developer", "look around", requested_by="U42")
@@ -51,9 +51,9 @@ async def test_a_command_the_role_allows_runs_without_asking(
     assert "pytest" in tests and "denied" not in tests.lower()
     assert "denied by U42" in version  # not in them: asked, and the human said no
     assert [q.text for q in humans.asked] == [
-        f"developer `{record.agent_id}` asks to run Bash: `python3 -V`. Allow it?"
-        "\n```\npython3 -V\n```\n"
-        "_Allow for this task_ remembers `Bash(python3 -V)`: only that runs without asking again."
+        f"developer `{record.agent_id}` asks to run Bash: `git push -h`. Allow it?"
+        "\n```\ngit push -h\n```\n"
+        "_Allow for this task_ remembers `Bash(git push -h)`: only that runs without asking again."
     ]
     audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
     decisions = [(e["input"]["tool"], e["outcome"]) for e in audit if e["tool"] == "approval"]
@@ -61,41 +61,67 @@ async def test_a_command_the_role_allows_runs_without_asking(
 
 
 @pytest.mark.slow
+async def test_in_the_sandbox_editing_testing_linting_and_committing_ask_nobody(
+    harness_with: HarnessFactory,
+) -> None:
+    orchestrator, _ = await harness_with(
+        runs(
+            "printf 'def add(a, b):\\n    return a + b\\n' > calc.py",
+            "python3 -c 'import calc; assert calc.add(1, 2) == 3' && echo tested",
+            "python3 -m py_compile calc.py && echo linted",
+            "git init -q . && git add -A && git -c user.name=d -c user.email=d@x commit -qm add"
+            " && git log --oneline | wc -l",
+        )
+    )
+    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
+    orchestrator.add_human_channel(humans)
+    record = await orchestrator.run("developer", "add calc", requested_by="U42")
+
+    assert record.status == "completed", record.error
+    assert record.result is not None
+    assert [r.strip() for r in record.result.issues][1:] == ["tested", "linted", "1"]
+    assert humans.asked == []
+    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    decided = {e["decidedBy"] for e in audit if e["tool"] == "approval"}
+    assert decided == {"sandbox"}
+
+
+@pytest.mark.slow
 async def test_allow_for_this_task_is_not_asked_again_in_that_task(
     harness_with: HarnessFactory,
 ) -> None:
-    orchestrator, _ = await harness_with(runs("python3 -V", "python3 -V"))
+    orchestrator, _ = await harness_with(runs("git push -h", "git push -h"))
     humans = AnsweringHumans(orchestrator.answer_question, "Allow for this task")
     orchestrator.add_human_channel(humans)
     record = await orchestrator.run("developer", "say it twice", requested_by="U42")
 
     assert record.result is not None
-    assert [r.split()[0] for r in record.result.issues] == ["Python", "Python"]
+    assert ["usage: git push" in r for r in record.result.issues] == [True, True]
     assert len(humans.asked) == 1  # the second run went under the granted rule
     task = await latest_task(orchestrator)
-    assert task.allowed == ("Bash(python3 -V)",)  # kept in task.json for later agents
+    assert task.allowed == ("Bash(git push -h)",)  # kept in task.json for later agents
 
 
 @pytest.mark.slow
 async def test_a_denied_reply_reaches_the_agent_with_its_reason(
     harness_with: HarnessFactory,
 ) -> None:
-    orchestrator, _ = await harness_with(runs("curl https://example.com"))
+    orchestrator, _ = await harness_with(runs("git push origin main"))
     orchestrator.add_human_channel(
-        AnsweringHumans(orchestrator.answer_question, "deny: no network from agents")
+        AnsweringHumans(orchestrator.answer_question, "deny: no pushes from agents")
     )
     record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
     assert record.result is not None
     [result] = record.result.issues
-    assert "denied by U42: no network from agents" in result
+    assert "denied by U42: no pushes from agents" in result
 
 
 @pytest.mark.slow
 async def test_with_no_human_to_ask_the_call_is_denied_at_once(
     harness_with: HarnessFactory,
 ) -> None:
-    orchestrator, _ = await harness_with(runs("curl https://example.com"))
+    orchestrator, _ = await harness_with(runs("git push origin main"))
     record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
     assert record.result is not None
@@ -105,15 +131,15 @@ async def test_with_no_human_to_ask_the_call_is_denied_at_once(
 
 @pytest.mark.slow
 async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory) -> None:
-    orchestrator, _ = await harness_with(runs("git push origin main"))
+    orchestrator, _ = await harness_with(runs("rm -rf build"))
     humans = AnsweringHumans(orchestrator.answer_question, "Allow once")
     orchestrator.add_human_channel(humans)
-    record = await orchestrator.run("developer", "push it", requested_by="U42")
+    record = await orchestrator.run("developer", "clean up", requested_by="U42")
 
     assert record.result is not None
     [result] = record.result.issues
     # The deny rule reaches the CLI as a disallowed tool: refused there, before anyone is asked.
-    assert result == "Permission to use Bash with command git push origin main has been denied."
+    assert result == "Permission to use Bash with command rm -rf build has been denied."
     assert humans.asked == []
 
 
@@ -142,7 +168,7 @@ async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
     project: Project,
 ) -> None:
     quick = dataclasses.replace(project.config, ask_timeout_seconds=0.5)
-    async with ScriptedModel(runs("curl https://example.com")) as model:
+    async with ScriptedModel(runs("git push origin main")) as model:
         orchestrator = build_orchestrator(
             Project(quick, project.roles), ClaudeRuntime(base_env=model.env())
         )
@@ -213,7 +239,7 @@ async def test_a_settings_hook_planted_in_the_folder_is_never_loaded(
     marker = tmp_path / "hook-ran"
     hook = {"type": "command", "command": f"touch {marker}"}
     settings = {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}
-    orchestrator, _ = await harness_with(runs("python3 -V"))
+    orchestrator, _ = await harness_with(runs("git push -h"))
     folder = orchestrator.config.workspaces.root / "check-python"
     (folder / ".claude").mkdir(parents=True)
     (folder / ".claude" / "settings.json").write_text(json.dumps(settings))
@@ -222,5 +248,5 @@ async def test_a_settings_hook_planted_in_the_folder_is_never_loaded(
     record = await orchestrator.run("developer", "check python", requested_by="U42")
 
     assert record.status == "completed", record.error
-    assert record.result is not None and record.result.issues[0].startswith("Python 3")
+    assert record.result is not None and "usage: git push" in record.result.issues[0]
     assert not marker.exists()

