@@ -177,7 +177,7 @@ class ClaudeRuntime:
             model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
         )
         try:
-            async with self._sandboxed(spec, options, model_env) as boxed:
+            async with self._sandboxed(spec, options, model_env, io.tools) as boxed:
                 await self._drive(boxed, spec.prompt, control, io, tracker, stderr_tail)
         except SandboxUnavailableError as exc:
             tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
@@ -185,7 +185,11 @@ class ClaudeRuntime:
 
     @contextlib.asynccontextmanager
     async def _sandboxed(
-        self, spec: AgentSpec, options: ClaudeAgentOptions, model_env: Mapping[str, str]
+        self,
+        spec: AgentSpec,
+        options: ClaudeAgentOptions,
+        model_env: Mapping[str, str],
+        tools: ToolGateway,
     ) -> AsyncIterator[ClaudeAgentOptions]:
         """The options that start the CLI in the agent's sandbox, for as long as it runs.
         An agent that only reads runs without one where bubblewrap cannot start; one that
@@ -213,6 +217,14 @@ class ClaudeRuntime:
         if cli is None:
             raise SandboxUnavailableError("the Claude Code CLI was not found", fix=CLI_FIX)
         hidden = {*MODEL_VARIABLES, *_withheld(model_env, spec.withhold_env)}
+
+        async def ask(host: str, port: int) -> bool:
+            # A host not allowed is asked as a fetch of it: the role's WebFetch rules decide,
+            # else its humans, and "Allow for this task" remembers the domain.
+            url = f"https://{host}/" if port == 443 else f"https://{host}:{port}/"
+            use = {"url": url, "prompt": "a connection from the agent's sandbox"}
+            return (await tools.approve(spec.agent_id, "WebFetch", use)).allowed
+
         async with open_sandbox(
             cwd=spec.cwd,
             binds=spec.mounts,
@@ -221,6 +233,7 @@ class ClaudeRuntime:
             allow_hosts=spec.sandbox.network_allow,
             unset_env=sorted(hidden),
             set_env=spec.mount_env,
+            ask=ask,
         ) as box:
             yield dataclasses.replace(
                 options,

@@ -26,7 +26,7 @@ import re
 import socket
 import ssl
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -207,6 +207,7 @@ class EgressProxy:
         allow: Sequence[str] = (),
         *,
         on_refused: Callable[[str], None] | None = None,
+        ask: Callable[[str, int], Awaitable[bool]] | None = None,
     ) -> None:
         for entry in allow:
             _parse_entry(entry)  # a malformed entry fails here, not on some agent's request
@@ -216,6 +217,10 @@ class EgressProxy:
         self._socket_path = socket_path
         self._allow = tuple(allow)
         self._on_refused = on_refused
+        # A host not allowed is asked once per proxy (one agent run): its connections, often
+        # several at once (a package install), share the one decision.
+        self._ask = ask
+        self._decisions: dict[tuple[str, int], asyncio.Future[bool]] = {}
         self._host = parts.hostname
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._authority = parts.netloc.rpartition("@")[2]
@@ -281,6 +286,21 @@ class EgressProxy:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    async def _approved(self, host: str, port: int) -> bool:
+        if self._ask is None:
+            return False
+        decision = self._decisions.get((host, port))
+        if decision is None:
+            decision = asyncio.ensure_future(self._ask(host, port))
+            self._decisions[host, port] = decision
+        try:
+            return await asyncio.shield(decision)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the asking failed: a refusal, said in the log
+            logger.exception("sandbox proxy: asking about %s failed", host)
+            return False
+
     def _remove_socket(self) -> None:
         with contextlib.suppress(OSError):  # only our own socket: another may have replaced it
             if self._socket_path.lstat().st_ino == self._inode:
@@ -341,7 +361,7 @@ class EgressProxy:
                 host, port = _split_authority(target)
             if port is None:
                 raise _HttpError(HTTPStatus.BAD_REQUEST, "CONNECT needs host:port")
-            host = self._allowed(host, port)
+            host = await self._allowed(host, port)
         elif target.startswith("/"):
             # A model request: the client's key is a placeholder, replaced by the real one.
             host, port, tls = self._host, self._port, self._tls
@@ -356,7 +376,7 @@ class EgressProxy:
                 host, port = url.hostname or "", url.port or 80
             if not host or port is None:
                 raise _HttpError(HTTPStatus.BAD_REQUEST, "malformed URL")
-            host = self._allowed(host, port)
+            host = await self._allowed(host, port)
             kept = [(n, v) for n, v in headers if not n.lower().startswith("proxy-")]
             kept = [(n, v) for n, v in kept if n.lower() not in _HOP_BY_HOP]
             kept.append(("Host", url.netloc.rpartition("@")[2]))  # the URL's host wins (RFC 9112)
@@ -381,10 +401,11 @@ class EgressProxy:
             remote[1].write(request)
         await _splice((reader, writer), remote, tunnel=method == "CONNECT")
 
-    def _allowed(self, host: str, port: int) -> str:
-        """The host to connect to, normalised; a 403 saying the fix if it is not allowed."""
+    async def _allowed(self, host: str, port: int) -> str:
+        """The host to connect to, normalised; a 403 saying the fix if it is not allowed
+        (and, with ``ask``, not approved)."""
         host = _normal(host)
-        if host_allowed(host, port, self._allow):
+        if host_allowed(host, port, self._allow) or await self._approved(host, port):
             return host
         shown = _shown(host, port)
         logger.debug("sandbox proxy: refused %s", shown)
@@ -395,6 +416,6 @@ class EgressProxy:
                 logger.warning("sandbox proxy: on_refused failed", exc_info=True)
         raise _HttpError(
             HTTPStatus.FORBIDDEN,
-            f"{shown} is not an allowed host; add it to sandbox.network.allow in "
-            "config.yaml to let agents reach it",
+            f"{shown} is not an allowed host{' and was not approved' if self._ask else ''}; "
+            "add it to sandbox.network.allow in config.yaml to let agents reach it",
         )

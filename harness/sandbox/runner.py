@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,9 +125,11 @@ async def open_sandbox(
     allow_hosts: Sequence[str],
     unset_env: Sequence[str],
     set_env: Mapping[str, str],
+    ask: Callable[[str, int], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[RunSandbox]:
     """The run's sandbox, from its start to the end of the ``async with``: a private folder
-    with the egress proxy's socket and the launcher; both gone afterwards."""
+    with the egress proxy's socket and the launcher; both gone afterwards. ``ask(host,
+    port)`` decides a host ``allow_hosts`` does not name (None: refused)."""
     await check_sandbox()
     folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
     try:
@@ -136,6 +138,7 @@ async def open_sandbox(
             model_upstream(model_env),
             allow_hosts,
             on_refused=lambda host: logger.info("sandbox refused a connection to %s", host),
+            ask=ask,
         )
         async with proxy:
             launcher = await asyncio.to_thread(

@@ -66,13 +66,21 @@ class Commands:
 
 
 class ApproveAll:
-    """Every tool call approved: the sandbox is all that stands in the way."""
+    """Every tool call approved: the sandbox is all that stands in the way. A host outside
+    the allow list is asked as a fetch of it: only those in ``hosts`` are approved."""
+
+    def __init__(self, hosts: tuple[str, ...] = ()) -> None:
+        self.hosts = hosts
+        self.fetches: list[str] = []
 
     async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
         return ToolReply({"error": "no harness tools here"}, is_error=True)
 
     async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        return Approval(True)
+        if tool != "WebFetch":
+            return Approval(True)
+        self.fetches.append(str(args["url"]))
+        return Approval(any(f"//{host}/" in str(args["url"]) for host in self.hosts), "no")
 
 
 @dataclasses.dataclass
@@ -83,6 +91,7 @@ class Rig:
     repository: Path
     outside: Path  # a folder of the operator's, beside the workspaces
     allow: tuple[str, ...] = ()
+    gateway: ApproveAll = dataclasses.field(default_factory=ApproveAll)
 
     async def run(
         self, *commands: str, slug: str = "t-1", mode: str = "default"
@@ -110,7 +119,7 @@ class Rig:
         async def seen(_use: ToolUse) -> None:
             return None
 
-        io = RunIO(ApproveAll(), lambda _message: None, seen, lambda _cwd: None)
+        io = RunIO(self.gateway, lambda _message: None, seen, lambda _cwd: None)
         outcome = await asyncio.wait_for(self.hosting.run(spec, AgentControl(), io), WAIT)
         last = self.model.main_requests[before:][-1]
         return outcome, [result.text for result in last.all_tool_results]
@@ -267,10 +276,15 @@ async def test_a_worktree_moved_off_its_branch_or_relinked_is_reported_and_nothi
     assert "harness" not in log  # nothing was committed for the agent anywhere
 
 
-async def test_only_the_model_and_allowed_hosts_are_reachable(rig: Rig) -> None:
+async def test_only_the_model_and_allowed_or_approved_hosts_are_reachable(rig: Rig) -> None:
     # Not 127.0.0.1, which the sandbox's own loopback answers (its model API).
-    with listening() as (closed_port, closed_seen), listening() as (open_port, open_seen):
+    with (
+        listening() as (closed_port, closed_seen),
+        listening() as (open_port, open_seen),
+        listening() as (asked_port, asked_seen),
+    ):
         rig.allow = (f"{HOST}:{open_port}",)
+        rig.gateway = ApproveAll(hosts=(f"{HOST}:{asked_port}",))
         fetch = "curl -sS --max-time 10 -w ' status=%{{http_code}}' {}"
         connect = "python3 -c \"import socket; socket.create_connection(('{}', {}), 5)\""
         outcome, results = await rig.run(
@@ -278,6 +292,8 @@ async def test_only_the_model_and_allowed_hosts_are_reachable(rig: Rig) -> None:
             connect.format(HOST, closed_port),
             connect.format("1.1.1.1", 443),
             fetch.format(f"http://{HOST}:{open_port}/"),
+            fetch.format(f"http://{HOST}:{asked_port}/"),
+            fetch.format(f"http://{HOST}:{closed_port}/again"),
         )
 
     assert outcome.status == "completed", outcome.error
@@ -285,7 +301,14 @@ async def test_only_the_model_and_allowed_hosts_are_reachable(rig: Rig) -> None:
     assert "Connection refused" in results[1] or "Errno" in results[1]
     assert "Errno" in results[2] or "unreachable" in results[2].lower()
     assert results[3].strip().endswith('{"ok": true} status=200')
-    assert closed_seen == [] and len(open_seen) == 1
+    assert results[4].strip().endswith('{"ok": true} status=200')  # a human approved it
+    assert "status=403" in results[5]
+    assert closed_seen == [] and len(open_seen) == 1 and len(asked_seen) == 1
+    # Each host outside the list was asked once (the refused one not again), as a fetch.
+    assert rig.gateway.fetches == [
+        f"https://{HOST}:{closed_port}/",
+        f"https://{HOST}:{asked_port}/",
+    ]
 
 
 @contextlib.contextmanager

@@ -87,6 +87,25 @@ async def test_in_the_sandbox_editing_testing_linting_and_committing_ask_nobody(
 
 
 @pytest.mark.slow
+async def test_a_host_outside_the_allow_list_is_asked_as_a_fetch_and_refused_when_denied(
+    harness_with: HarnessFactory,
+) -> None:
+    orchestrator, _ = await harness_with(runs("curl -sS https://example.com/ 2>&1"))
+    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
+    orchestrator.add_human_channel(humans)
+    record = await orchestrator.run("developer", "fetch it", requested_by="U42")
+
+    assert record.status == "completed", record.error
+    assert record.result is not None
+    assert "CONNECT tunnel failed, response 403" in record.result.issues[0]
+    [question] = humans.asked
+    assert question.text.startswith(
+        f"developer `{record.agent_id}` asks to run WebFetch https://example.com/. Allow it?"
+    )
+    assert "remembers `WebFetch(domain:example.com)`" in question.text
+
+
+@pytest.mark.slow
 async def test_allow_for_this_task_is_not_asked_again_in_that_task(
     harness_with: HarnessFactory,
 ) -> None:
