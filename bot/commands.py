@@ -23,6 +23,7 @@ from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
 from bot.settings import BotOptions
+from bot.visibility import visible_tasks
 from harness.agents.metadata import FieldValue
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
@@ -95,7 +96,10 @@ def render_task_list(
     damaged: Sequence[DamagedTask] = (),
 ) -> str:
     if not tasks and not damaged:
-        return "No tasks yet. Message me, or @mention me in a channel, to start one."
+        return (
+            "No tasks of yours or of your channels yet. Message me, or @mention me in a "
+            "channel, to start one."
+        )
     if not tasks:
         return render_damaged(damaged)
     lines = ["*Recent tasks*"]
@@ -231,14 +235,9 @@ class Commands:
         return render_agent_list(agents, {str(k): v for k, v in values.items()}, fields)
 
     async def _tasks(self, user: str) -> str:
-        # A DM's task is its person's (and the admins'): nobody else sees its request.
-        tasks = [
-            t
-            for t in await self.orchestrator.task_summaries()
-            if t.thread is None
-            or not is_dm_channel(t.thread.channel)
-            or self.orchestrator.may_decide(user, t.requester)
-        ][: self.options.recent_tasks]
+        summaries = await self.orchestrator.task_summaries()
+        tasks = await visible_tasks(user, summaries, self.orchestrator, self.poster)
+        tasks = tasks[: self.options.recent_tasks]
         bound = [t for t in tasks if t.thread is not None]
         found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
         links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}

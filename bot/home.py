@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt
 from bot.poster import CALL_ERRORS, Poster, classify
+from bot.visibility import visible_tasks
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
@@ -158,7 +159,10 @@ class HomeTab:
         questions = self.orchestrator.pending_questions()
         mine = waiting_on(user, questions, self.orchestrator.may_decide)
         links = await asyncio.gather(*(self._link(q.task_slug) for q in mine))
-        summaries = (await self.orchestrator.task_summaries())[: self.recent]
+        summaries = await visible_tasks(
+            user, await self.orchestrator.task_summaries(), self.orchestrator, self.poster
+        )
+        summaries = summaries[: self.recent]
         tasks: list[TaskLine] = []
         for summary in summaries:
             with contextlib.suppress(HarnessError):  # a damaged task is listed elsewhere

@@ -182,6 +182,28 @@ class Poster:
         messages = response.get("messages")
         return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
 
+    async def channels_of(self, user: str) -> frozenset[str] | None:
+        """The channels (public, private, group DMs) ``user`` is a member of; None when Slack
+        would not say (then the caller shows less, not more)."""
+        found: set[str] = set()
+        cursor = ""
+        try:
+            while True:
+                response = await self.client.users_conversations(
+                    user=user,
+                    types="public_channel,private_channel,mpim",
+                    exclude_archived=True,
+                    limit=200,
+                    cursor=cursor or None,
+                )
+                found.update(str(c.get("id")) for c in response.get("channels") or [])
+                cursor = str((response.get("response_metadata") or {}).get("next_cursor") or "")
+                if not cursor:
+                    return frozenset(found)
+        except CALL_ERRORS as exc:
+            logger.warning("users.conversations of %s failed: %s", user, exc)
+            return None
+
     async def permalink(self, thread: ThreadRef) -> str | None:
         try:
             response = await self.client.chat_getPermalink(

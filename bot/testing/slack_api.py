@@ -66,6 +66,7 @@ class WebApi:
             "conversations.history": self.history,
             "conversations.info": self.conversation_info,
             "users.info": self.user_info,
+            "users.conversations": self.user_conversations,
             "files.getUploadURLExternal": self.upload_url,
             "files.completeUploadExternal": self.complete_upload,
         }
@@ -207,6 +208,19 @@ class WebApi:
             "context_team_id": self.identity.team_id,
         }
         return {"channel": info}
+
+    def user_conversations(self, params: JSON) -> JSON:
+        """The channels a user is in, a page at a time (``limit``, ``cursor``)."""
+        user = _need(params, "user", "user_not_found")
+        limit = int(params.get("limit") or 100)
+        start = int(params.get("cursor") or 0)
+        found = self.store.channels_of(user)
+        page = [{"id": c, "name": c.lower()} for c in found[start : start + limit]]
+        more = start + limit < len(found)
+        return {
+            "channels": page,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def upload_url(self, params: JSON) -> JSON:
         filename = _need(params, "filename", "invalid_arguments")

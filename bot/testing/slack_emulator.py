@@ -184,6 +184,10 @@ class SlackEmulator(AgentSurfaceUsers):
                 await sock.ws.send_json(frame)
         await self._changed()
 
+    def join(self, user: str, channel: str) -> None:
+        """Makes ``user`` a member of ``channel`` (posting there makes one too)."""
+        self.store.members.setdefault(channel, set()).add(user)
+
     def add_user(self, user_id: str, name: str | None = None) -> None:
         self.users.setdefault(user_id, user_record(user_id, self.identity.team_id, name))
 

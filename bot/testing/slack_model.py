@@ -125,7 +125,15 @@ class MessageStore:
     ephemeral: list[JSON] = field(default_factory=list)
     # Uploaded files by id: name, length, title, and the uploaded bytes as `content`.
     files: dict[str, JSON] = field(default_factory=dict)
+    # Who is in which channel besides those who posted there (posting needs membership).
+    members: dict[str, set[str]] = field(default_factory=dict)
     _micros: int = 0
+
+    def channels_of(self, user: str) -> list[str]:
+        """The channels (not DMs) ``user`` is a member of: joined, or posted in."""
+        found = {c for c, users in self.members.items() if user in users}
+        found |= {c for c, ms in self.channels.items() if any(m.get("user") == user for m in ms)}
+        return sorted(c for c in found if self.channel_types.get(c, channel_type_of(c)) != "im")
 
     def next_ts(self) -> str:
         self._micros += 100

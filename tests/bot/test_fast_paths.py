@@ -315,7 +315,9 @@ async def test_the_person_who_asked_is_kept_with_the_task_and_each_message(
         assert [d.requested_by for d in task.dispatches] == ["U1", "U2"]
 
 
-async def test_harness_tasks_shows_a_dms_task_to_its_person_only(rig: RigFactory) -> None:
+async def test_harness_tasks_shows_a_person_their_channels_tasks_and_their_own_dms_only(
+    rig: RigFactory,
+) -> None:
     async with rig(runtime=HeldRuntime()) as r:
         r.held.release()
         mine = (await r.say("fix my private thing", user="U1", channel="D1")).event["ts"]
@@ -323,12 +325,13 @@ async def test_harness_tasks_shows_a_dms_task_to_its_person_only(rig: RigFactory
         shared = await r.say("<@UBOT> fix the shared page", user="U1", channel="C1")
         assert await r.final_reaction("C1", shared.event["ts"], WAIT) == "white_check_mark"
 
+        r.slack.join("U2", "C1")  # U3 is in no channel of these tasks
         listings: dict[str, str] = {}
-        for user in ("U1", "U2"):
-            await r.slack.slash_command("/harness", "tasks", user, "C1")
+        for user in ("U1", "U2", "U3"):
+            await r.slack.slash_command("/harness", "tasks", user, "C9")
             [listing] = await r.slack.wait_for(
                 lambda user=user: [  # type: ignore[misc]
-                    e for e in r.slack.ephemeral(user) if "Recent tasks" in e["text"]
+                    e for e in r.slack.ephemeral(user) if "tasks" in e["text"].lower()
                 ],
                 WAIT,
             )
@@ -337,3 +340,4 @@ async def test_harness_tasks_shows_a_dms_task_to_its_person_only(rig: RigFactory
     assert "fix my private thing" in listings["U1"] and "fix the shared page" in listings["U1"]
     assert "fix my private thing" not in listings["U2"]
     assert "fix the shared page" in listings["U2"]
+    assert listings["U3"].startswith("No tasks of yours or of your channels yet.")

@@ -6,6 +6,7 @@ refuses a stream, the Home tab with its kill buttons, and the message shortcut."
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -164,6 +165,27 @@ async def test_the_home_tab_lists_a_running_agent_whose_kill_button_stops_it_for
     assert "You can't stop" in refusal["text"]
     assert "was stopped by <@U1>" in shown
     assert (await r.orchestrator.record(agent.agent_id)).status == "killed"
+
+
+async def test_the_home_tab_lists_a_persons_channels_tasks_and_own_dms_not_others(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        private = (await r.say("fix my private thing", user="U1", channel="D1")).event["ts"]
+        shared = (await r.say("<@UBOT> fix the shared page", user="U1", channel="C1")).event
+        assert await r.final_reaction("D1", private, WAIT) == "white_check_mark"
+        assert await r.final_reaction("C1", shared["ts"], WAIT) == "white_check_mark"
+        r.slack.join("U2", "C1")
+        shown: dict[str, str] = {}
+        for user in ("U1", "U2", "U3"):
+            await r.slack.app_home_opened(user)
+            view = await r.slack.wait_for(lambda user=user: r.slack.home_view(user), WAIT)  # type: ignore[misc]
+            shown[user] = json.dumps(view)
+
+    assert "fix my private thing" in shown["U1"] and "fix the shared page" in shown["U1"]
+    assert "fix my private thing" not in shown["U2"] and "fix the shared page" in shown["U2"]
+    assert "fix my private thing" not in shown["U3"] and "fix the shared page" not in shown["U3"]
 
 
 async def test_the_message_shortcut_starts_a_task_in_that_messages_thread(

@@ -288,7 +288,8 @@ async def test_url_and_certificate_checks_and_commands_without_response_url_stil
     assert answers == {
         "help": HELP,
         "list": "No agents are running or queued.",
-        "tasks": "No tasks yet. Message me, or @mention me in a channel, to start one.",
+        "tasks": "No tasks of yours or of your channels yet. Message me, or @mention me in a "
+        "channel, to start one.",
     }
 
     chatter = {"type": "message", "channel": "C1", "channel_type": "channel", "user": "U1"}
