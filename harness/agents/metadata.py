@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.settings import MetadataField
+from harness.workspaces.manager import disarmed_env
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,9 @@ async def _run_field(field: MetadataField, cwd: Path) -> FieldValue:
         proc = await asyncio.create_subprocess_shell(
             field.command,
             cwd=cwd,
+            # The folder is the agent's: the command gets no secret, and a git it runs obeys
+            # no hook or fsmonitor the agent may have configured.
+            env=disarmed_env(cwd),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

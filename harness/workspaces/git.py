@@ -158,6 +158,20 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def disarmed_env(cwd: Path) -> dict[str, str]:
+    """The environment for a command the harness runs in an agent's folder that is not its
+    own git call (a metadata field such as ``git rev-parse``): none of the harness's secrets,
+    every git it starts disarmed as the harness's own (``GIT_CONFIG_*`` count as ``-c``), and
+    no enclosing repository above the folder."""
+    env = git_env({"GIT_CEILING_DIRECTORIES": str(cwd.parent)})
+    env["GIT_CONFIG_COUNT"] = str(len(_DISARMED))
+    for index, setting in enumerate(_DISARMED):
+        key, _, value = setting.partition("=")
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
 async def git(
     *args: str,
     cwd: Path,

@@ -37,6 +37,7 @@ from harness.workspaces.git import (
     commit_all,
     diff_files,
     diff_patch,
+    disarmed_env,
     git,
     has_uncommitted_work,
     head_branch,
@@ -86,6 +87,7 @@ __all__ = [
     "Workspaces",
     "choose_repository",
     "commit_message",
+    "disarmed_env",
     "task_branch",
     "unknown_repository",
 ]

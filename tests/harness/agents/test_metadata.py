@@ -1,3 +1,4 @@
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,32 @@ async def test_commands_run_in_the_agents_cwd_and_are_cached(tmp_path: Path) -> 
     assert first["here"].value == str(tmp_path)
     assert second == first
     assert counter.read_text(encoding="utf-8").count("x") == 1
+
+
+@pytest.mark.anyio
+async def test_a_command_in_an_agents_folder_gets_no_secret_and_its_git_runs_no_agent_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent's folder links to a git directory it wrote, whose config runs its program.
+    folder = tmp_path / "t-1"
+    folder.mkdir()
+    planted = tmp_path / "planted"
+    subprocess.run(["git", "init", "-q", str(planted)], check=True)
+    marker = tmp_path / "ran"
+    hook = planted / "evil.sh"
+    hook.write_text(f"#!/bin/sh\nenv > {marker}\n", encoding="utf-8")
+    hook.chmod(0o755)
+    subprocess.run(["git", "-C", str(planted), "config", "core.fsmonitor", str(hook)], check=True)
+    (folder / ".git").write_text(f"gitdir: {planted / '.git'}\n", encoding="utf-8")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    collector = MetadataCollector(
+        [MetadataField("status", "git status --porcelain | wc -l"), MetadataField("env", "env")]
+    )
+
+    values = await collector.collect(folder)
+
+    assert values["status"].error is None
+    assert not marker.exists()
+    assert "xoxb-secret" not in str(values["env"].value)
+    assert "sk-ant-secret" not in str(values["env"].value)
