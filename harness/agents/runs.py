@@ -40,6 +40,13 @@ from harness.workspaces.manager import WorkReport, WorkspaceRequest
 logger = logging.getLogger(__name__)
 
 
+def harness_files(config: Config) -> tuple[str, ...]:
+    """What no agent may read or change, even where its folder holds it: the config, the
+    roles (an agent could grant itself rules there), the tasks and the workspaces root."""
+    paths = (config.file, config.roles_dir, config.tasks_dir, config.workspaces.root)
+    return tuple(str(path) for path in paths)
+
+
 class ToolProvider(ToolGateway, Protocol):
     """The harness tools: which ones a role is offered, and serving their calls."""
 
@@ -277,6 +284,7 @@ class AgentRuns:
             task_slug=entry.task_slug,
             workspace=workspace,
             sandbox=self._config.sandbox,
+            hidden=harness_files(self._config),
         )
 
     def _placed(self, entry: PoolEntry, cwd: str) -> None:

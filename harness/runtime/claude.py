@@ -234,6 +234,7 @@ class ClaudeRuntime:
             unset_env=sorted(hidden),
             set_env=spec.mount_env,
             ask=ask,
+            hidden=spec.hidden,
         ) as box:
             yield dataclasses.replace(
                 options,

@@ -103,6 +103,9 @@ class AgentSpec:
     # git needs there. Empty: the working folder alone.
     mounts: tuple[Bind, ...] = ()
     mount_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The harness's own files (config, roles, tasks, workspaces): hidden in the sandbox
+    # where the agent's folder would show them (a role whose folder is the project's).
+    hidden: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return serialise.to_json(self)

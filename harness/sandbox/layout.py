@@ -53,6 +53,8 @@ class SandboxLayout:
     cli: str  # the Claude Code CLI (under ``readable``)
     unset_env: tuple[str, ...] = ()
     set_env: Mapping[str, str] = field(default_factory=dict)
+    # The harness's own files under ``binds``, shown empty over them: (path, is_folder).
+    hidden: tuple[tuple[str, bool], ...] = ()
 
 
 def bwrap_args(layout: SandboxLayout) -> list[str]:
@@ -74,13 +76,11 @@ def bwrap_args(layout: SandboxLayout) -> list[str]:
     for path in layout.readable:
         args += ["--ro-bind", path, path]
     for path, is_folder in layout.masked:
-        args += (
-            ["--tmpfs", path, "--remount-ro", path]
-            if is_folder
-            else ["--ro-bind", "/dev/null", path]
-        )
+        args += _empty(path, is_folder)
     for bind in layout.binds:
         args += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.target]
+    for path, is_folder in layout.hidden:
+        args += _empty(path, is_folder)
     args += ["--ro-bind", layout.bridge, BRIDGE_INSIDE, "--bind", layout.socket, SOCKET_INSIDE]
     for name in layout.unset_env:
         args += ["--unsetenv", name]
@@ -90,6 +90,13 @@ def bwrap_args(layout: SandboxLayout) -> list[str]:
     args += ["--chdir", layout.cwd, "--"]
     args += [layout.python, "-I", "-S", BRIDGE_INSIDE, SOCKET_INSIDE, layout.cli]
     return args
+
+
+def _empty(path: str, is_folder: bool) -> list[str]:
+    """Shows ``path`` empty and read-only."""
+    if is_folder:
+        return ["--tmpfs", path, "--remount-ro", path]
+    return ["--ro-bind", "/dev/null", path]
 
 
 def launcher_script(bwrap: str, layout: SandboxLayout) -> str:

@@ -108,6 +108,25 @@ def _existing(paths: Sequence[str]) -> list[str]:
     return [path for path in paths if os.path.lexists(path)]
 
 
+def _shown_by(
+    paths: Sequence[str], binds: Sequence[Bind], cwd: str
+) -> tuple[tuple[str, bool], ...]:
+    """Those of ``paths`` that exist under a bind (the agent would see them) and do not hold
+    its own folder, resolved, with whether each is a folder. Blocking."""
+    found: list[tuple[str, bool]] = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or _within(os.path.realpath(cwd), real):
+            continue
+        if any(_within(real, os.path.realpath(bind.source)) for bind in binds):
+            found.append((real, os.path.isdir(real)))
+    return tuple(found)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 @dataclass(frozen=True)
 class RunSandbox:
     """An open sandbox for one run: the launcher to give the SDK as ``cli_path``."""
@@ -126,10 +145,12 @@ async def open_sandbox(
     unset_env: Sequence[str],
     set_env: Mapping[str, str],
     ask: Callable[[str, int], Awaitable[bool]] | None = None,
+    hidden: Sequence[str] = (),
 ) -> AsyncIterator[RunSandbox]:
     """The run's sandbox, from its start to the end of the ``async with``: a private folder
     with the egress proxy's socket and the launcher; both gone afterwards. ``ask(host,
-    port)`` decides a host ``allow_hosts`` does not name (None: refused)."""
+    port)`` decides a host ``allow_hosts`` does not name (None: refused); ``hidden`` paths
+    show empty where a bind would show them."""
     await check_sandbox()
     folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
     try:
@@ -142,7 +163,7 @@ async def open_sandbox(
         )
         async with proxy:
             launcher = await asyncio.to_thread(
-                _write_launcher, folder, cwd, binds, cli, unset_env, set_env
+                _write_launcher, folder, cwd, binds, cli, unset_env, set_env, hidden
             )
             yield RunSandbox(cli_path=launcher)
     finally:
@@ -156,6 +177,7 @@ def _write_launcher(
     cli: str,
     unset_env: Sequence[str],
     set_env: Mapping[str, str],
+    hidden: Sequence[str],
 ) -> str:
     bwrap = bwrap_binary()
     assert bwrap is not None  # checked before
@@ -167,9 +189,10 @@ def _write_launcher(
         os.path.dirname(cli),
     ]
     masked = tuple((path, os.path.isdir(path)) for path in _existing(MASKED_PATHS))
+    binds = tuple(binds) or (Bind(cwd, cwd, writable=True),)
     layout = SandboxLayout(
         cwd=cwd,
-        binds=tuple(binds) or (Bind(cwd, cwd, writable=True),),
+        binds=binds,
         readable=tuple(dict.fromkeys(readable)),
         masked=masked,
         socket=str(Path(folder) / "egress.sock"),
@@ -178,6 +201,7 @@ def _write_launcher(
         cli=cli,
         unset_env=tuple(unset_env),
         set_env=dict(set_env),
+        hidden=_shown_by(hidden, binds, cwd),
     )
     file = Path(folder) / "claude"
     write_atomic(file, launcher_script(bwrap, layout).encode("utf-8"), mode=0o700)

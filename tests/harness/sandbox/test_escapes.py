@@ -94,7 +94,12 @@ class Rig:
     gateway: ApproveAll = dataclasses.field(default_factory=ApproveAll)
 
     async def run(
-        self, *commands: str, slug: str = "t-1", mode: str = "default"
+        self,
+        *commands: str,
+        slug: str = "t-1",
+        mode: str = "default",
+        folder: Path | None = None,
+        hidden: tuple[str, ...] = (),
     ) -> tuple[RunOutcome, list[str]]:
         """Runs a developer agent that makes these Bash calls; its outcome and the text of
         each call's result, in order."""
@@ -104,6 +109,7 @@ class Rig:
             role,
             tools=("Bash", "Read", "Write", "Edit"),
             permission_mode=mode,  # type: ignore[arg-type]
+            cwd=folder,  # the role's own folder, when it has one
         )
         spec = AgentSpec(
             agent_id=f"a{abs(hash((slug, commands))) % 10**10:010d}",
@@ -113,6 +119,7 @@ class Rig:
             task_slug=slug,
             workspace=WorkspaceRequest("web", None, str(self.repository), "main"),
             sandbox=SandboxSettings(network_allow=self.allow),
+            hidden=hidden,
         )
         before = len(self.model.main_requests)
 
@@ -225,6 +232,40 @@ async def test_nothing_outside_the_worktree_can_be_written(rig: Rig) -> None:
     assert "moved" not in results[3] and "tagged" not in results[4]
     assert not Path("/usr/pwned").exists() and not Path("/etc/pwned").exists()
     assert "PRIVATE KEY" not in "\n".join(results)
+
+
+async def test_a_role_working_in_the_project_folder_cannot_see_or_change_the_harness_files(
+    rig: Rig,
+) -> None:
+    project = rig.outside.parent / "project"
+    files = {
+        "config.yaml": "defaultRole: developer\n",
+        "roles/developer.md": "---\nname: developer\n---\nYou write code.\n",
+        ".agents/tasks/other/task.json": '{"description": "the private DM text"}\n',
+        ".agents/workspaces/other/app.py": "print('other task')\n",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text, encoding="utf-8")
+    hidden = tuple(str(project / name) for name in ("config.yaml", "roles", ".agents/tasks"))
+    hidden += (str(project / ".agents/workspaces"),)
+
+    outcome, results = await rig.run(
+        "cat config.yaml roles/developer.md .agents/tasks/other/task.json",
+        "ls -R .agents roles",
+        "echo 'allow: [Bash]' >> roles/developer.md; echo 'x: 1' >> config.yaml",
+        "rm -r -f .agents/tasks .agents/workspaces/other",
+        "echo mine > notes.txt && cat notes.txt",
+        folder=project,
+        hidden=hidden,
+    )
+
+    assert outcome.status == "completed", outcome.error
+    for name, text in files.items():
+        assert (project / name).read_text(encoding="utf-8") == text
+    assert "the private DM text" not in "\n".join(results)
+    assert "print('other task')" not in "\n".join(results)
+    assert results[4].strip() == "mine"  # its own folder is still its to write
 
 
 @pytest.mark.parametrize("mode", ["default", "acceptEdits", "bypassPermissions", "dontAsk"])

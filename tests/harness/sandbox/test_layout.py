@@ -27,6 +27,7 @@ LAYOUT = SandboxLayout(
     cli="/site/claude",
     unset_env=("ANTHROPIC_API_KEY",),
     set_env={"GIT_OBJECT_DIRECTORY": "/x/objects"},
+    hidden=(("/w/t-1/config.yaml", False), ("/w/t-1/.agents/tasks", True)),
 )
 
 
@@ -62,6 +63,15 @@ def test_the_machines_secrets_are_shown_empty() -> None:
 
     assert ("/dev/null", "/etc/shadow") in pairs(args, "--ro-bind")
     assert args[args.index("/etc/ssh") - 1] == "--tmpfs"
+
+
+def test_the_harnesss_own_files_under_the_agents_folder_are_shown_empty_over_it() -> None:
+    args = bwrap_args(LAYOUT)
+
+    worktree = args.index("/w/t-1")
+    assert args.index("/w/t-1/config.yaml") > worktree
+    assert args[args.index("/w/t-1/config.yaml") - 2 :][:2] == ["--ro-bind", "/dev/null"]
+    assert args[args.index("/w/t-1/.agents/tasks") - 1] == "--tmpfs"
 
 
 def test_the_key_is_unset_and_the_bridge_starts_the_cli_in_the_worktree() -> None:
