@@ -37,12 +37,13 @@ from bot.parsing import (
     MentionInUnboundThread,
     clicked_thread,
 )
-from bot.poster import Poster
+from bot.poster import Poster, SlackClient
 from bot.progress import AgentWatcher
 from bot.questions import (
     ACTION_PATTERN,
     SlackHumanChannel,
     approval_refusal,
+    closed_buttons,
     parse_button_value,
 )
 from bot.settings import BotOptions, SlackEnv
@@ -120,7 +121,7 @@ def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebCli
     """The Web API client: base URL from SLACK_API_URL, rate limits retried after
     Retry-After (on top of slack_sdk's default connection-error retries)."""
     retries = (options or BotOptions()).rate_limit_retries
-    client = AsyncWebClient(token=env.bot_token, base_url=env.api_url)
+    client = SlackClient(token=env.bot_token, base_url=env.api_url)  # fails as CALL_ERRORS
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=retries))
     return client
 
@@ -148,8 +149,10 @@ class HarnessBot:
         first event, then sends what the threads are still owed: results that were not
         delivered, and the agents that ended (or were interrupted) while the bot was away."""
         if self.owns_client and self.client.session is None:
-            # One pooled session instead of a new connection per Web API call.
-            self.client.session = aiohttp.ClientSession()
+            # One pooled session instead of a new connection per Web API call, bounded by
+            # the client's timeout (a session's own default waits 5 minutes on a hung call).
+            timeout = aiohttp.ClientTimeout(total=self.client.timeout)
+            self.client.session = aiohttp.ClientSession(timeout=timeout)
         await self.conversations.load()
         self.outbox.start()
         settled = await self.conversations.watcher.resume(self.interrupted)
@@ -295,8 +298,17 @@ def create_app(
                 response_type="ephemeral",
                 replace_original=False,
             )
+            if picked is None:  # its question is gone: its buttons go too
+                await close_stale_buttons(body)
             return "ignored: the question is closed"
         return f"answered question {_safe(picked[0].question_id)}"
+
+    async def close_stale_buttons(body: dict[str, Any]) -> None:
+        message = body.get("message") or {}
+        channel = str((body.get("channel") or {}).get("id", ""))
+        closed = closed_buttons(message) if isinstance(message, dict) else None
+        if closed is not None and channel and message.get("ts"):
+            await poster.update(channel, str(message["ts"]), closed)
 
     async def elsewhere(question: Question, thread: ThreadRef) -> str | None:
         """Why ``question`` may not be answered from ``thread``; None when it is its task's

@@ -100,6 +100,7 @@ class ThreadStatus:
             )
         except CALL_ERRORS as exc:
             self._refuse(thread, "status", exc)
+            self._shown.pop(thread, None)  # not shown: the next tick tries it again
         if not status:
             self._shown.pop(thread, None)
 

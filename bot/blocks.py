@@ -310,6 +310,21 @@ def drafted_intro(
     )
 
 
+UNSEEN = (
+    "I couldn't see any words in that message: it has only invisible characters (zero-width "
+    "spaces or the like). Write what you'd like done and I'll start on it."
+)
+
+
+def cut_notice(kept: int, cut: int) -> str:
+    """Said to the person whose message was longer than the bot takes."""
+    return (
+        f"Your message is longer than {kept:,} characters: I took the first {kept:,}, and "
+        f"the agent is told that {cut:,} more were not received. Attach a long text as a "
+        "file to give it whole."
+    )
+
+
 def waiting_text(busy: Sequence[tuple[str, str]]) -> str:
     """The notice for a follow-up that waits for the thread's running agents."""
     if not busy:

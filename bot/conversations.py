@@ -18,10 +18,11 @@ from typing import Any
 from bot.access import check_access
 from bot.assistant import FIRST_STATUS
 from bot.background import Background
-from bot.blocks import failure_message, repository_question, waiting_text
+from bot.blocks import UNSEEN, cut_notice, failure_message, repository_question, waiting_text
 from bot.dedupe import Dedupe
 from bot.outbox import Outbox
 from bot.parsing import (
+    MAX_TEXT_CHARS,
     Decision,
     FollowUp,
     Ignore,
@@ -35,7 +36,7 @@ from bot.parsing import (
 )
 from bot.poster import Poster
 from bot.progress import FAILED, AgentWatcher
-from bot.questions import approval_refusal, pick_question
+from bot.questions import approval_refusal, names_an_agent, pick_question
 from bot.requesters import migrate_requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
@@ -125,6 +126,8 @@ class Conversations:
             # Its task was made before the stop, but no agent started on it: go on there.
             decision = FollowUp(parsed)
         if isinstance(decision, Ignore):
+            if decision.kind == "invisible":
+                self._say_unseen(parsed)
             return decision
         if not self.dedupe.first_time(intake_key(parsed)) and not replay:
             # The app_mention + message pair of one mention.
@@ -138,6 +141,16 @@ class Conversations:
             )
             return Ignore("not allowed", "not allowed")
         self.poster.note(parsed.thread, parsed.ts)
+        if parsed.cut:
+            self._spawn(
+                self.poster.ephemeral(
+                    parsed.channel,
+                    parsed.user,
+                    cut_notice(MAX_TEXT_CHARS, parsed.cut),
+                    parsed.thread_ts,
+                ),
+                "cut notice",
+            )
         thread = parsed.thread
         if isinstance(decision, FollowUp) and self._answer_question(parsed):
             return decision
@@ -155,6 +168,18 @@ class Conversations:
         self.dedupe.take_in(intake_key(parsed), {"event": dict(event), "botUserId": bot_user_id})
         self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
         return decision
+
+    def _say_unseen(self, message: UserMessage) -> None:
+        """A message addressed to the bot with nothing visible in it: say so, to its
+        person only (a mention and a message event of one mention say it once)."""
+        if not self.dedupe.first_time(intake_key(message)):
+            return
+        if check_access(self.settings, message.user, message.channel, is_dm=message.is_dm):
+            return
+        self._spawn(
+            self.poster.ephemeral(message.channel, message.user, UNSEEN, message.thread_ts),
+            "invisible",
+        )
 
     def wait_again_for_repository(self, message: UserMessage, bot_user_id: str) -> bool:
         """Waits again for the repository of a request asked about before a stop (see
@@ -174,6 +199,12 @@ class Conversations:
         if slug is None or picked is None:
             return False
         question, text = picked
+        if not names_an_agent(message.text) and not self.orchestrator.may_decide(
+            message.user, question.requester
+        ):
+            # Someone else in the thread talks to the bot, not to the agent's question: a
+            # follow-up (queued with a notice while the agent works), never a refused answer.
+            return False
         answer = answer_for(question, text, message.user)
         if answer is None:  # no verdict on the approval: an ordinary follow-up
             return False

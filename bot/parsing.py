@@ -8,6 +8,7 @@ about its thread, ``decide`` turns it into ``NewTask``, ``FollowUp``,
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,13 +20,19 @@ from harness.tasks.model import ThreadRef
 # Message subtypes that are still a person talking to the bot.
 _USER_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 _ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
-MAX_TEXT_CHARS = 20_000
+# Slack's own limit on a message's text: a request is never cut short of it.
+MAX_TEXT_CHARS = 40_000
+# Characters that show nothing: format characters (zero-width space, joiners, marks,
+# the BOM), fillers that render blank, and whitespace.
+_INVISIBLE = frozenset("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0")
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{1,20}$")
 AGENT_ID_RE = re.compile(r"^a[0-9a-f]{1,16}$")
 
 
 # Why an event starts nothing, as the bot acts on it; ``Ignore.reason`` says it for the log.
-IgnoreKind = Literal["not for the bot", "empty", "already handled", "duplicate", "not allowed"]
+IgnoreKind = Literal[
+    "not for the bot", "empty", "invisible", "already handled", "duplicate", "not allowed"
+]
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,10 @@ class UserMessage:
     text: str
     mentioned: bool
     is_dm: bool
+    # Characters past MAX_TEXT_CHARS that were left out (0: the whole message).
+    cut: int = 0
+    # It had characters, none of them visible (zero-width spaces and the like): no text.
+    invisible: bool = False
 
     @property
     def top_level(self) -> bool:
@@ -119,18 +130,37 @@ def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessa
         return Ignore("not for the bot", "no user, channel or ts")
     if bot_user_id and user == bot_user_id:
         return Ignore("not for the bot", "bot message")
-    raw = _str(event, "text")[:MAX_TEXT_CHARS]
+    whole = _str(event, "text")
+    raw = whole[:MAX_TEXT_CHARS]
     is_dm = event.get("channel_type") == "im" or (
         "channel_type" not in event and channel.startswith("D")
     )
+    text = unescape(strip_mention(raw, bot_user_id))
+    invisible = bool(text) and not visible(text)
+    if invisible:
+        text = ""
+    cut = len(whole) - len(raw)
+    if cut:  # the agent is told too: what it has is not the whole request
+        text += f"\n\n[The request was cut here: {cut} more characters were not received.]"
     return UserMessage(
         channel=channel,
         ts=ts,
         thread_ts=_str(event, "thread_ts") or None,
         user=user,
-        text=unescape(strip_mention(raw, bot_user_id)),
+        text=text,
         mentioned=mentions(raw, bot_user_id),
         is_dm=is_dm,
+        cut=cut,
+        invisible=invisible,
+    )
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything: a character that is not whitespace, a format
+    character (zero-width space, joiners, direction marks) or a blank filler."""
+    return any(
+        not ch.isspace() and ch not in _INVISIBLE and unicodedata.category(ch) not in ("Cf", "Cc")
+        for ch in text
     )
 
 
@@ -145,13 +175,19 @@ def decide(message: UserMessage, *, bound: bool) -> Decision:
         if not addressed:
             return Ignore("not for the bot", "top-level channel message without a mention")
         if not message.text:
-            return Ignore("empty", "empty message")
+            return _empty(message)
         return NewTask(message)
     if bound:
-        return FollowUp(message) if message.text else Ignore("empty", "empty message")
+        return FollowUp(message) if message.text else _empty(message)
     if addressed:
         return MentionInUnboundThread(message)
     return Ignore("not for the bot", "unbound thread without a mention")
+
+
+def _empty(message: UserMessage) -> Ignore:
+    if message.invisible:
+        return Ignore("invisible", "a message of invisible characters only")
+    return Ignore("empty", "empty message")
 
 
 def classify(event: Mapping[str, Any], bot_user_id: str, *, bound: bool) -> Decision:

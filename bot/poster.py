@@ -1,6 +1,8 @@
 """Posting into Slack threads: the Web API calls whose failure costs nothing lasting (status
 edits, 👀, ephemeral replies, questions), with failures logged rather than raised, and what a
-failed call means (``classify``). What the bot owes a thread goes through ``bot.outbox``.
+failed call means (``classify``, whatever Slack or a proxy answered: JSON, an HTML or text
+page, bytes, nothing, a reset or a timeout). What the bot owes a thread goes through
+``bot.outbox``. ``SlackClient`` is the Web API client that fails only with ``CALL_ERRORS``.
 
 Rate limits are handled by the client's retry handler (see bot.app.make_client). The poster
 also remembers the newest message it knows of in each thread, so a status message is
@@ -12,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.blocks import SlackMessage
 from harness.errors import HarnessError
@@ -58,16 +62,82 @@ class DeliveryError(HarnessError):
         self.transient = transient
 
 
+# HTTP statuses worth trying again: Slack (or a proxy in front of it) is busy or down.
+_TRANSIENT_STATUSES = frozenset({408, 425, 429})
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    """A page's text on one line, cut short: enough to tell an HTML error page by."""
+    flat = " ".join(re.sub(r"<[^>]*>", " ", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _status_of(response: object) -> int:
+    """The HTTP status of a failed call's response: a SlackResponse (``status_code``), or the
+    raw aiohttp response slack_sdk attaches when a body claimed JSON but was not (``status``)."""
+    for name in ("status_code", "status"):
+        status = getattr(response, name, None)
+        if isinstance(status, int):
+            return status
+    return 200
+
+
+def slack_error(exc: SlackApiError) -> str:
+    """Slack's error code of a refused call, or what the HTTP answer was when its body is not
+    Slack's JSON (an HTML or text page from Slack's edge or a proxy, bytes, nothing): never
+    raises, whatever ``exc.response`` holds."""
+    response = exc.response
+    status = _status_of(response)
+    data = getattr(response, "data", None)
+    if isinstance(data, Mapping):
+        error = data.get("error")
+        if isinstance(error, str) and error:
+            return error
+        return f"HTTP {status}"
+    if isinstance(data, (bytes, bytearray)):
+        data = bytes(data).decode("utf-8", "replace")
+    if isinstance(data, str) and data.strip():
+        return f"HTTP {status}: {_excerpt(data)}"
+    if data is None and not hasattr(response, "data"):
+        # slack_sdk keeps only a note of a body that claimed JSON but was not.
+        note = str(exc.args[0]) if exc.args else ""
+        body = note.partition("non-JSON format:")[2].partition("The server responded with:")[0]
+        return f"HTTP {status}: {_excerpt(body)}" if body.strip() else f"HTTP {status}"
+    return f"HTTP {status}"
+
+
 def classify(exc: BaseException) -> DeliveryError:
-    """What a failed Web API call means for the outbox."""
+    """What a failed Web API call means for the outbox. Total: whatever the response of a
+    ``SlackApiError`` holds (Slack's JSON, an HTML or text page, bytes, nothing), an answer,
+    never an exception. HTTP 5xx, 408 and 429, ``ok: false`` errors Slack documents as
+    temporary, network errors and timeouts are transient."""
     if isinstance(exc, SlackApiError):
-        status = getattr(exc.response, "status_code", 200)
-        error = str(exc.response.get("error") or f"HTTP {status}")
-        transient = status >= 500 or status == 429 or error in TRANSIENT_ERRORS
+        try:
+            status = _status_of(exc.response)
+            error = slack_error(exc)
+        except (AttributeError, TypeError, ValueError):  # a response of a shape never seen
+            return DeliveryError(f"{type(exc).__name__}: {_excerpt(str(exc))}", transient=True)
+        transient = status >= 500 or status in _TRANSIENT_STATUSES or error in TRANSIENT_ERRORS
         return DeliveryError(error, transient=transient)
     if isinstance(exc, (SlackClientError, aiohttp.ClientError, TimeoutError, OSError)):
-        return DeliveryError(f"{type(exc).__name__}: {exc}".strip(": "), transient=True)
+        name = type(exc).__name__
+        return DeliveryError(f"{name}: {exc}" if str(exc) else name, transient=True)
     return DeliveryError(f"{type(exc).__name__}: {exc}", transient=False)
+
+
+class SlackClient(AsyncWebClient):
+    """The Web API client, made to fail the way ``CALL_ERRORS`` says whatever Slack answers:
+    slack_sdk raises its own AttributeError or ValueError (not a Slack error) on a few answers
+    that are not Slack's JSON, such as a text page with HTTP 200 (a proxy's login page) or
+    binary bytes with a 5xx. Those become a ``SlackClientError``: transient, tried again."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except (AttributeError, ValueError) as exc:
+            raise SlackClientError(
+                f"{api_method}: the answer was not Slack's JSON ({exc})"
+            ) from exc
 
 
 def ts_key(ts: str) -> tuple[int, int]:
@@ -117,7 +187,9 @@ class Poster:
                 )
                 break
             except CALL_ERRORS as exc:
-                logger.warning("chat.postMessage to %s failed: %s", thread.channel, exc)
+                logger.warning(
+                    "chat.postMessage to %s failed: %s", thread.channel, classify(exc).error
+                )
                 if attempt + 1 == attempts or not classify(exc).transient:
                     return None
                 await asyncio.sleep(_POST_BACKOFF.delay(attempt))
@@ -141,7 +213,9 @@ class Poster:
                 initial_comment=comment,
             )
         except CALL_ERRORS as exc:
-            logger.warning("uploading %s to %s failed: %s", filename, thread.channel, exc)
+            logger.warning(
+                "uploading %s to %s failed: %s", filename, thread.channel, classify(exc).error
+            )
             return False
         return True
 
@@ -149,18 +223,17 @@ class Poster:
         try:
             await self.client.chat_update(channel=channel, ts=ts, **message_content(message))
         except CALL_ERRORS as exc:
-            logger.warning("chat.update of %s in %s failed: %s", ts, channel, exc)
+            logger.warning("chat.update of %s in %s failed: %s", ts, channel, classify(exc).error)
             return False
         return True
 
     async def react(self, channel: str, ts: str, name: str) -> None:
         try:
             await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
-        except SlackApiError as exc:
-            if exc.response.get("error") != "already_reacted":
-                logger.warning("reactions.add :%s: failed: %s", name, exc)
         except CALL_ERRORS as exc:
-            logger.warning("reactions.add :%s: failed: %s", name, exc)
+            error = classify(exc).error
+            if error != "already_reacted":
+                logger.warning("reactions.add :%s: failed: %s", name, error)
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         try:
@@ -168,7 +241,7 @@ class Poster:
                 channel=channel, user=user, text=text, thread_ts=thread_ts
             )
         except CALL_ERRORS as exc:
-            logger.warning("chat.postEphemeral to %s failed: %s", user, exc)
+            logger.warning("chat.postEphemeral to %s failed: %s", user, classify(exc).error)
 
     async def replies(self, thread: ThreadRef, limit: int = 1000) -> list[Mapping[str, Any]]:
         """The thread's messages, parent first (the first page: the newest context matters)."""
@@ -177,7 +250,7 @@ class Poster:
                 channel=thread.channel, ts=thread.thread_ts, limit=limit
             )
         except CALL_ERRORS as exc:
-            logger.warning("conversations.replies of %s failed: %s", thread, exc)
+            logger.warning("conversations.replies of %s failed: %s", thread, classify(exc).error)
             return []
         messages = response.get("messages")
         return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
@@ -201,7 +274,7 @@ class Poster:
                 if not cursor:
                     return frozenset(found)
         except CALL_ERRORS as exc:
-            logger.warning("users.conversations of %s failed: %s", user, exc)
+            logger.warning("users.conversations of %s failed: %s", user, classify(exc).error)
             return None
 
     async def permalink(self, thread: ThreadRef) -> str | None:
@@ -210,7 +283,7 @@ class Poster:
                 channel=thread.channel, message_ts=thread.thread_ts
             )
         except CALL_ERRORS as exc:
-            logger.debug("chat.getPermalink of %s failed: %s", thread, exc)
+            logger.debug("chat.getPermalink of %s failed: %s", thread, classify(exc).error)
             return None
         link = response.get("permalink")
         return link if isinstance(link, str) else None

@@ -218,7 +218,7 @@ class AgentWatcher:
         if stream is not None:  # what it said last, before the result closes the stream
             for piece in (await self.orchestrator.said(watch.task_slug, record))[said:]:
                 stream.say(piece)
-            await stream.flush()
+            await stream.flush(attempts=4)  # the last: nothing would send it later
         await self.settle(watch, record)
         if watch.drafted_by is None:
             await self.thread_status.show(watch.thread, "")

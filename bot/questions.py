@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from bot.blocks import (
     SECTION_LIMIT,
@@ -22,7 +23,7 @@ from bot.blocks import (
     section_block,
 )
 from bot.poster import Poster
-from harness.agents.questions import Answer, Question, said
+from harness.agents.questions import Answer, CloseReason, Question, said
 from harness.errors import NotAllowedError
 from harness.tasks.model import Task, ThreadRef
 
@@ -83,15 +84,34 @@ def question_message(question: Question) -> SlackMessage:
     return {"text": text, "blocks": blocks}
 
 
-def settled_message(question: Question, answer: Answer | None) -> SlackMessage:
-    """The question once closed: the answer and who gave it, or that nobody answered."""
+def settled_message(question: Question, answer: Answer | None, why: CloseReason) -> SlackMessage:
+    """The question once closed: the answer and who gave it, that nobody answered in time, or
+    that its agent ended first (killed, failed, or the bot stopped)."""
     asked = f"❓ *{question.role}* (agent `{question.agent_id}`) asked: {escape(question.text)}"
-    if answer is None:
-        outcome = "⌛ No answer in time; the agent went on without one."
-    else:
+    if answer is not None:
         outcome = f"💬 {mention(answer.answered_by)} answered: {escape(said(answer))}"
+    elif why == "agent ended":
+        outcome = "⏹ The agent ended before anyone answered; there is nothing to decide now."
+    else:
+        outcome = "⌛ No answer in time; the agent went on without one."
     text = f"{asked}\n{outcome}"
     return {"text": text, "blocks": [section_block(text)]}
+
+
+STALE = "Closed: its agent is no longer waiting (it ended, or the bot restarted since)."
+
+
+def closed_buttons(message: Mapping[str, Any]) -> SlackMessage | None:
+    """A question message whose buttons outlived their question (a click found it closed):
+    the same text without the buttons, saying why; None when it has no buttons left."""
+    blocks = [b for b in message.get("blocks") or [] if isinstance(b, dict)]
+    if not any(b.get("type") == "actions" for b in blocks):
+        return None
+    kept = [b for b in blocks if b.get("type") == "section"]  # the question, not how to answer
+    text = str(message.get("text") or "")
+    # The message's own blocks, as Slack sent them back: passed on as they are.
+    blocks_out = [*cast(list[Block], kept), context_block(STALE)]
+    return {"text": f"{text}\n{STALE}", "blocks": blocks_out}
 
 
 def parse_button_value(value: str, pending: Sequence[Question]) -> tuple[Question, str] | None:
@@ -108,6 +128,12 @@ def approval_refusal(refused: NotAllowedError) -> str:
     """What someone who may not decide an approval is told (the core decided who may)."""
     who = f"<@{refused.requester}>" if refused.requester else "the person who asked"
     return f"Only {who} and the bot's admins can approve what this task's agents run."
+
+
+def names_an_agent(reply: str) -> bool:
+    """Whether a reply starts with an agent's id (``a1b2c3d: blue``): addressed to one
+    agent's question on purpose."""
+    return _ADDRESSED.match(reply) is not None
 
 
 def pick_question(pending: Sequence[Question], reply: str) -> tuple[Question, str] | None:
@@ -152,9 +178,9 @@ class SlackHumanChannel:
             )
         self.on_change()
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         self.on_change()
         posted = self._posted.pop(question.question_id, None)
         if posted is not None:
             thread, ts = posted
-            await self.poster.update(thread.channel, ts, settled_message(question, answer))
+            await self.poster.update(thread.channel, ts, settled_message(question, answer, why))

@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
 from bot.http_intake import HttpIntake
+from bot.poster import slack_error
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
@@ -95,7 +96,7 @@ class BotServer:
             await client.auth_test()
         except SlackApiError as exc:
             raise HarnessError(
-                f"Slack refused SLACK_BOT_TOKEN: {exc.response.get('error')}",
+                f"Slack refused SLACK_BOT_TOKEN: {slack_error(exc)}",
                 fix="export SLACK_BOT_TOKEN=xoxb-... with the Bot User OAuth Token of the "
                 "installed app (OAuth & Permissions in its settings at api.slack.com/apps; "
                 "reinstalling the app changes it)",
@@ -112,7 +113,7 @@ class BotServer:
             await client.apps_connections_open(app_token=self.app_token or "")
         except SlackApiError as exc:
             raise HarnessError(
-                f"Slack refused SLACK_APP_TOKEN: {exc.response.get('error')}",
+                f"Slack refused SLACK_APP_TOKEN: {slack_error(exc)}",
                 fix="use an app-level token (xapp-...) with the connections:write scope, and "
                 "turn Socket Mode on in the app's settings",
             ) from exc

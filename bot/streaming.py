@@ -12,6 +12,7 @@ agent's journal, and the result is sent in full either way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
 from bot.parsing import AGENT_ID_RE
 from bot.poster import CALL_ERRORS, DeliveryError, classify
+from harness.retry import Backoff
 from harness.tasks.model import DispatchStatus, FeedbackValue, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ CUT_NOTE = "\n\n_(the rest of what the agent said is in its journal: `harness sh
 # Errors that say the message is no longer a stream (it was stopped, or Slack timed it out).
 STREAM_OVER = frozenset({"message_not_in_streaming_state", "message_not_found"})
 FEEDBACK_ACTION = "harness_feedback"
+# The last append of a stream is tried again after 0.5 s, 1 s, 2 s...
+_APPEND_BACKOFF = Backoff(first=0.5, cap=4.0)
 
 
 def task_status(status: DispatchStatus) -> TaskStatus:
@@ -163,25 +167,31 @@ class ReplyStream:
     def pending(self) -> bool:
         return bool(self._text or self._tasks)
 
-    async def flush(self) -> None:
+    async def flush(self, *, attempts: int = 1) -> None:
         """One append with everything queued since the last; a transient failure keeps it for
-        the next flush, a stream Slack ended takes no more."""
+        the next flush (tried again here, after 0.5 s, 1 s, ..., up to ``attempts`` times: the
+        last flush has no next), a stream Slack ended takes no more."""
         if self.ts is None or self.over or not self.pending:
             return
         text = "\n\n" + "\n\n".join(self._text) if self._text else ""
         chunks = [line.chunk() for line in self._tasks.values()]
         if text:
             chunks.insert(0, {"type": "markdown_text", "text": text})
-        try:
-            await self.client.chat_appendStream(
-                channel=self.thread.channel, ts=self.ts, chunks=chunks
-            )
-        except CALL_ERRORS as exc:
-            error = classify(exc)
-            if error.transient:
-                return
-            self._give_up(error)
-            return
+        for attempt in range(attempts):
+            try:
+                await self.client.chat_appendStream(
+                    channel=self.thread.channel, ts=self.ts, chunks=chunks
+                )
+                break
+            except CALL_ERRORS as exc:
+                error = classify(exc)
+                if not error.transient:
+                    self._give_up(error)
+                    return
+                logger.info("append to the stream in %s failed: %s", self.thread, error.error)
+                if attempt + 1 == attempts:
+                    return
+                await asyncio.sleep(_APPEND_BACKOFF.delay(attempt))
         self.appends += 1
         self._streamed += len(text)
         self._shown.update(self._tasks)

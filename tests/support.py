@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Answer, Question, answer_for
+from harness.agents.questions import Answer, CloseReason, Question, answer_for
 from harness.tasks.model import Task
 
 
@@ -57,5 +57,5 @@ class AnsweringHumans:
         assert answer is not None, f"{self.reply!r} decides no approval"
         self.answer(question.question_id, answer)
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         return None

@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -29,8 +31,14 @@ _DECODED = ("blocks", "attachments", "metadata", "files", "chunks", "prompts", "
 @dataclass
 class _Fault:
     status: int
-    retry_after: int
+    retry_after: int | None
     error: str
+    # A raw body instead of Slack's JSON (an HTML or text page from Slack's edge or a proxy).
+    body: str | bytes | None = None
+    content_type: str = "text/html"
+    # "reset": the connection is closed without an answer; "hang": no answer until the
+    # client gives up (its timeout) or the emulator stops.
+    drop: Literal["reset", "hang"] | None = None
 
 
 @dataclass
@@ -52,6 +60,18 @@ async def _read_params(request: web.Request) -> JSON:
             with contextlib.suppress(ValueError):
                 params[key] = json.loads(params[key])
     return params
+
+
+def _abort(request: web.Request) -> None:
+    """Closes the request's connection at once, with a TCP reset (no answer, no FIN)."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 class EmulatorServer:
@@ -99,6 +119,7 @@ class EmulatorServer:
         self._acks: list[JSON] = []
         self._faults: dict[str, list[_Fault]] = {}
         self._stalled: set[str] = set()
+        self._stopping = asyncio.Event()
         self._unstalled = asyncio.Event()
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
@@ -139,6 +160,7 @@ class EmulatorServer:
 
     async def start(self) -> Self:
         self._cond = asyncio.Condition()
+        self._stopping = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/socket", self._handle_socket)
@@ -156,6 +178,7 @@ class EmulatorServer:
         return self
 
     async def stop(self) -> None:
+        self._stopping.set()
         for sock in list(self._sockets):
             await sock.ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"server stopping")
         if self._runner is not None:
@@ -198,15 +221,28 @@ class EmulatorServer:
         method: str,
         times: int = 1,
         status: int = 429,
-        retry_after: int = 1,
+        retry_after: int | None = 1,
         error: str | None = None,
+        *,
+        body: str | bytes | None = None,
+        content_type: str = "text/html",
     ) -> None:
-        """Makes the next `times` calls of `method` fail: HTTP 429 + Retry-After by default,
-        or any status (200 with `error` for a Slack error such as "channel_not_found")."""
+        """Makes the next `times` calls of `method` fail: HTTP 429 + Retry-After by default
+        (`retry_after=None`: a 429 without the header), or any status (200 with `error` for a
+        Slack error such as "channel_not_found"). With `body`, the answer is that raw body as
+        `content_type` instead of Slack's JSON: the HTML or text page Slack's edge or a proxy
+        answers a 502/503 with ("" for an empty body)."""
         default = (
             "ratelimited" if status == 429 else "internal_error" if status >= 500 else "fatal_error"
         )
-        fault = _Fault(status, retry_after, error or default)
+        fault = _Fault(status, retry_after, error or default, body, content_type)
+        self._faults.setdefault(method, []).extend([fault] * times)
+
+    def drop_next(self, method: str, times: int = 1, *, how: Literal["reset", "hang"]) -> None:
+        """Makes the next `times` calls of `method` go unanswered: `reset` closes the
+        connection at once (a reset by a proxy), `hang` keeps it open without a word until the
+        client gives up on it (past its timeout)."""
+        fault = _Fault(0, None, "dropped", drop=how)
         self._faults.setdefault(method, []).extend([fault] * times)
 
     def clear_faults(self) -> None:
@@ -225,7 +261,7 @@ class EmulatorServer:
 
     # ------------------------------------------------------------------ HTTP routes
 
-    async def _handle_api(self, request: web.Request) -> web.Response:
+    async def _handle_api(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         try:
             params = await _read_params(request)
@@ -239,11 +275,7 @@ class EmulatorServer:
         params.pop("token", None)
         faults = self._faults.get(method)
         if faults:
-            fault = faults.pop(0)
-            body: JSON = {"ok": False, "error": fault.error}
-            headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
-            await self._record(method, params, fault.status, body)
-            return web.json_response(body, status=fault.status, headers=headers)
+            return await self._fail(request, method, params, faults.pop(0))
         try:
             body = self.api.handle(method, params, token)
         except ApiError as exc:
@@ -254,6 +286,35 @@ class EmulatorServer:
                 return web.json_response(body, status=exc.status, headers=retry)
         await self._record(method, params, 200, body)
         return web.json_response(body)
+
+    async def _fail(
+        self, request: web.Request, method: str, params: JSON, fault: _Fault
+    ) -> web.StreamResponse:
+        body: JSON = {"ok": False, "error": fault.error}
+        if fault.drop is not None:
+            await self._record(method, params, 0, body)
+            if fault.drop == "hang":
+                await self._until_gone(request)
+            _abort(request)
+            raise asyncio.CancelledError  # nothing is answered on a connection that is gone
+        headers: dict[str, str] = {}
+        if fault.status == 429 and fault.retry_after is not None:
+            headers["Retry-After"] = str(fault.retry_after)
+        await self._record(method, params, fault.status, body)
+        if fault.body is None:
+            return web.json_response(body, status=fault.status, headers=headers)
+        raw = fault.body.encode("utf-8") if isinstance(fault.body, str) else fault.body
+        return web.Response(
+            body=raw, status=fault.status, headers=headers, content_type=fault.content_type
+        )
+
+    async def _until_gone(self, request: web.Request) -> None:
+        """Waits until the client closes the connection (or the emulator stops)."""
+        while self._runner is not None and not self._stopping.is_set():
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return
+            await asyncio.sleep(0.05)  # polled: aiohttp tells a handler no disconnect
 
     def _issue_socket_url(self) -> str:
         ticket = uuid.uuid4().hex
@@ -303,8 +364,11 @@ class EmulatorServer:
             waiter.set_result(ack)
         await self._changed()
 
-    async def _handle_upload(self, request: web.Request) -> web.Response:
+    async def _handle_upload(self, request: web.Request) -> web.StreamResponse:
         """The upload URL of files.getUploadURLExternal: takes the file's bytes."""
+        faults = self._faults.get("upload")
+        if faults:  # fail_next("upload", ...): the upload URL fails the same ways
+            return await self._fail(request, "upload", {}, faults.pop(0))
         file = self.store.files.get(request.match_info["file_id"])
         if file is None:
             return web.Response(status=404, text="unknown file")

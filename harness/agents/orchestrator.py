@@ -81,6 +81,14 @@ class Orchestrator(TaskMethods):
         self._metadata = MetadataCollector(config.metadata)
         self._workspaces = workspaces
         self._events = Events()
+        # An agent that ends leaves no question open: its buttons close saying it ended.
+        self._events.subscribe(
+            lambda event: (
+                self._questions.end_agent(event.record.agent_id)
+                if event.kind == "finished"
+                else None
+            )
+        )
         child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
             "ENABLE_TOOL_SEARCH": "false",
@@ -100,6 +108,7 @@ class Orchestrator(TaskMethods):
             child_env=child_env,
             clock=clock,
         )
+        self._pending = self._runs.pending
         self._dispatcher = Dispatcher(
             config,
             self._roles,
@@ -201,14 +210,21 @@ class Orchestrator(TaskMethods):
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
         """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""
         final = await self._runs.wait(agent_id, timeout)
-        return final if final is not None else await self._store.record(agent_id)
+        return final if final is not None else await self.record(agent_id)
 
     async def record(self, agent_id: str) -> DispatchRecord:
-        """The agent's current record, live or finished."""
-        return await self._store.record(agent_id)
+        """The agent's current record, live or finished (a final record the store has not
+        taken yet included)."""
+        pending = await self._pending.record(agent_id)
+        return pending if pending is not None else await self._store.record(agent_id)
 
     async def note_undelivered(self, task_slug: str, agent_id: str, reason: str) -> None:
         """Records on the agent's dispatch that its result could not be delivered, and why."""
+        noted = await self._pending.amend(
+            agent_id, lambda record: dataclasses.replace(record, undelivered=reason)
+        )
+        if noted is not None:
+            return  # stored with its final record, still pending
         record = await self._store.record(agent_id)
         await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
 
@@ -216,12 +232,20 @@ class Orchestrator(TaskMethods):
         self, task_slug: str, agent_id: str, user: str, value: FeedbackValue
     ) -> DispatchRecord:
         """Keeps ``user``'s verdict on the agent's result on its dispatch (their latest one)."""
+        verdict = Feedback(user, value, self.now())
+
+        def with_verdict(record: DispatchRecord) -> DispatchRecord:
+            kept = tuple(f for f in record.feedback if f.user != user)
+            return dataclasses.replace(record, feedback=(*kept, verdict))
+
+        pending = await self._pending.amend(agent_id, with_verdict)
+        if pending is not None:  # stored with its final record, still pending
+            return pending
         task = await self._store.get(task_slug)
         record = next((d for d in task.dispatches if d.agent_id == agent_id), None)
         if record is None:
             raise AgentNotFoundError(agent_id)
-        kept = tuple(f for f in record.feedback if f.user != user)
-        record = dataclasses.replace(record, feedback=(*kept, Feedback(user, value, self.now())))
+        record = with_verdict(record)
         await self._store.save_dispatch(task_slug, record)
         return record
 
@@ -363,6 +387,7 @@ class Orchestrator(TaskMethods):
             await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
         await self._runs.join()
+        await self._pending.close()  # what the store still refuses stays spooled
         await self._hosting.close()
         await self._store.close()
 
@@ -370,10 +395,13 @@ class Orchestrator(TaskMethods):
         """Mark dispatches that a crashed harness left queued/running as ``interrupted``, and
         kill the processes it left running; (task slug, record) of each marked. Agents that
         a worker still runs (a remote runtime) are followed to their end instead. Begins this
-        process's run first, so its own dispatches are never taken for a dead one's."""
+        process's run first, so its own dispatches are never taken for a dead one's. Final
+        records a stopped process could not store are applied first (and those the store
+        still refuses are retried): their dispatches ended, they were not interrupted."""
         await self._store.begin_run()
+        finished = await self._pending.apply_spooled()
         return await recover_interrupted(
-            self._store, self.now(), still_running=self._dispatcher.adopt
+            self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished
         )
 
     # -- internals -------------------------------------------------------------------------

@@ -97,6 +97,10 @@ def read_verdict(text: str, answered_by: str) -> Answer | None:
     return None
 
 
+# Why a question closed.
+CloseReason = Literal["answered", "timed out", "agent ended"]
+
+
 class NoHumanError(HarnessError):
     """No front end can reach a human for this task (e.g. a CLI run without a terminal)."""
 
@@ -110,8 +114,9 @@ class HumanChannel(Protocol):
         """Show the question (e.g. post it in the task's thread)."""
         ...
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
-        """The question is closed: answered, or timed out when ``answer`` is None."""
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
+        """The question is closed: answered (``answer``), timed out, or its agent ended
+        before anyone answered (``answer`` None)."""
         ...
 
 
@@ -143,14 +148,21 @@ class QuestionBoard:
         answered: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._pending[question.question_id] = (question, answered)
         answer: Answer | None = None
+        why: CloseReason = "agent ended"  # a kill cancels the wait
         try:
             await channel.deliver(question, task)
             answer = await asyncio.wait_for(asyncio.shield(answered), question.timeout_seconds)
+            why = "answered"
         except TimeoutError:
-            answer = None
+            why = "timed out"
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not answered.cancelled() or (current is not None and current.cancelling()):
+                raise  # the asker itself was cancelled: it goes on being cancelled
+            # end_agent: its agent ended while the question waited (no answer, no error)
         finally:
             self._pending.pop(question.question_id, None)
-            await channel.settle(question, answer)
+            await channel.settle(question, answer, why)
         return answer
 
     def get(self, question_id: str) -> Question | None:
@@ -161,6 +173,13 @@ class QuestionBoard:
     def pending(self, task_slug: str | None = None) -> list[Question]:
         """Open questions, oldest first (of one task, or all)."""
         return [q for q, _ in self._pending.values() if task_slug in (None, q.task_slug)]
+
+    def end_agent(self, agent_id: str) -> None:
+        """The agent ended (done, failed or killed): its open questions close saying so,
+        whatever still waits on them."""
+        for question, answered in list(self._pending.values()):
+            if question.agent_id == agent_id and not answered.done():
+                answered.cancel()
 
     def answer(self, question_id: str, answer: Answer) -> bool:
         """Answer an open question; False when it is closed or unknown."""

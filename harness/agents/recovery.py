@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from harness.runtime.orphans import RUN_ID_ENV, kill_processes_of_run, processes_of_runs
 from harness.tasks.model import DispatchRecord
@@ -27,14 +27,21 @@ StillRunning = Callable[[str, DispatchRecord], Awaitable[bool]]
 
 
 async def recover_interrupted(
-    store: Store, now: str, *, still_running: StillRunning | None = None
+    store: Store,
+    now: str,
+    *,
+    still_running: StillRunning | None = None,
+    finished: Collection[str] = (),
 ) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
     ended runs left running; (task slug, record as marked) of each dispatch marked. A
     dispatch ``still_running`` says is alive elsewhere (an agent on a worker, taken over by
-    this process) is left as it is."""
+    this process) is left as it is, and so is one whose agent ``finished`` (its final record
+    is pending: kept, and tried again until the store takes it)."""
     marked: list[tuple[str, DispatchRecord]] = []
     for slug, d in await store.unfinished():
+        if d.agent_id in finished:
+            continue
         if await host_alive(store, d):
             continue
         if still_running is not None and await still_running(slug, d):

@@ -9,6 +9,7 @@ waits for an agent gets that record, even when storing it failed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -17,11 +18,12 @@ from typing import Any, Protocol
 
 from harness.agents.ends import final_record, log_finish, with_work
 from harness.agents.events import AgentEvent, Events
+from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
 from harness.agents.pool import AgentPool, PoolEntry
 from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
-from harness.errors import HarnessError
+from harness.errors import HarnessError, TaskNotFoundError
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import (
     AgentSpec,
@@ -32,6 +34,7 @@ from harness.runtime.spec import (
     ToolGateway,
     ToolUse,
 )
+from harness.tasks.common import upsert
 from harness.tasks.journal import api_retry_in, said_in
 from harness.tasks.model import DispatchRecord, Progress, Task
 from harness.tasks.store import Store, diff_file_name
@@ -82,6 +85,11 @@ class AgentRuns:
         # Agents left running on their workers at shutdown (hosts elsewhere).
         self._detached: set[str] = set()
         self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being written
+        # Final records the store refused (an unwritable task folder), retried until taken.
+        self.pending = PendingFinals(
+            config.tasks_dir / PENDING_FOLDER, store, on_stored=self._stored_at_last
+        )
+        self._told_finished: set[str] = set()  # pending ones whose end was told already
 
     def register(self, entry: PoolEntry) -> None:
         """A kill or a wait finds the agent from now on."""
@@ -248,17 +256,39 @@ class AgentRuns:
         return with_work(record, work, diff_file)
 
     async def _finish(self, slug: str, final: DispatchRecord) -> None:
-        """Store the final record, then hand it to whoever waits, even if storing failed."""
+        """Store the final record, then hand it to whoever waits. A record the store refuses
+        is kept (spooled outside the task folder) and tried again until it is stored, before
+        anyone is handed it: so what is shown of it is never lost, nor reported twice."""
         stored: Task | None = None
         try:
             stored = await self._store.save_dispatch(slug, final)
-        except (HarnessError, OSError):
-            logger.exception("could not store the final record of agent %s", final.agent_id)
+        except TaskNotFoundError:
+            logger.exception("the task of agent %s is gone: its final record too", final.agent_id)
+        except (HarnessError, OSError) as exc:
+            logger.error(
+                "could not store the final record of agent %s in task %s (kept, and tried "
+                "again until it is stored): %s",
+                final.agent_id,
+                slug,
+                exc,
+            )
+            await self.pending.keep(slug, final)
+            # Its end is told now, with the task as the store will hold it.
+            with contextlib.suppress(HarnessError, OSError):
+                stored = upsert(await self._store.get(slug), final)
+                self._told_finished.add(final.agent_id)
         finally:
             self._finished.pop(final.agent_id).set_result(final)
             log_finish(final, slug)
         if stored is not None:
             self._events.emit(AgentEvent("finished", stored, final))
+
+    def _stored_at_last(self, task: Task, final: DispatchRecord) -> None:
+        """A pending final record is in the store: its end is told, unless it was already."""
+        if final.agent_id in self._told_finished:
+            self._told_finished.discard(final.agent_id)
+        else:
+            self._events.emit(AgentEvent("finished", task, final))
 
     def _spec(
         self,

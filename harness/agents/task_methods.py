@@ -3,13 +3,15 @@ a module of its own. Callers use them on the orchestrator."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
+from harness.agents.pending_finals import PendingFinals
 from harness.agents.pool import AgentPool
 from harness.agents.recovery import host_alive
 from harness.config.settings import Config
-from harness.errors import TaskDamagedError
+from harness.errors import HarnessError, TaskDamagedError
 from harness.tasks.context import build_task_context
 from harness.tasks.model import FINAL_STATUSES, Task, TaskSummary, ThreadRef
 from harness.tasks.removal import busy_error, damaged_error
@@ -32,6 +34,7 @@ class TaskMethods:
     _store: Store
     _pool: AgentPool
     _workspaces: Workspaces
+    _pending: PendingFinals  # final records the store has not taken yet: what it will say
 
     def choose_repository(self, text: str, channel: str | None = None) -> RepositoryChoice:
         """Which configured repository a request is about (``repo:NAME``, the channel's
@@ -64,15 +67,27 @@ class TaskMethods:
         return await self._store.set_requester(slug, requester)
 
     async def task(self, slug: str) -> Task:
-        return await self._store.get(slug)
+        return await self._pending.overlay(await self._store.get(slug))
 
     async def find_task(self, thread: ThreadRef) -> Task | None:
-        return await self._store.find_by_thread(thread)
+        task = await self._store.find_by_thread(thread)
+        return await self._pending.overlay(task) if task is not None else None
 
     async def task_summaries(self) -> list[TaskSummary]:
         """Every task in one line each, newest first (those that cannot be read are left
         out: see ``damaged_tasks``)."""
-        return await self._store.summaries()
+        summaries = await self._store.summaries()
+        waiting = await self._pending.slugs()
+        if not waiting:
+            return summaries
+        # A task with a final record still pending reads as the store will say once it is in.
+        shown = []
+        for summary in summaries:
+            if summary.slug in waiting:
+                with contextlib.suppress(HarnessError):  # unreadable now: as listed
+                    summary = TaskSummary.of(await self.task(summary.slug))
+            shown.append(summary)
+        return shown
 
     async def damaged_tasks(self) -> list[DamagedTask]:
         """The tasks whose task.json cannot be read, for the front ends to say so."""
@@ -84,7 +99,7 @@ class TaskMethods:
 
     async def tasks(self) -> list[Task]:
         """Every readable task in full, newest first."""
-        return await self._store.list()
+        return [await self._pending.overlay(task) for task in await self._store.list()]
 
     async def deletable_task(self, slug: str, *, force: bool = False) -> Task | None:
         """The task ``delete_task`` would delete (None: it cannot be read). Raises when an

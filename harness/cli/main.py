@@ -9,7 +9,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,8 +28,15 @@ from harness.cli.render import (
 )
 from harness.cli.terminal import TerminalChannel, confirm, terminal_user
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator, default_config_path, load_project
-from harness.runtime.spec import AgentRuntime
+from harness.project import (
+    Project,
+    build_orchestrator,
+    configured_hosting,
+    default_config_path,
+    load_project,
+)
+from harness.runtime.spec import AgentRuntime, Hosting
+from harness.workspaces.manager import Workspaces
 
 logger = logging.getLogger(__name__)
 
@@ -97,11 +104,63 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
     if args.command == "run":  # before anything is created
         offline.check_before_run(project.config.runtime.kind, scripted=scripted)
     async with contextlib.AsyncExitStack() as stack:
-        runtime: AgentRuntime | None = None
+        runtime: AgentRuntime | Hosting | None = None
         if scripted:
             runtime = await stack.enter_async_context(offline.scripted_runtime())
             print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
+        elif args.command == "run" and project.config.runtime.kind == "nats":
+            # Connected before a task is made: no NATS there is said at once (within a few
+            # seconds, naming the URL), and SIGTERM or Ctrl-C meanwhile ends it.
+            config = project.config
+            hosting = configured_hosting(config.runtime, Workspaces(config.workspaces))
+            try:
+                said = f"harness: connecting to NATS at {config.runtime.url}"
+                if not await _interruptible(_connect(hosting), said):
+                    print("harness: interrupted while connecting to NATS; nothing was started",
+                          file=sys.stderr)  # fmt: skip
+                    return EXIT_INTERRUPTED
+            except BaseException:
+                await hosting.close()
+                raise
+            runtime = hosting
         return await _on(build_orchestrator(project, runtime, simulated_costs=scripted), args)
+
+
+async def _connect(hosting: Hosting) -> None:
+    from harness.runtime.nats_link import require_nats
+
+    require_nats()
+    connect = getattr(hosting, "connect", None)
+    if connect is not None:
+        await connect()
+
+
+async def _interruptible(operation: Awaitable[None], said: str) -> bool:
+    """Says ``said`` and runs ``operation`` to its end (True), unless SIGINT or SIGTERM
+    comes first: then it is cancelled (False)."""
+    from harness.runtime.nats_link import cancel_surely
+
+    loop = asyncio.get_running_loop()
+    work = asyncio.ensure_future(operation)
+    signalled: list[int] = []
+    cancelling: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        signalled.append(signum)
+        cancelling.append(loop.create_task(cancel_surely(work)))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    print(said, file=sys.stderr, flush=True)
+    try:
+        await work
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return not signalled
 
 
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
@@ -144,13 +203,14 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
 
 async def _worker(args: argparse.Namespace) -> int:
     from harness.runtime.claude import ClaudeRuntime
-    from harness.runtime.nats_link import NatsSettings
+    from harness.runtime.nats_link import NatsSettings, require_nats
     from harness.runtime.worker import Worker
 
     if not args.nats:
         raise HarnessError(
             "no NATS server named", fix="pass --nats nats://HOST:4222 or set HARNESS_NATS_URL"
         )
+    require_nats()
     if args.slots < 1:
         raise HarnessError(f"--slots {args.slots}: at least 1", fix="pass --slots 1 or more")
     settings = NatsSettings(args.nats, args.credentials, args.tls_ca, args.prefix)

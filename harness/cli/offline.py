@@ -74,9 +74,14 @@ def require_model_access(environ: Mapping[str, str], home: Path) -> None:
 
 def check_before_run(config_runtime: str, *, scripted: bool) -> None:
     """The check ``harness run`` makes: only agents that run here need access from here
-    (with ``runtime: nats`` the workers' machines reach the model)."""
+    (with ``runtime: nats`` the workers' machines reach the model, and this one needs the
+    NATS client, nats-py)."""
     if not scripted and config_runtime == "local":
         require_model_access(os.environ, Path.home())
+    if not scripted and config_runtime == "nats":
+        from harness.runtime.nats_link import require_nats
+
+        require_nats()
 
 
 @contextlib.asynccontextmanager

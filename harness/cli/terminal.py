@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from harness.agents.questions import Answer, Question, answer_for
+from harness.agents.questions import Answer, CloseReason, Question, answer_for
 from harness.errors import HarnessError, NotAllowedError
 from harness.tasks.model import Task
 
@@ -67,13 +67,16 @@ class TerminalChannel:
             self.out.write(f"\n{exc}\n")
             self.out.flush()
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         if question in self._waiting:
             self._waiting.remove(question)
         if not self._waiting:
             asyncio.get_running_loop().remove_reader(self.stdin.fileno())
-        if answer is None:
+        if why == "timed out":
             self.out.write(f"\n[{question.agent_id}] no answer in time; the agent goes on.\n")
+            self.out.flush()
+        elif why == "agent ended":
+            self.out.write(f"\n[{question.agent_id}] the agent ended; nothing to answer now.\n")
             self.out.flush()
 
 

@@ -13,7 +13,10 @@ JetStream), and ``adopt`` follows such an agent to its end as ``run`` would have
 
 A worker that goes silent (no event and no heartbeat for ``lost_after`` seconds while this
 side is connected) is lost: the run ends ``interrupted`` and is not run again (an agent's side
-effects and cost are not repeated behind anyone's back).
+effects and cost are not repeated behind anyone's back). The lost clock runs only while this
+side is connected to NATS, and starts again when it reconnects: silence while this side is
+cut off says nothing of the worker. This side cut off for longer than ``lost_after`` ends the
+run ``interrupted`` too, saying so.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.retry import Backoff
 from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.runtime.spec import (
     AgentControl,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+NATS_BACKOFF = Backoff(first=0.2, cap=2.0)  # between tries to follow a run's events
 KILL_TIMEOUT = 2.0  # a worker answers a kill request within milliseconds
 PING_SECONDS = 3.0  # "working" to a waiting worker this often while a tool call runs
 
@@ -74,6 +79,11 @@ class NatsHosting:
         if self._link is not None:
             await self._link.close()
             self._link = None
+
+    async def connect(self) -> None:
+        """Connects now (a HarnessError naming the URL within a few seconds when NATS is not
+        there), so a front end can fail at start rather than at its first agent."""
+        await self.link()
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         run = _RemoteRun(await self.link(), spec, control, io, self)
@@ -162,7 +172,9 @@ class _RemoteRun:
         self._heard = asyncio.get_running_loop().time()
         self._queued_seq: int | None = None  # the run request's place in the work queue
         self._calls: dict[str, _Call] = {}
-        self._event_sub: Any = None
+        self._event_sub: Any = None  # None until subscribed (and while resubscribing)
+        self._follower: asyncio.Task[None] | None = None
+        self._ended = False
 
     def heard_now(self) -> None:
         self._heard = asyncio.get_running_loop().time()
@@ -185,9 +197,15 @@ class _RemoteRun:
                 self._queued_seq = ack.seq
             return await self._outcome()
         finally:
+            self._ended = True
             self.runtime._runs.discard(self)
             self.control.attach(None)
+            if self._follower is not None:
+                self._follower.cancel()
+                await asyncio.gather(self._follower, return_exceptions=True)
             for sub in [*subscriptions, self._event_sub]:
+                if sub is None:  # never made (NATS was away when it was tried)
+                    continue
                 with contextlib.suppress(*nats_errors()):  # the connection may be gone
                     await sub.unsubscribe()
             tasks = [task for call in self._calls.values() for task in call.tasks]
@@ -196,19 +214,40 @@ class _RemoteRun:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def follow_events(self) -> None:
-        """(Re)subscribes to the run's events from its first; those seen are skipped by
-        their sequence number."""
+        """(Re)subscribes to the run's events from its first (those seen are skipped by their
+        sequence number): at once when NATS lets it, else again and again in the background
+        until it does or the run ends (a restarted server may take a moment to serve
+        JetStream)."""
+        if self._follower is not None:
+            self._follower.cancel()
+            await asyncio.gather(self._follower, return_exceptions=True)
+            self._follower = None
+        if not await self._subscribe_events() and not self._ended:
+            self._follower = asyncio.get_running_loop().create_task(self._keep_subscribing())
+
+    async def _keep_subscribing(self) -> None:
+        for delay in NATS_BACKOFF.delays():
+            await asyncio.sleep(delay)
+            if self._ended or await self._subscribe_events():
+                return
+
+    async def _subscribe_events(self) -> bool:
         old, self._event_sub = self._event_sub, None
         if old is not None:
             with contextlib.suppress(*nats_errors()):
                 await old.unsubscribe()
         subject = self.link.subjects.events(self.agent_id)
         try:
-            self._event_sub = await self.link.js.subscribe(
-                subject, ordered_consumer=True, cb=self._on_event
-            )
-        except nats_errors() as exc:  # the next reconnect tries again; the outcome is kept
-            logger.warning("agent %s: cannot follow its events yet: %s", self.agent_id, exc)
+            sub = await self.link.js.subscribe(subject, ordered_consumer=True, cb=self._on_event)
+        except nats_errors() as exc:  # tried again; the events wait in JetStream meanwhile
+            logger.info("agent %s: cannot follow its events yet: %s", self.agent_id, exc)
+            return False
+        if self._ended:  # the run ended meanwhile (a reconnection raced its end)
+            with contextlib.suppress(*nats_errors()):
+                await sub.unsubscribe()
+        else:
+            self._event_sub = sub
+        return True
 
     async def _stored_outcome(self) -> RunOutcome | None:
         """The run's outcome as stored in JetStream, if the worker reported one."""
@@ -224,22 +263,13 @@ class _RemoteRun:
     async def _outcome(self) -> RunOutcome:
         last_seq = 0
         messages = 0
-        loop = asyncio.get_running_loop()
         while True:
             try:
                 event = await asyncio.wait_for(self._events.get(), timeout=1.0)
             except TimeoutError:
-                silent = loop.time() - self._heard
-                if self.started and silent > self.runtime.lost_after:
-                    stored = await self._stored_outcome()  # reported while nobody listened
-                    if stored is not None:
-                        return stored
-                    worker = self.control.worker or "the worker"
-                    return RunOutcome(
-                        status="interrupted",
-                        error=f"{worker} was lost: no word from it for {silent:.0f} s; the "
-                        "agent is not run again by itself (ask again to run it anew)",
-                    )
+                lost = await self._lost() if self.started else None
+                if lost is not None:
+                    return lost
                 continue
             if event.seq <= last_seq:  # delivered again: handled once
                 continue
@@ -258,6 +288,39 @@ class _RemoteRun:
                 await self.io.on_tool_use(tool_use_from_json(event.data))
             else:
                 return outcome_from_json(event.data)
+
+    async def _lost(self) -> RunOutcome | None:
+        """The outcome of a run whose worker cannot be heard for longer than ``lost_after``:
+        this side cut off from NATS that long, or connected that long and hearing nothing
+        (the clock starts again at each reconnection); None while it may still be heard."""
+        lost_after, link = self.runtime.lost_after, self.link
+        down = link.down_for()
+        if down > 0:
+            if down <= lost_after:
+                return None
+            worker = self.control.worker or "its worker"
+            return RunOutcome(
+                status="interrupted",
+                error=f"the link to NATS at {link.url} was lost for {down:.0f} s (more than "
+                f"runtime.lostAfterSeconds, {lost_after:g} s): {worker} could not be heard, "
+                "and the agent is not followed further; it is not run again by itself (ask "
+                "again to run it anew)",
+            )
+        up_since = link.up_since if link.up_since is not None else self._heard
+        silent = asyncio.get_running_loop().time() - max(self._heard, up_since)
+        if silent <= lost_after:
+            return None
+        stored = await self._stored_outcome()  # reported while nobody listened
+        if stored is not None:
+            return stored
+        if not link.connected:  # cut off while asking: judged at the next tick
+            return None
+        worker = self.control.worker or "the worker"
+        return RunOutcome(
+            status="interrupted",
+            error=f"{worker} was lost: no word from it for {silent:.0f} s; the "
+            "agent is not run again by itself (ask again to run it anew)",
+        )
 
     # -- callbacks from NATS -----------------------------------------------------------------
 
@@ -318,6 +381,11 @@ class _RemoteRun:
     async def _kill(self) -> None:
         """Takes the run off the queue when no worker has it yet; else asks its worker."""
         link, reason = self.link, self.control.kill_reason or "killed"
+        if not link.connected:  # nobody to tell now: stop following it at once
+            note = "its worker could not be told: this side is cut off from NATS"
+            outcome = {"status": "killed", "error": f"{reason} ({note})"}
+            self._events.put_nowait(Event(1 << 62, "outcome", "", outcome))
+            return
         if not self.started and self._queued_seq is not None:
             with contextlib.suppress(*nats_errors()):  # taken by a worker meanwhile
                 if await link.js.delete_msg(link.subjects.runs_stream, self._queued_seq):

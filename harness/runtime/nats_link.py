@@ -5,6 +5,7 @@ worker``. ``nats-py`` is imported here only, so installs that never use NATS nev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +23,22 @@ logger = logging.getLogger(__name__)
 
 # Events of finished runs are kept a day: long enough for a bot restarted after an outage.
 EVENTS_MAX_AGE_SECONDS = 24 * 3600
+# How long connecting (and making sure of the streams) may take before it is given up.
+CONNECT_SECONDS = 5.0
+INSTALL_FIX = "pip install 'harness-slack-agents[nats]' (or nats-py) in the harness's environment"
+CONNECT_FIX = (
+    "start nats-server with JetStream (`nats-server -js`), or fix `runtime.url` in "
+    "config.yaml / --nats"
+)
+
+
+def require_nats() -> None:
+    """Raises the one-line HarnessError of an install without nats-py (the ``nats`` extra),
+    before anything is made that would need it."""
+    try:
+        import nats  # noqa: F401
+    except ImportError as exc:
+        raise HarnessError("the NATS runtime needs the nats-py package", fix=INSTALL_FIX) from exc
 
 
 def nats_errors() -> tuple[type[BaseException], ...]:
@@ -47,7 +64,32 @@ class NatsLink:
         self.nc = nc
         self.js = js
         self.subjects = subjects
+        self.url = ""
         self._closing: list[bool] = []
+        loop = asyncio.get_running_loop()
+        self._clock = loop.time
+        # Since when this side is connected, or (None) since when it is cut off from NATS.
+        self.up_since: float | None = loop.time()
+        self.down_since: float | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.down_since is None and self.nc.is_connected
+
+    def down_for(self) -> float:
+        """Seconds this side has been cut off from NATS (0 while connected)."""
+        if self.connected:
+            return 0.0
+        if self.down_since is None:  # seen by the client before its callback ran
+            self.down_since, self.up_since = self._clock(), None
+        return self._clock() - self.down_since
+
+    def _went_down(self) -> None:
+        if self.down_since is None:
+            self.down_since, self.up_since = self._clock(), None
+
+    def _came_back(self) -> None:
+        self.down_since, self.up_since = None, self._clock()
 
     @classmethod
     async def connect(
@@ -56,20 +98,19 @@ class NatsLink:
         *,
         name: str,
         on_reconnect: Callable[[], Awaitable[None]] | None = None,
+        timeout: float = CONNECT_SECONDS,
     ) -> NatsLink:
-        """Connects (retrying while the server comes up) and makes sure the streams exist."""
-        try:
-            import nats
-        except ImportError as exc:  # pragma: no cover - the extra is part of the test install
-            raise HarnessError(
-                "the NATS runtime needs the nats-py package",
-                fix="pip install 'harness[nats]' (or nats-py) in the harness's environment",
-            ) from exc
+        """Connects and makes sure the streams exist, in ``timeout`` seconds at most (a
+        HarnessError naming the URL and the fix otherwise); reconnects for ever afterwards."""
+        require_nats()
+        import nats.errors
+        from nats.aio.client import Client
+
         options: dict[str, Any] = {
             "name": name,
             "max_reconnect_attempts": -1,
             "reconnect_time_wait": 0.5,
-            "connect_timeout": 5,
+            "connect_timeout": min(timeout, 5.0),
             "allow_reconnect": True,
         }
         if settings.credentials is not None:
@@ -78,36 +119,73 @@ class NatsLink:
             import ssl
 
             options["tls"] = ssl.create_default_context(cafile=str(settings.tls_ca))
-        if on_reconnect is not None:
-            options["reconnected_cb"] = on_reconnect
+
+        holder: list[NatsLink] = []  # the link, once made (the callbacks need it)
+        errors: list[BaseException] = []  # while connecting: the last says why it fails
 
         async def on_error(exc: Exception) -> None:
-            logger.warning("NATS: %s", exc)
-
-        closing: list[bool] = []  # set by close(): a disconnect then is no news
+            if not holder:
+                errors.append(exc)
+            if not holder or holder[0].down_since is not None:  # each try: said once above
+                logger.debug("NATS at %s: %s", settings.url, exc)
+            else:
+                logger.warning("NATS: %s", exc)
 
         async def on_disconnect() -> None:
-            if not closing:
+            if holder and not holder[0]._closing:
+                holder[0]._went_down()
                 logger.warning("NATS: disconnected from %s; reconnecting", settings.url)
 
-        try:
-            nc = await nats.connect(
-                settings.url, error_cb=on_error, disconnected_cb=on_disconnect, **options
+        async def on_reconnected() -> None:
+            if holder:
+                holder[0]._came_back()
+                logger.warning("NATS: reconnected to %s", settings.url)
+            if on_reconnect is not None:
+                await on_reconnect()
+
+        nc = Client()
+
+        async def connect_and_prepare() -> NatsLink:
+            await nc.connect(
+                settings.url,
+                error_cb=on_error,
+                disconnected_cb=on_disconnect,
+                reconnected_cb=on_reconnected,
+                **options,
             )
+            link = cls(nc, nc.jetstream(), Subjects(settings.prefix))
+            link.url = settings.url
+            holder.append(link)
+            await link.ensure_streams()
+            return link
+
+        # Bounded from outside: nats-py's connect loop may swallow a cancellation.
+        work = asyncio.ensure_future(connect_and_prepare())
+        try:
+            await asyncio.wait([work], timeout=timeout)
+        except BaseException:  # cancelled (SIGTERM, Ctrl-C): leave nothing reconnecting
+            await cancel_surely(work)
+            await _abandon(nc)
+            raise
+        try:
+            if not work.done():
+                await cancel_surely(work)
+                raise TimeoutError
+            return work.result()
         except (nats.errors.Error, OSError, TimeoutError) as exc:
+            await _abandon(nc)
+            why = errors[-1] if errors else exc
             raise HarnessError(
-                f"cannot connect to NATS at {settings.url}: {exc}",
-                fix="start nats-server with JetStream (`nats-server -js`), or fix `runtime.url` "
-                "in config.yaml / --nats",
+                f"cannot connect to NATS at {settings.url} within {timeout:g} s: {_describe(why)}",
+                fix=CONNECT_FIX,
             ) from exc
-        link = cls(nc, nc.jetstream(), Subjects(settings.prefix))
-        link._closing = closing
-        await link.ensure_streams()
-        return link
+        except BaseException:
+            await _abandon(nc)
+            raise
 
     async def ensure_streams(self) -> None:
         from nats.js.api import RetentionPolicy, StreamConfig
-        from nats.js.errors import APIError
+        from nats.js.errors import APIError, ServiceUnavailableError
 
         s = self.subjects
         streams = [
@@ -124,10 +202,42 @@ class NatsLink:
         for config in streams:
             try:
                 await self.js.add_stream(config)
+            except ServiceUnavailableError as exc:  # JetStream is off on that server
+                raise HarnessError(
+                    f"the NATS server at {self.url} has no JetStream: {exc}", fix=CONNECT_FIX
+                ) from exc
             except APIError as exc:  # an existing stream with other settings: keep it
                 logger.debug("stream %s: %s", config.name, exc)
 
     async def close(self) -> None:
+        """Closes the connection, within a few seconds, whether NATS is there or not."""
         self._closing.append(True)
         if not self.nc.is_closed:
-            await self.nc.close()
+            try:
+                await asyncio.wait_for(self.nc.close(), CONNECT_SECONDS)
+            except nats_errors() as exc:  # cut off: what it had to send is lost anyway
+                logger.debug("closing the NATS connection to %s: %s", self.url, exc)
+
+
+async def cancel_surely(task: asyncio.Future[Any]) -> None:
+    """Cancels ``task`` and waits for it to end, cancelling it again while it goes on (a
+    library loop that catches a cancellation now and then cannot keep it alive)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.05)
+    if not task.cancelled():
+        task.exception()  # retrieved: it ended anyway, and what it raised is no news now
+
+
+async def _abandon(nc: Client) -> None:
+    """Stops a client that never got connected from trying again."""
+    try:
+        await asyncio.wait_for(nc.close(), 2.0)
+    except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
+        logger.debug("closing an unconnected NATS client: %s", exc)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer"
+    return str(exc) or type(exc).__name__

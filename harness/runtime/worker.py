@@ -18,15 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import WorkspaceSettings
 from harness.retry import Backoff, retrying
 from harness.runtime.host import AgentHost
-from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
+from harness.runtime.nats_link import NatsLink, NatsSettings, cancel_surely, nats_errors
 from harness.runtime.spec import (
     AgentControl,
     AgentRuntime,
@@ -55,14 +55,33 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 HEARTBEAT_SECONDS = 1.0
 # The orchestrator says "working" at once, then every few seconds until a tool call is done;
 # this long without a word, it is gone (restarting) and the call is sent again.
 FIRST_ANSWER_SECONDS = 2.0
 SILENCE_SECONDS = 15.0
 DURABLE = "harness-workers"
+# How long a stopping worker waits for its agents' outcomes to be stored (NATS away).
+STOP_SECONDS = 5.0
 # How a worker waits before trying NATS again (a publish, a silent tool call).
 NATS_BACKOFF = Backoff(first=0.2, cap=5.0)
+
+
+async def _unless_stopped(operation: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """``operation``'s result, or None (the operation cancelled) once ``stop`` is set."""
+    work = asyncio.ensure_future(operation)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not work.done():
+            await cancel_surely(work)
+    if work.cancelled() or (stop.is_set() and work.exception() is not None):
+        return None
+    return work.result()
 
 
 class RemoteTools:
@@ -128,6 +147,11 @@ class _Reporter:
         self._queue.put_nowait(None)
         await self._task
 
+    def abandon(self) -> None:
+        """Stops trying to store what is not stored yet (a worker stopping while NATS is
+        away)."""
+        self._task.cancel()
+
     async def _publish_all(self) -> None:
         while (event := await self._queue.get()) is not None:
             await self._publish(event)
@@ -173,8 +197,13 @@ class Worker:
 
     async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
         """Takes and runs agents until ``stop`` is set (calling ``ready`` once it takes
-        them); then stops the agents it runs."""
-        link = await NatsLink.connect(self.settings, name=f"harness worker {self.name}")
+        them); then stops the agents it runs. Connecting is bounded (a HarnessError naming
+        the URL); ``stop`` set while connecting or while NATS is away ends it promptly too."""
+        link = await _unless_stopped(
+            NatsLink.connect(self.settings, name=f"harness worker {self.name}"), stop
+        )
+        if link is None:
+            return
         free = asyncio.Semaphore(self.slots)
         try:
             from nats.js.api import AckPolicy, ConsumerConfig
@@ -190,7 +219,8 @@ class Worker:
                         self.settings.url, self.slots)  # fmt: skip
             ready()
             while not stop.is_set():
-                await free.acquire()
+                if await _unless_stopped(free.acquire(), stop) is None:
+                    break
                 msg = await self._next_run(queue, stop)
                 if msg is None:
                     free.release()
@@ -200,7 +230,14 @@ class Worker:
         finally:
             for control in list(self._controls.values()):
                 await control.kill(f"the worker {self.name} stopped")
-            await asyncio.gather(*self._runs.values(), return_exceptions=True)
+            runs = list(self._runs.values())
+            if runs:  # their outcomes go out unless NATS stays away
+                _, late = await asyncio.wait(runs, timeout=STOP_SECONDS)
+                for task in late:
+                    logger.warning("worker %s: an agent's outcome could not be stored in "
+                                   "%g s; stopping anyway", self.name, STOP_SECONDS)  # fmt: skip
+                    task.cancel()
+                await asyncio.gather(*runs, return_exceptions=True)
             await link.close()
 
     async def _next_run(self, queue: Any, stop: asyncio.Event) -> Msg | None:
@@ -209,6 +246,11 @@ class Worker:
         try:
             [msg] = await queue.fetch(1, timeout=1.0)
         except (NatsTimeout, TimeoutError):
+            return None
+        except nats_errors() as exc:  # NATS away for now: try again in a moment
+            logger.debug("worker %s: cannot take runs now: %s", self.name, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
             return None
         if stop.is_set():
             await msg.nak()
@@ -236,35 +278,38 @@ class Worker:
         reporter = _Reporter(link, agent_id, self.name)
         beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
         self._controls[agent_id] = control
+        # The task serving the run: a stopping worker waits for it (its outcome stored), within
+        # a bound.
         self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
         try:
-            # Taken for good, and said so, before the workspace is made (a clone may take a
-            # while): from now on silence means this worker is lost.
-            await msg.ack()
-            reporter.report("started", {})
-            logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
+            try:
+                # Taken for good, and said so, before the workspace is made (a clone may take
+                # a while): from now on silence means this worker is lost.
+                await msg.ack()
+                reporter.report("started", {})
+                logger.info("worker %s: agent %s (%s) started", self.name, agent_id, spec.role.name)
 
-            async def on_tool_use(use: ToolUse) -> None:
-                reporter.report("tool_use", tool_use_json(use))
+                async def on_tool_use(use: ToolUse) -> None:
+                    reporter.report("tool_use", tool_use_json(use))
 
-            io = RunIO(
-                RemoteTools(link),
-                lambda message: reporter.report("message", message),
-                on_tool_use,
-                lambda cwd: reporter.report("placed", {"cwd": cwd}),
-            )
-            outcome = await self.host.run(spec, control, io)
-        except Exception as exc:  # the top of a remote agent's life: the outcome must go out
-            logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
-            outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
-        finally:
-            self._controls.pop(agent_id, None)
-            self._runs.pop(agent_id, None)
-        try:
+                io = RunIO(
+                    RemoteTools(link),
+                    lambda message: reporter.report("message", message),
+                    on_tool_use,
+                    lambda cwd: reporter.report("placed", {"cwd": cwd}),
+                )
+                outcome = await self.host.run(spec, control, io)
+            except Exception as exc:  # the top of a remote agent's life: the outcome goes out
+                logger.exception("worker %s: agent %s failed in the worker", self.name, agent_id)
+                outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
+            finally:
+                self._controls.pop(agent_id, None)
             reporter.report("outcome", outcome_json(outcome))
             await reporter.close()
             logger.info("worker %s: agent %s %s", self.name, agent_id, outcome.status)
         finally:
+            self._runs.pop(agent_id, None)
+            reporter.abandon()  # a no-op once closed; else (cancelled) stop trying
             beat.cancel()
             with contextlib.suppress(*nats_errors()):
                 await kills.unsubscribe()

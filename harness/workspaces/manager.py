@@ -133,6 +133,8 @@ class Workspaces:
                 workspace = Workspace(slug, path)
             elif kind == "worktree":
                 workspace = await self._open(slug, path)
+                if workspace.repository is None and repo is not None:
+                    raise self._lost_repository(workspace, repo)
                 if repo is None or workspace.repository != repo.name:
                     raise self._mismatch(slug, kind, workspace.repository, repository)
                 await populate(path)
@@ -168,7 +170,21 @@ class Workspaces:
         return WorkspaceError(
             f"task {slug!r} already has a workspace at {self.root / slug}: {what}, not {asked}",
             fix="a task keeps the workspace it started with: start a new task (thread) for "
-            "other work, or delete that folder if nothing in it is needed",
+            "other work; the folder holds this task's work, so move it aside (never just "
+            "delete it) if this task must start afresh",
+        )
+
+    def _lost_repository(self, workspace: Workspace, repo: RepositorySettings) -> WorkspaceError:
+        """The task's worktree is there, its repository is not (moved, deleted, re-cloned):
+        nothing is touched, and the advice keeps the work."""
+        where = f"at {repo.path}" if repo.path else f"cloned from {repo.url} into {repo.cache}"
+        return WorkspaceError(
+            f"task {workspace.slug!r}'s worktree at {workspace.path} belongs to repository "
+            f"{repo.name!r}, which the harness cannot find any more ({where}); its files are "
+            "kept as they are",
+            fix=f"put the repository back {where} (or fix `workspaces.repositories.{repo.name}`"
+            f" in config.yaml) and send the message again; to start the task afresh instead, "
+            f"first copy what you need out of {workspace.path}: it holds the task's work",
         )
 
     async def _create(

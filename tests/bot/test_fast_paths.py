@@ -341,3 +341,21 @@ async def test_harness_tasks_shows_a_person_their_channels_tasks_and_their_own_d
     assert "fix my private thing" not in listings["U2"]
     assert "fix the shared page" in listings["U2"]
     assert listings["U3"].startswith("No tasks of yours or of your channels yet.")
+
+
+async def test_an_invisible_message_is_answered_and_a_long_one_is_taken_with_a_notice(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        await r.say("\u200b\u200b\u2060", user="U1", channel="D1")
+        [unseen] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1") or None, WAIT)
+        assert "only invisible characters" in unseen["text"]
+        assert r.held.started == []
+
+        long = (await r.say("z" * 40_100, user="U1", channel="D1")).event["ts"]
+        assert await r.final_reaction("D1", long, WAIT) == "white_check_mark"
+        said = [e["text"] for e in r.slack.ephemeral("U1")]
+        assert any("longer than 40,000 characters" in text for text in said)
+        [spec] = r.held.started
+        assert "100 more characters were not received" in spec.prompt

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 import pytest
 from slack_sdk.errors import SlackApiError
@@ -11,8 +13,12 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot.outbox import backoff
 from bot.poster import classify
 
+NGINX_502 = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>"
 
-def api_error(status: int, error: str) -> SlackApiError:
+
+def api_error(status: int, error: str, data: Any = None) -> SlackApiError:
+    """A refused call as slack_sdk raises it; ``data`` (when given) is the body it kept: a
+    dict of Slack's JSON, the text of a text/plain page, bytes, or None for an empty body."""
     response = AsyncSlackResponse(
         client=AsyncWebClient(),
         http_verb="POST",
@@ -22,7 +28,25 @@ def api_error(status: int, error: str) -> SlackApiError:
         headers={},
         status_code=status,
     )
-    return SlackApiError(error, response)  # type: ignore[no-untyped-call]
+    failure = SlackApiError(error, response)  # type: ignore[no-untyped-call]
+    if not error:  # slack_sdk cannot describe some of these bodies: put them in afterwards
+        response.data = data
+    return failure
+
+
+class RawResponse:
+    """What slack_sdk attaches to the error when a body claimed JSON but was not: the aiohttp
+    response itself (``status``, no ``data``, no ``get``)."""
+
+    status = 502
+
+    def __repr__(self) -> str:
+        return "<ClientResponse 502>"
+
+
+def not_json_error() -> SlackApiError:
+    note = f"Received a response in a non-JSON format: {NGINX_502}"
+    return SlackApiError(note, RawResponse())  # type: ignore[no-untyped-call]
 
 
 @pytest.mark.parametrize(
@@ -38,6 +62,25 @@ def api_error(status: int, error: str) -> SlackApiError:
         (api_error(200, "invalid_auth"), False, "invalid_auth"),
         (aiohttp.ClientConnectionError("refused"), True, "ClientConnectionError: refused"),
         (TimeoutError(), True, "TimeoutError"),
+        # Not Slack's JSON: the page a proxy or Slack's edge answers with.
+        (api_error(502, "", NGINX_502), True, "HTTP 502: 502 Bad Gateway 502 Bad Gateway"),
+        (api_error(503, "", "upstream connect error"), True, "HTTP 503: upstream connect error"),
+        (api_error(502, "", NGINX_502.encode()), True, "HTTP 502: 502 Bad Gateway 502 Bad Gateway"),
+        (api_error(500, "", b""), True, "HTTP 500"),
+        (api_error(504, "", None), True, "HTTP 504"),
+        (api_error(502, "", {}), True, "HTTP 502"),
+        (api_error(429, "", "slow down"), True, "HTTP 429: slow down"),
+        (api_error(408, "", ""), True, "HTTP 408"),
+        (api_error(404, "", "<html><body>Not Found</body></html>"), False, "HTTP 404: Not Found"),
+        (api_error(403, "", None), False, "HTTP 403"),
+        (not_json_error(), True, "HTTP 502: 502 Bad Gateway 502 Bad Gateway"),
+        (SlackApiError("odd", object()), False, "HTTP 200"),  # type: ignore[no-untyped-call]
+        (aiohttp.ServerDisconnectedError(), True, "ServerDisconnectedError: Server disconnected"),
+        (
+            ConnectionResetError(104, "Connection reset by peer"),
+            True,
+            "ConnectionResetError: [Errno 104] Connection reset by peer",
+        ),
     ],
 )
 def test_failures_are_transient_only_when_trying_again_can_help(

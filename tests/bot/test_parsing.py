@@ -153,3 +153,26 @@ def test_thread_context_keeps_the_request_first_and_the_newest_messages() -> Non
 )
 def test_parse_command(text: str, parsed: Command | BadCommand) -> None:
     assert parse_command(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "<@UBOT> \u2060\ufeff", "\u3164 \u200d"])
+def test_a_message_of_invisible_characters_only_is_said_to_be_unseen(text: str) -> None:
+    assert classify(dm(text=text), BOT, bound=False) == Ignore(
+        "invisible", "a message of invisible characters only"
+    )
+    assert classify(event(text=text, thread_ts=PARENT), BOT, bound=True) == Ignore(
+        "invisible", "a message of invisible characters only"
+    )
+
+
+def test_a_request_past_slacks_limit_is_cut_and_the_agent_is_told_how_much() -> None:
+    message = parse_message_event(dm(text="x" * 40_010), BOT)
+
+    assert isinstance(message, UserMessage)
+    assert message.cut == 10
+    assert message.text.startswith("x" * 40_000 + "\n\n")
+    assert message.text.endswith(
+        "[The request was cut here: 10 more characters were not received.]"
+    )
+    whole = parse_message_event(dm(text="y" * 40_000), BOT)
+    assert isinstance(whole, UserMessage) and (whole.cut, whole.text) == (0, "y" * 40_000)

@@ -1,6 +1,7 @@
 """Two Slack threads on one git repository, as a team would use it: each thread's developer
-works on its own branch, a command outside its rules is approved in the thread, and the result
-names the branch that holds the work. Real Bolt app, real Claude Code CLI, real git."""
+works on its own branch, its checks run in the sandbox unasked, and the result names the
+branch that holds the work; a repository gone between messages keeps the task's work. Real
+Bolt app, real Claude Code CLI, real git."""
 
 from __future__ import annotations
 
@@ -137,3 +138,30 @@ async def test_a_diff_slack_will_not_take_is_kept_and_the_thread_says_where(
 
     assert f"harness show {task.slug}" in shown
     assert kept is not None and "+line 299 of the generated table" in kept
+
+
+async def test_a_repository_gone_between_messages_is_said_with_advice_that_keeps_the_work(
+    rig: RigFactory, repository: Path
+) -> None:
+    async with rig(developer) as r:
+        first = (await r.say("make the page blue", channel="D1")).event["ts"]
+        assert await r.final_reaction("D1", first) == "white_check_mark"
+        task = await latest_task(r.orchestrator)
+        worktree = r.orchestrator.config.workspaces.root / task.slug
+        (worktree / "notes.txt").write_text("uncommitted work\n", encoding="utf-8")
+        moved = repository.with_name("web-moved")
+        repository.rename(moved)
+
+        again = await r.say("now make it green", channel="D1", thread_ts=first)
+        assert await r.final_reaction("D1", again.event["ts"]) == "x"
+        shown = r.bot_text("D1", first)
+        assert "which the harness cannot find any more" in shown
+        assert "put the repository back" in shown
+        assert "delete" not in shown.split("cannot find any more")[1]
+        assert (worktree / "notes.txt").read_text(encoding="utf-8") == "uncommitted work\n"
+        assert (worktree / "page.txt").read_text(encoding="utf-8") == "blue done\n"
+
+        moved.rename(repository)  # back where it was: the task goes on where it was
+        last = await r.say("now make it red", channel="D1", thread_ts=first)
+        assert await r.final_reaction("D1", last.event["ts"]) == "white_check_mark"
+    assert git(repository, "show", f"harness/{task.slug}:page.txt") == "red done"

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from bot.questions import question_message
 from bot.testing.slack_emulator import SlackEmulator
 from harness.agents.questions import Answer, Question
 from harness.config.settings import SlackSettings
 from harness.runtime.spec import Approval
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
-from harness.tools.approvals import Approvals
+from harness.tools.approvals import CHOICES, Approvals
 from tests.bot.conftest import Rig, RigFactory, message_text
 
 pytestmark = [pytest.mark.anyio]
@@ -170,12 +171,17 @@ async def test_a_thread_reply_deciding_an_approval_counts_only_from_the_requeste
         approving = approve(r, agent_of(r))
         await posted(r, ts, "asks to run Bash")
 
+        # Someone else's reply is theirs to the bot: a follow-up, queued with a notice.
         reply = await r.say("allow", user="U2", channel="C1", thread_ts=ts)
+        await posted(r, ts, "I'll pick your message up when it finishes")
+        assert r.slack.ephemeral("U2") == []
+        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
+        assert len(r.held.started) == 1  # queued behind the running agent
+        # Addressed to the agent by its id, it is an answer, and refused as one.
+        await r.say(f"{agent_of(r)}: allow", user="U2", channel="C1", thread_ts=ts)
         [refusal] = await r.slack.wait_for(lambda: r.slack.ephemeral("U2"), WAIT)
         assert refusal["text"] == ONLY_REQUESTER
-        assert refusal["channel"] == "C1"
-        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
-        assert len(r.held.started) == 1  # the refused reply started no follow-up either
+        assert not approving.done()
 
         await r.say("deny: not on the build machine", user="U1", channel="C1", thread_ts=ts)
         decided = await asyncio.wait_for(approving, WAIT)
@@ -185,6 +191,70 @@ async def test_a_thread_reply_deciding_an_approval_counts_only_from_the_requeste
         )
         assert "speech_balloon" not in r.slack.reactions("C1", reply.event["ts"])
         assert [o for o, _ in await approvals_audited(r, ts)] == ["denied"]
+
+
+async def test_another_persons_message_while_a_question_waits_is_a_queued_follow_up(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        asking = ask(r, agent_of(r))
+        await posted(r, ts, "Which database?")
+
+        await r.say("also add a logout button", user="U2", channel="C1", thread_ts=ts)
+        await posted(r, ts, "I'll pick your message up when it finishes")
+        assert not asking.done() and len(r.orchestrator.pending_questions()) == 1
+
+        await r.say("Postgres", user="U1", channel="C1", thread_ts=ts)
+        _, answer = await asyncio.wait_for(asking, WAIT)
+        assert answer is not None and (answer.text, answer.answered_by) == ("Postgres", "U1")
+
+
+async def test_a_killed_agents_question_closes_saying_it_ended_not_that_nobody_answered(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        agent_id = agent_of(r)
+        approving = approve(r, agent_id)
+        question = await posted(r, ts, "asks to run Bash")
+
+        assert await r.orchestrator.kill(agent_id, "changed my mind")
+        await asyncio.wait_for(approving, WAIT)
+
+        def closed() -> str | None:
+            now = next(m for m in r.bot_messages("C1", ts) if m["ts"] == question["ts"])
+            return (
+                message_text(now) if "ended before anyone answered" in message_text(now) else None
+            )
+
+        shown = await r.slack.wait_for(closed, WAIT)
+        assert "No answer in time" not in shown
+        assert r.orchestrator.pending_questions() == []
+
+
+async def test_buttons_left_by_a_question_of_an_earlier_bot_process_close_when_clicked(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        ts = await task_in_channel(r)
+        # What a bot that was killed mid-question left in the thread: live buttons.
+        gone = Question("qdead01", agent_of(r), "developer", "t", "Run `make deploy`?",
+                        CHOICES, "2026-01-01T00:00:00Z", 900.0, "approval", "U1")  # fmt: skip
+        left = r.slack.store.add(
+            "C1", {**r.slack.api.bot_message(dict(question_message(gone))), "thread_ts": ts}
+        )
+
+        await click(r.slack, "U1", left, buttons(left)["Allow once"], thread_ts=ts)
+
+        def closed() -> JSON | None:
+            now = r.slack.store.find("C1", left["ts"])
+            return now if now and "no longer waiting" in now["text"] else None
+
+        now = await r.slack.wait_for(closed, WAIT)
+        assert [b["type"] for b in now["blocks"]] == ["section", "context"]
+        assert "Run `make deploy`?" in message_text(now)
+        assert "Pick an answer" not in message_text(now)
 
 
 async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(

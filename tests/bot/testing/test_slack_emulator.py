@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
@@ -148,6 +149,38 @@ async def test_rate_limit_is_retried_and_the_message_arrives_once(slack: SlackEm
         await client_for(slack).chat_postMessage(channel="C1", text="no retry handler")
     assert caught.value.response.status_code == 429
     assert caught.value.response.headers["Retry-After"] == "0"
+
+
+@pytest.mark.anyio
+async def test_faults_answer_raw_pages_reset_the_connection_or_hang(slack: SlackEmulator) -> None:
+    page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+    slack.fail_next("chat.postMessage", status=502, body=page)
+    slack.fail_next(
+        "chat.postMessage", status=503, body="upstream reset", content_type="text/plain"
+    )
+    slack.drop_next("chat.postMessage", how="reset")
+    slack.drop_next("chat.postMessage", how="hang")
+    timeout = aiohttp.ClientTimeout(total=0.5)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        url = f"{slack.api_url}chat.postMessage"
+        auth = {"Authorization": f"Bearer {BOT_TOKEN}"}
+
+        def post() -> Any:
+            return session.post(url, json={"channel": "C1", "text": "hi"}, headers=auth)
+
+        async with post() as html:
+            assert (html.status, html.content_type, await html.text()) == (502, "text/html", page)
+        async with post() as text:
+            assert (text.status, text.content_type) == (503, "text/plain")
+            assert await text.text() == "upstream reset"
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await post()
+        with pytest.raises(TimeoutError):
+            await post()
+        async with post() as healthy:
+            assert (await healthy.json())["ok"]
+    assert [c.status for c in slack.calls("chat.postMessage")] == [502, 503, 0, 0, 200]
+    assert [m["text"] for m in slack.messages("C1")] == ["hi"]
 
 
 @pytest.mark.anyio

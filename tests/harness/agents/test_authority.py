@@ -13,7 +13,7 @@ import pytest
 
 from harness.agents.authority import Authority
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.questions import Answer, Question
+from harness.agents.questions import Answer, CloseReason, Question
 from harness.errors import HarnessError, LimitError, NotAllowedError
 from harness.project import Project, build_orchestrator
 from harness.runtime.spec import Approval
@@ -37,7 +37,7 @@ class Thread:
     async def deliver(self, question: Question, task: Any) -> None:
         self.asked.put_nowait(question)
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         return None
 
 

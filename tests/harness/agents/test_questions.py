@@ -9,6 +9,7 @@ import pytest
 
 from harness.agents.questions import (
     Answer,
+    CloseReason,
     NoHumanError,
     Question,
     QuestionBoard,
@@ -27,6 +28,7 @@ class RecordingChannel:
         self._reaches = reaches
         self.delivered: list[Question] = []
         self.settled: list[tuple[str, Answer | None]] = []
+        self.why: list[CloseReason] = []
         self.arrived = asyncio.Event()
 
     def reaches(self, task: Task) -> bool:
@@ -36,8 +38,9 @@ class RecordingChannel:
         self.delivered.append(question)
         self.arrived.set()
 
-    async def settle(self, question: Question, answer: Answer | None) -> None:
+    async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         self.settled.append((question.question_id, answer))
+        self.why.append(why)
 
 
 def question(agent: str = "a111111", timeout: float = 5.0) -> Question:
@@ -65,6 +68,7 @@ async def test_an_answer_reaches_the_asking_agent_and_closes_the_question() -> N
     assert await asyncio.wait_for(asking, 5) == Answer("blue", "U1")
     assert board.pending() == []
     assert channel.settled == [(q.question_id, Answer("blue", "U1"))]
+    assert channel.why == ["answered"]
     assert not board.answer(q.question_id, Answer("red", "U2"))  # already closed
 
 
@@ -74,6 +78,40 @@ async def test_a_question_nobody_answers_times_out_with_none() -> None:
     q = question(timeout=0.05)
     assert await board.ask(q, TASK) is None
     assert channel.settled == [(q.question_id, None)]
+    assert channel.why == ["timed out"]
+
+
+async def test_a_question_whose_agent_ends_first_closes_saying_so_not_as_timed_out() -> None:
+    board, channel = QuestionBoard(), RecordingChannel()
+    board.add_channel(channel)
+    q = question()
+    asking = asyncio.create_task(board.ask(q, TASK))
+    await asyncio.wait_for(channel.arrived.wait(), 5)
+
+    asking.cancel()  # the agent was killed while it waited
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    assert channel.why == ["agent ended"]
+    assert board.pending() == []
+
+
+async def test_an_agent_that_ends_closes_its_open_questions_saying_so() -> None:
+    board, channel = QuestionBoard(), RecordingChannel()
+    board.add_channel(channel)
+    mine, other = question("a111111"), question("a222222")
+    asking = asyncio.create_task(board.ask(mine, TASK))
+    waiting = asyncio.create_task(board.ask(other, TASK))
+    await asyncio.wait_for(channel.arrived.wait(), 5)
+    while len(channel.delivered) < 2:
+        channel.arrived.clear()
+        await asyncio.wait_for(channel.arrived.wait(), 5)
+
+    board.end_agent("a111111")
+
+    assert await asyncio.wait_for(asking, 5) is None
+    assert channel.why == ["agent ended"]
+    assert board.pending() == [other]
+    waiting.cancel()
 
 
 async def test_without_a_reachable_human_asking_fails_at_once() -> None:

@@ -1,0 +1,255 @@
+"""Final records the store could not take yet, kept until it does.
+
+When a dispatch ends and its task folder cannot be written (a full disk, a folder made
+read-only or immutable meanwhile), its final record (status, result, cost, error, where the
+work is) must not be lost: it is *spooled* to ``<tasks dir>/.pending/<agent id>.json``
+(outside the task's own folder, written atomically) and tried again with backoff until the
+store takes it, and then the spool file goes. A process that dies meanwhile leaves the spool
+file behind: the next start applies it before recovery marks anything interrupted, so an agent
+that finished is never announced as interrupted.
+
+Until then, what the harness says of the dispatch comes from the pending record (``overlay``):
+the facade's reads of a task, a record or the listing, in this process and in any other
+reading the same tasks folder (``harness tasks``).
+
+File work runs in worker threads; nothing here blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import serialise
+from harness.atomic import write_atomic
+from harness.errors import HarnessError, TaskNotFoundError
+from harness.retry import Backoff
+from harness.tasks.common import upsert
+from harness.tasks.model import DispatchRecord, Task
+from harness.tasks.store import TaskStore
+
+logger = logging.getLogger(__name__)
+
+PENDING_FOLDER = ".pending"
+_SUFFIX = ".json"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+RETRY = Backoff(0.2, 30.0)  # after a failed store: soon, then at most every half minute
+
+Stored = Callable[[Task, DispatchRecord], None]
+
+
+class PendingFinals:
+    """The final records waiting for the store, in memory and spooled under ``folder``."""
+
+    def __init__(
+        self,
+        folder: Path,
+        store: TaskStore,
+        *,
+        on_stored: Stored = lambda _task, _record: None,
+        backoff: Backoff = RETRY,
+    ) -> None:
+        self.folder = folder
+        self._store = store
+        self._on_stored = on_stored
+        self._backoff = backoff
+        # agent id -> (task slug, record): every record not yet in the store.
+        self._pending: dict[str, tuple[str, DispatchRecord]] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
+        self._files = asyncio.Lock()  # orders writing and removing spool files
+
+    # ------------------------------------------------------------ keeping and retrying
+
+    async def keep(self, slug: str, record: DispatchRecord) -> None:
+        """Spool the record and try it again until the store takes it. A spool that cannot be
+        written either keeps it in memory (still retried, lost only if this process dies)."""
+        async with self._files:
+            self._pending[record.agent_id] = (slug, record)
+            try:
+                await asyncio.to_thread(self._spool, slug, record)
+            except (OSError, ValueError) as exc:
+                logger.error(
+                    "final record of agent %s kept in memory only: cannot spool it in %s: %s",
+                    record.agent_id,
+                    self.folder,
+                    exc,
+                )
+        self._retry(slug, record)
+
+    async def amend(
+        self, agent_id: str, change: Callable[[DispatchRecord], DispatchRecord]
+    ) -> DispatchRecord | None:
+        """Change the agent's final record while it is still pending here (a note added
+        after its end, say): the change is kept and stored with it, never overwritten by it.
+        The changed record; None when none is pending here (the store has it)."""
+        kept = self._pending.get(agent_id)
+        if kept is None:
+            return None
+        slug, record = kept
+        changed = change(record)
+        await self.keep(slug, changed)
+        return changed
+
+    async def apply_spooled(self) -> set[str]:
+        """At start: store each spooled record a stopped process left; those the store still
+        refuses are retried from now on. The agent ids still pending."""
+        for slug, record in await asyncio.to_thread(self._read_spool):
+            if record.agent_id in self._pending:
+                continue
+            self._pending[record.agent_id] = (slug, record)
+            if not await self._try_store(slug, record):
+                self._retry(slug, record)
+        return set(self._pending)
+
+    def pending_ids(self) -> set[str]:
+        return set(self._pending)
+
+    async def close(self) -> None:
+        """Stop retrying; what is still pending stays spooled for the next start."""
+        retries = list(self._retries.values())
+        for retry in retries:
+            retry.cancel()
+        await asyncio.gather(*retries, return_exceptions=True)
+
+    def _retry(self, slug: str, record: DispatchRecord) -> None:
+        old = self._retries.pop(record.agent_id, None)
+        if old is not None:
+            old.cancel()
+        retry = asyncio.create_task(
+            self._until_stored(slug, record), name=f"store final record of {record.agent_id}"
+        )
+        self._retries[record.agent_id] = retry
+        retry.add_done_callback(lambda done: self._retry_ended(record.agent_id, done))
+
+    def _retry_ended(self, agent_id: str, done: asyncio.Task[None]) -> None:
+        if self._retries.get(agent_id) is done:
+            del self._retries[agent_id]
+
+    async def _until_stored(self, slug: str, record: DispatchRecord) -> None:
+        for delay in self._backoff.delays():
+            await asyncio.sleep(delay)
+            if self._pending.get(record.agent_id, (slug, None))[1] is not record:
+                return  # replaced by a newer record, or stored meanwhile
+            if await self._try_store(slug, record):
+                return
+
+    async def _try_store(self, slug: str, record: DispatchRecord) -> bool:
+        """Whether the record is settled: stored (its spool file gone), or its task is gone."""
+        try:
+            task = await self._store.save_dispatch(slug, record)
+        except TaskNotFoundError:
+            logger.warning(
+                "final record of agent %s dropped: its task %s no longer exists",
+                record.agent_id,
+                slug,
+            )
+            await self._settled(record)
+            return True
+        except (HarnessError, OSError) as exc:
+            logger.warning(
+                "final record of agent %s still not stored in task %s (tried again later): %s",
+                record.agent_id,
+                slug,
+                exc,
+            )
+            return False
+        await self._settled(record)
+        logger.info("final record of agent %s stored in task %s at last", record.agent_id, slug)
+        self._on_stored(task, record)
+        return True
+
+    async def _settled(self, record: DispatchRecord) -> None:
+        async with self._files:  # an amended record's spool file is never removed
+            if self._pending.get(record.agent_id, ("", None))[1] is not record:
+                return  # amended meanwhile: the newer record is still to be stored
+            try:
+                await asyncio.to_thread(self._unspool, record.agent_id)
+            except OSError as exc:  # applied again at the next start: the same, harmless
+                logger.warning("cannot remove the spooled record of %s: %s", record.agent_id, exc)
+            del self._pending[record.agent_id]
+
+    # ------------------------------------------------------------ what the harness says
+
+    async def overlay(self, task: Task) -> Task:
+        """``task`` with the final records still pending for it in place of its stored ones."""
+        found = await self.pending_of(task.slug)
+        for record in found:
+            task = upsert(task, record)
+        return task
+
+    async def record(self, agent_id: str) -> DispatchRecord | None:
+        """The pending final record of the agent, if one is pending (here or spooled)."""
+        kept = self._pending.get(agent_id)
+        if kept is not None:
+            return kept[1]
+        if not _SAFE_ID.match(agent_id):
+            return None
+        spooled = await asyncio.to_thread(self._read_one, self.folder / f"{agent_id}{_SUFFIX}")
+        return spooled[1] if spooled is not None else None
+
+    async def pending_of(self, slug: str | None = None) -> list[DispatchRecord]:
+        """The pending final records (of task ``slug``): this process's and those spooled by
+        any process on the same tasks folder."""
+        found = dict(self._pending)
+        if await asyncio.to_thread(self.folder.is_dir):
+            for spooled in await asyncio.to_thread(self._read_spool):
+                found.setdefault(spooled[1].agent_id, spooled)
+        return [record for s, record in found.values() if slug is None or s == slug]
+
+    async def slugs(self) -> set[str]:
+        """The tasks with a pending final record."""
+        found = {slug for slug, _ in self._pending.values()}
+        if await asyncio.to_thread(self.folder.is_dir):
+            found |= {slug for slug, _ in await asyncio.to_thread(self._read_spool)}
+        return found
+
+    # ------------------------------------------------------------ the spool (threads)
+
+    def _file(self, agent_id: str) -> Path:
+        if not _SAFE_ID.match(agent_id):
+            raise ValueError(f"not an agent id to name a file by: {agent_id!r}")
+        return self.folder / f"{agent_id}{_SUFFIX}"
+
+    def _spool(self, slug: str, record: DispatchRecord) -> None:
+        file = self._file(record.agent_id)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        data = {"taskSlug": slug, "record": serialise.to_json(record)}
+        write_atomic(file, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
+    def _unspool(self, agent_id: str) -> None:
+        if _SAFE_ID.match(agent_id):
+            self._file(agent_id).unlink(missing_ok=True)
+
+    def _read_spool(self) -> list[tuple[str, DispatchRecord]]:
+        try:
+            names = sorted(os.listdir(self.folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = []
+        for name in names:
+            if name.endswith(_SUFFIX) and not name.startswith("."):
+                spooled = self._read_one(self.folder / name)
+                if spooled is not None:
+                    found.append(spooled)
+        return found
+
+    @staticmethod
+    def _read_one(file: Path) -> tuple[str, DispatchRecord] | None:
+        try:
+            data: Any = json.loads(file.read_bytes())
+            slug = data["taskSlug"]
+            record = serialise.from_json(DispatchRecord, data["record"])
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, ValueError, KeyError, TypeError, serialise.DecodeError) as exc:
+            logger.warning("unreadable spooled final record %s (left as it is): %s", file, exc)
+            return None
+        if not isinstance(slug, str):
+            return None
+        return slug, record

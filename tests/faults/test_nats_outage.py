@@ -1,0 +1,340 @@
+"""NATS goes away under the harness. A real nats-server is stopped and started again on the
+same port and store while an agent runs on a worker: an outage shorter than
+``lostAfterSeconds`` loses nothing, a longer one ends the agent ``interrupted`` saying what
+happened. And every command that needs NATS, with no NATS there, says so within seconds
+(naming the URL and the fix) and gives way to SIGTERM at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.js.errors import ServiceUnavailableError
+
+from harness.agents.orchestrator import Orchestrator
+from harness.errors import HarnessError
+from harness.project import Project, build_orchestrator, load_project
+from harness.runtime.nats_hosting import NatsHosting
+from harness.runtime.nats_link import NatsLink, NatsSettings
+from harness.runtime.worker import STOP_SECONDS, Worker
+from harness.testing.held_runtime import HeldRuntime
+from harness.testing.nats_server import NatsServer, free_port
+from tests.bot.conftest import BOT_TOKEN, SECRET
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+WAIT = 30.0
+LOST_AFTER = 5.0
+# A command that cannot reach NATS says so within this (the connect bound is 5 s, plus
+# Python's start).
+PROMPT_FAILURE = 20.0
+PROMPT_STOP = 3.0  # from SIGTERM to the process gone
+
+
+@dataclass
+class Outage:
+    server: NatsServer
+    held: HeldRuntime
+    hosting: NatsHosting
+    orchestrator: Orchestrator
+    stop_worker: asyncio.Event
+    worker: asyncio.Future[None]
+
+
+async def until(predicate: Callable[[], bool], timeout: float = WAIT) -> None:
+    """Polls ``predicate`` (a state this test cannot be told of) with a bound."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def outage_rig(project: Project, tmp_path: Path) -> AsyncIterator[Outage]:
+    """NATS, an in-process worker running held agents, and an orchestrator sending its
+    agents to it (a worker silent for LOST_AFTER seconds is lost)."""
+    async with NatsServer(tmp_path / "nats") as server:
+        held = HeldRuntime()
+        worker = Worker(
+            NatsSettings(server.url), held, name="w1", slots=2, workspaces=tmp_path / "w1"
+        )
+        stop, ready = asyncio.Event(), asyncio.Event()
+        serving = asyncio.ensure_future(worker.serve(stop, ready.set))
+        await asyncio.wait_for(ready.wait(), WAIT)
+        hosting = NatsHosting(NatsSettings(server.url), lost_after=LOST_AFTER)
+        orchestrator = build_orchestrator(project, hosting)
+        try:
+            yield Outage(server, held, hosting, orchestrator, stop, serving)
+        finally:
+            if server._process is None:  # stopped by the test: back, so all can end
+                await server.start()
+            held.release()
+            await orchestrator.shutdown()
+            stop.set()
+            await asyncio.wait_for(serving, WAIT)
+
+
+async def agent_at_work(o: Outage) -> str:
+    handle = await o.orchestrator.draft("developer", "outlast the outage")
+    await o.held.wait_started(1, timeout=WAIT)
+    await until(lambda: bool((info := o.orchestrator.agent(handle.agent_id)) and info.worker))
+    return handle.agent_id
+
+
+async def nats_stopped(o: Outage) -> NatsLink:
+    """Stops the server, once the orchestrator's link has seen it go."""
+    link = await o.hosting.link()
+    await o.server.stop()
+    await until(lambda: not link.connected)
+    return link
+
+
+async def test_an_outage_shorter_than_lost_after_loses_no_agent(
+    project: Project, tmp_path: Path
+) -> None:
+    async with outage_rig(project, tmp_path) as o:
+        agent_id = await agent_at_work(o)
+        await nats_stopped(o)
+        o.held.release()  # the agent ends while nobody can hear it: its outcome waits
+        await asyncio.sleep(LOST_AFTER * 0.6)  # the outage itself, not a synchronisation
+        await o.server.start()
+        record = await o.orchestrator.wait(agent_id, WAIT)
+
+    assert record.status == "completed", record.error
+    assert record.result is not None and record.result.summary == "did: outlast the outage"
+    assert record.error is None
+
+
+async def test_an_agent_whose_events_cannot_be_followed_at_once_after_a_restart_completes(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted server may not serve JetStream for a moment: following the run's events
+    again fails at first. It is tried again, and the agent ends with its result (once
+    "'NoneType' object has no attribute 'unsubscribe'": an internal harness error)."""
+    async with outage_rig(project, tmp_path) as o:
+        agent_id = await agent_at_work(o)
+        link = await o.hosting.link()
+        subscribe = link.js.subscribe
+        refused: list[tuple[Any, ...]] = []
+
+        async def not_yet(*args: Any, **kwargs: Any) -> Any:
+            if len(refused) < 3:
+                refused.append(args)
+                raise ServiceUnavailableError(description="JetStream not ready yet")
+            return await subscribe(*args, **kwargs)
+
+        monkeypatch.setattr(link.js, "subscribe", not_yet)
+        await nats_stopped(o)
+        o.held.release()
+        await o.server.start()
+        record = await o.orchestrator.wait(agent_id, WAIT)
+
+    assert record.status == "completed", record.error
+    assert record.result is not None and record.result.summary == "did: outlast the outage"
+    assert len(refused) == 3  # it was refused, and tried again
+
+
+async def test_a_quiet_link_after_reconnecting_is_not_a_lost_worker(
+    project: Project, tmp_path: Path
+) -> None:
+    """Two outages in a row, each shorter than the bound, together longer: the worker is
+    heard again between them, and the agent goes on to its end."""
+    async with outage_rig(project, tmp_path) as o:
+        agent_id = await agent_at_work(o)
+        link = await o.hosting.link()
+        for _ in range(2):
+            await nats_stopped(o)
+            await asyncio.sleep(LOST_AFTER * 0.5)  # the outage itself
+            await o.server.start()
+            await until(lambda: link.connected)
+        info = o.orchestrator.agent(agent_id)
+        assert info is not None and info.status == "running"
+        o.held.release()
+        record = await o.orchestrator.wait(agent_id, WAIT)
+
+    assert record.status == "completed", record.error
+
+
+async def test_an_outage_longer_than_lost_after_ends_the_agent_interrupted_saying_so(
+    project: Project, tmp_path: Path
+) -> None:
+    async with outage_rig(project, tmp_path) as o:
+        agent_id = await agent_at_work(o)
+        started = time.monotonic()
+        await nats_stopped(o)
+        record = await o.orchestrator.wait(agent_id, WAIT)
+        took = time.monotonic() - started
+
+    assert record.status == "interrupted"
+    assert record.error is not None
+    assert f"the link to NATS at {o.server.url} was lost for" in record.error
+    assert "internal harness error" not in record.error
+    assert LOST_AFTER <= took < LOST_AFTER + 10
+
+
+async def test_a_worker_told_to_stop_while_nats_is_away_stops_within_its_bound(
+    project: Project, tmp_path: Path
+) -> None:
+    async with outage_rig(project, tmp_path) as o:
+        await agent_at_work(o)
+        await nats_stopped(o)
+        started = time.monotonic()
+        o.stop_worker.set()  # what SIGTERM does
+        await asyncio.wait_for(asyncio.shield(o.worker), STOP_SECONDS + 5)
+        took = time.monotonic() - started
+
+    assert took < STOP_SECONDS + 5
+
+
+async def test_the_orchestrator_shuts_down_at_once_while_nats_is_away(
+    project: Project, tmp_path: Path
+) -> None:
+    """What SIGTERM or Ctrl-C does to ``harness run``, in the middle of an outage."""
+    async with outage_rig(project, tmp_path) as o:
+        agent_id = await agent_at_work(o)
+        await nats_stopped(o)
+        await asyncio.wait_for(o.orchestrator.shutdown("interrupted by SIGTERM"), PROMPT_STOP)
+        record = await o.orchestrator.wait(agent_id, WAIT)
+
+    assert record.status == "interrupted"
+    assert record.error is not None and "cut off from NATS" in record.error
+
+
+async def test_connecting_to_no_nats_fails_in_seconds_naming_the_url_and_the_fix() -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(HarnessError) as caught:
+        await NatsLink.connect(NatsSettings(url), name="test", timeout=1.0)
+
+    assert time.monotonic() - started < 3.0
+    assert f"cannot connect to NATS at {url}" in str(caught.value)
+    assert "nats-server -js" in caught.value.fix and "runtime.url" in caught.value.fix
+
+
+# -- the commands, as people run them -----------------------------------------------------
+
+
+def nats_config(project_dir: Path, url: str) -> Path:
+    config = project_dir / "config.yaml"
+    with config.open("a", encoding="utf-8") as file:
+        file.write(f"\nruntime: {{kind: nats, url: '{url}'}}\n")
+    return config
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-test-unused"
+    return {**env, **extra}
+
+
+async def harness(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "harness", *args),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finished(process: asyncio.subprocess.Process, timeout: float) -> tuple[int, str]:
+    _, err = await asyncio.wait_for(process.communicate(), timeout)
+    assert process.returncode is not None
+    return process.returncode, err.decode(errors="replace")
+
+
+def tasks_made(project_dir: Path) -> list[str]:
+    tasks = load_project(project_dir / "config.yaml").config.tasks_dir
+    if not tasks.exists():
+        return []
+    return [p.name for p in tasks.iterdir() if not p.name.startswith(".")]
+
+
+def closed_url() -> str:
+    return f"nats://127.0.0.1:{free_port()}"
+
+
+async def test_harness_run_with_no_nats_exits_non_zero_in_seconds_and_makes_no_task(
+    project_dir: Path,
+) -> None:
+    url = closed_url()
+    config = nats_config(project_dir, url)
+    run = await harness("run", "--config", str(config), "fix the login", env=command_env())
+    code, err = await finished(run, PROMPT_FAILURE)
+
+    assert code != 0
+    assert f"cannot connect to NATS at {url}" in err
+    assert "nats-server -js" in err and "runtime.url" in err
+    assert "Traceback" not in err
+    assert tasks_made(project_dir) == []
+
+
+async def test_sigterm_while_harness_run_connects_ends_it_at_once(project_dir: Path) -> None:
+    config = nats_config(project_dir, closed_url())
+    run = await harness("run", "--config", str(config), "fix the login", env=command_env())
+    assert run.stderr is not None
+    line = await asyncio.wait_for(run.stderr.readline(), PROMPT_FAILURE)
+    assert b"connecting to NATS" in line
+    run.send_signal(signal.SIGTERM)
+    code, err = await finished(run, PROMPT_STOP)
+
+    assert code == 130
+    assert "Traceback" not in err
+    assert tasks_made(project_dir) == []
+
+
+async def test_harness_worker_with_no_nats_exits_non_zero_and_stops_at_sigterm(
+    tmp_path: Path,
+) -> None:
+    url = closed_url()
+    args = ("worker", "--nats", url, "--name", "w1", "--workspaces", str(tmp_path / "w"))
+    worker = await harness(*args, env=command_env())
+    code, err = await finished(worker, PROMPT_FAILURE)
+    assert code != 0
+    assert f"cannot connect to NATS at {url}" in err and "Traceback" not in err
+
+    worker = await harness(*args, env=command_env())
+    assert worker.stderr is not None
+    line = await asyncio.wait_for(worker.stderr.readline(), PROMPT_FAILURE)
+    assert b"connecting to" in line
+    worker.send_signal(signal.SIGTERM)
+    code, err = await finished(worker, PROMPT_STOP)
+    assert code == 0 and "Traceback" not in err
+
+
+async def test_harness_bot_with_no_nats_fails_at_start_saying_why(project_dir: Path) -> None:
+    url = closed_url()
+    config = nats_config(project_dir, url)
+    env = command_env(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SECRET)
+    bot = await harness(
+        *("bot", "--mode", "http", "--port", str(free_port()), "--config", str(config)), env=env
+    )
+    code, err = await finished(bot, PROMPT_FAILURE)
+
+    assert code != 0
+    assert f"cannot connect to NATS at {url}" in err
+    assert "listening on" not in err and "Traceback" not in err
+
+
+async def test_runtime_nats_without_nats_py_says_to_install_it_before_making_a_task(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    hidden = tmp_path / "no-nats" / "nats"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('no module named nats')\n")
+    config = nats_config(project_dir, closed_url())
+    env = command_env(PYTHONPATH=str(hidden.parent))
+    run = await harness("run", "--config", str(config), "fix the login", env=env)
+    code, err = await finished(run, PROMPT_FAILURE)
+
+    assert code != 0
+    assert "pip install 'harness-slack-agents[nats]'" in err
+    assert "Traceback" not in err
+    assert tasks_made(project_dir) == []
