@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,9 @@ async def _converse(
     project: Project, runtime: AgentRuntime, request: str, timeout: float, *, simulated: bool
 ) -> int:
     async with SlackEmulator() as slack:
+        # Messages are stamped from now on, so each run's thread is a new one: a thread an
+        # earlier run left in this folder's tasks (same channel, same ts) would own it.
+        slack.store.base_ts = max(slack.store.base_ts, int(time.time()))
         slack.on_call(_show)
         orchestrator = build_orchestrator(project, runtime, simulated_costs=simulated)
         env = SlackEnv(
@@ -215,11 +219,12 @@ def _next_steps(config: Path, slug: str | None, *, simulated: bool) -> list[str]
     if config.resolve() != Path("config.yaml").resolve():
         config_option = f" --config {config}"
     harness += config_option
-    show = f"{harness} show {slug}" if slug else f"{harness} tasks"
     cost = "(simulated) cost" if simulated else "cost"
+    show = f"{harness} show {slug}"
+    shown = [f"  {show:<60} # the task: context, every dispatch, the results"] if slug else []
     return [
         "Try next:",
-        f"  {show:<60} # the task: context, every dispatch, the results",
+        *shown,
         f"  {harness + ' tasks':<60} # every task with its status and {cost}",
         f"  {_cluster_command(config_option):<60} # the same with the agents on two workers",
         f"  {harness + ' bot':<60} # the real bot: README, Running the Slack bot",

@@ -53,6 +53,7 @@ class BotServer:
         self.app_token = app_token
         self.host = host
         self.port = port
+        self.workspace = ""  # the Slack workspace's name, from auth.test at start
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: HttpIntake | None = None
@@ -93,7 +94,8 @@ class BotServer:
         client would otherwise retry a refused app token forever)."""
         client = self.bot.client
         try:
-            await client.auth_test()
+            identity = await client.auth_test()
+            self.workspace = str(identity.get("team") or identity.get("team_id") or "")
         except SlackApiError as exc:
             raise HarnessError(
                 f"Slack refused SLACK_BOT_TOKEN: {slack_error(exc)}",
@@ -136,10 +138,18 @@ class BotServer:
         await self.bot.close()
 
 
-def describe(server: BotServer) -> str:
-    if server.mode == "http":
-        return f"HTTP mode, listening on {server.url}"
-    return "Socket Mode, connected"
+def describe(server: BotServer, project: Project) -> str:
+    """The start line: where it listens, the Slack workspace, the config, roles and runtime,
+    so an operator sees at once which setup this process runs."""
+    config = project.config
+    where = f"HTTP mode, listening on {server.url}" if server.mode == "http" else "Socket Mode"
+    runtime = config.runtime.kind + (f" at {config.runtime.url}" if config.runtime.url else "")
+    sandbox = "" if config.sandbox.enabled else "; sandbox off"
+    return (
+        f"{where}, connected to Slack workspace {server.workspace or '(unnamed)'}; "
+        f"config {config.file}, roles {', '.join(sorted(project.roles))}; "
+        f"agents run {runtime}{sandbox}"
+    )
 
 
 async def _start(server: BotServer, stopped: asyncio.Future[Any]) -> bool:
@@ -195,7 +205,7 @@ async def serve(
     try:
         try:
             if await _start(server, stopped):
-                print(f"harness bot: {describe(server)}", file=sys.stderr, flush=True)
+                print(f"harness bot: {describe(server, project)}", file=sys.stderr, flush=True)
                 await stopped
         except (SlackClientError, OSError) as exc:
             print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)

@@ -45,11 +45,14 @@ class TaskMethods:
         """Every task workspace on disk."""
         return await self._workspaces.list()
 
-    async def prune_workspaces(self, older_than: timedelta | None = None) -> PruneReport:
+    async def prune_workspaces(
+        self, older_than: timedelta | None = None, *, dry_run: bool = False
+    ) -> PruneReport:
         """Remove the workspaces of tasks idle longer than ``older_than`` (default: config),
-        never those of tasks with live agents; uncommitted work is saved to a patch first."""
+        never those of tasks with live agents; uncommitted work is saved to a patch first.
+        ``dry_run``: only report what would be removed and kept."""
         active = {info.task_slug for info in self._pool.snapshot()}
-        return await self._workspaces.prune(older_than, keep=active)
+        return await self._workspaces.prune(older_than, keep=active, dry_run=dry_run)
 
     async def create_task(
         self,

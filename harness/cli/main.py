@@ -15,16 +15,20 @@ from pathlib import Path
 
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
-from harness.cli import offline, scaffold, task_commands
+from harness.cli import doctor, offline, scaffold, task_commands
 from harness.cli.parser import build_parser
 from harness.cli.render import (
     render_audit,
+    render_audit_json,
     render_prune,
     render_record,
     render_repair,
     render_task,
+    render_task_json,
     render_task_list,
+    render_task_list_json,
     render_workspaces,
+    render_workspaces_json,
 )
 from harness.cli.terminal import TerminalChannel, confirm, terminal_user
 from harness.errors import HarnessError
@@ -64,10 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "worker":  # a worker machine needs no config.yaml
             return asyncio.run(_worker(args))
+        if args.command == "doctor":  # says what is wrong with config.yaml, not raising
+            return doctor.main(args)
         if args.command == "init":
             report = scaffold.init_project(args.dir, force=args.force)
             print(scaffold.render_init(report, cwd=Path.cwd()))
             return 0
+        if args.command == "workspaces" and args.action == "prune" and args.json:
+            raise HarnessError(
+                "--json is for `harness workspaces list`",
+                fix="run `harness workspaces prune` without --json",
+            )
         project = load_project(config_path)
         if args.command in _CORE_COMMANDS:
             return asyncio.run(_command(project, args))
@@ -179,23 +190,29 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
             )
             print(said)
             return 0 if done else EXIT_FAILED
+        as_json = getattr(args, "json", False)
         if args.command == "tasks":
             tasks = await orchestrator.task_summaries()
-            print(render_task_list(tasks, await orchestrator.damaged_tasks()))
+            damaged = await orchestrator.damaged_tasks()
+            print((render_task_list_json if as_json else render_task_list)(tasks, damaged))
         elif args.command == "show":
             task = await orchestrator.task(args.slug)
             context = await orchestrator.task_context(args.slug)
-            print(render_task(task, context, await orchestrator.audit_log(args.slug)))
+            audit = await orchestrator.audit_log(args.slug)
+            print((render_task_json if as_json else render_task)(task, context, audit))
         elif args.command == "repair":
             print(render_repair(await orchestrator.repair_task(args.slug)))
         elif args.command == "audit":
             await orchestrator.task(args.slug)
-            print(render_audit(await orchestrator.audit_log(args.slug)))
+            entries = await orchestrator.audit_log(args.slug)
+            print(render_audit_json(args.slug, entries) if as_json else render_audit(entries))
         elif args.action == "list":
-            print(render_workspaces(await orchestrator.workspaces()))
+            workspaces = await orchestrator.workspaces()
+            print(render_workspaces_json(workspaces) if as_json else render_workspaces(workspaces))
         else:
             older = timedelta(days=args.days) if args.days is not None else None
-            print(render_prune(await orchestrator.prune_workspaces(older)))
+            report = await orchestrator.prune_workspaces(older, dry_run=args.dry_run)
+            print(render_prune(report))
         return 0
     finally:
         await orchestrator.shutdown()

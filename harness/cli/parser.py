@@ -17,6 +17,9 @@ from harness.version import DISTRIBUTION, installed_version
 COMMAND_GROUP = "harness.commands"
 
 
+_JSON_HELP = "print one JSON document (for scripts) instead of text"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: given before or after the command, the option is kept (not reset to a default).
@@ -24,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         type=Path,
         default=argparse.SUPPRESS,
-        help="path to config.yaml (default: $HARNESS_CONFIG, else ./config.yaml)",
+        help="path to config.yaml, or its folder (default: $HARNESS_CONFIG, else ./config.yaml)",
     )
     common.add_argument(
         "-v",
@@ -85,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and awaits a developer, other roles report at once",
     )
 
-    sub.add_parser(
+    tasks = sub.add_parser(
         "tasks",
         parents=[common],
         help="list tasks (slug, created, status, cost, dispatch count, description)",
@@ -99,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="show a task: its reconstructed context and every dispatch",
         description="Show a task's reconstructed context and each dispatch with its result.",
     )
+    tasks.add_argument("--json", action="store_true", help=_JSON_HELP)
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    show.add_argument("--json", action="store_true", help=_JSON_HELP)
     rm = sub.add_parser(
         "rm",
         parents=[common],
@@ -149,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "time, caller, tool, outcome or error code, duration, input.",
     )
     audit.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    audit.add_argument("--json", action="store_true", help=_JSON_HELP)
     workspaces = sub.add_parser(
         "workspaces",
         parents=[common],
@@ -161,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     workspaces.add_argument("action", choices=("list", "prune"), help="what to do")
     workspaces.add_argument(
         "--days", type=float, help="prune: idle for longer than this many days (default: config)"
+    )
+    workspaces.add_argument("--json", action="store_true", help="list: " + _JSON_HELP)
+    workspaces.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="prune: only list what would be removed and kept, and why; change nothing",
     )
     worker = sub.add_parser(
         "worker",
@@ -197,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix", default="harness", help="the harness's subject prefix (default harness)"
     )
     worker.set_defaults(log_level=logging.INFO)
+    sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check this machine's setup: config, Slack, model, git, sandbox, NATS, disk",
+        description="Check config.yaml and roles, the Slack tokens and scopes, model access, "
+        "git, the OS sandbox, NATS (runtime: nats) and free disk space: one line each, ✓, ! "
+        "(a warning) or ✗ with a fix. Exits 1 on any ✗.",
+    )
     # By name: a venv that still holds an older install under another distribution name
     # lists each entry point twice.
     extensions = {extension.name: extension for extension in entry_points(group=COMMAND_GROUP)}

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.serialise import to_json
 from harness.tasks.common import DamagedTask, RepairReport
 from harness.tasks.context import task_branch
 from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
@@ -148,6 +149,16 @@ def render_workspaces(workspaces: Sequence[WorkspaceInfo]) -> str:
 
 
 def render_prune(report: PruneReport) -> str:
+    if report.dry_run:  # every workspace and why: nothing changed
+        lines = [
+            f"Would remove {len(report.removed)} workspace(s), keep {len(report.kept)} "
+            "(dry run: nothing was changed)."
+        ]
+        for removed in report.removed:
+            saved = "; its uncommitted work would be saved to a patch" if removed.would_save else ""
+            lines.append(f"  would remove {removed.slug}: idle{saved}")
+        lines += [f"  would keep {k.slug}: {k.reason} ({k.detail})" for k in report.kept]
+        return "\n".join(lines)
     lines = [f"Removed {len(report.removed)} workspace(s), kept {len(report.kept)}."]
     for removed in report.removed:
         saved = f"; uncommitted work saved to {removed.patch}" if removed.patch else ""
@@ -204,3 +215,37 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
         if d.diff_file:
             lines.append(f"Diff: {d.diff_file}")
     return "\n".join(lines)
+
+
+# --json: one JSON document on standard output, for scripts (nothing else is printed there).
+# Tasks, summaries and workspaces in their task.json form (harness.serialise), camelCase keys.
+
+
+def _json(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def render_task_list_json(tasks: Sequence[TaskSummary], damaged: Sequence[DamagedTask] = ()) -> str:
+    """``harness tasks --json``: the tasks newest first, and those that cannot be read."""
+    return _json(
+        {
+            "tasks": [to_json(task) for task in tasks],
+            "damaged": [{**to_json(task), "repair": task.repair} for task in damaged],
+        }
+    )
+
+
+def render_task_json(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = ()) -> str:
+    """``harness show SLUG --json``: the task as task.json has it, its reconstructed context
+    and its audit log."""
+    return _json({"task": to_json(task), "context": context, "audit": list(audit)})
+
+
+def render_audit_json(slug: str, entries: Sequence[Mapping[str, Any]]) -> str:
+    """``harness audit SLUG --json``: the task's audit log entries, as stored."""
+    return _json({"task": slug, "entries": list(entries)})
+
+
+def render_workspaces_json(workspaces: Sequence[WorkspaceInfo]) -> str:
+    """``harness workspaces list --json``."""
+    return _json({"workspaces": [to_json(info) for info in workspaces]})

@@ -32,13 +32,30 @@ class InitReport:
     folder: Path
     written: tuple[PurePosixPath, ...]
     replaced: tuple[PurePosixPath, ...] = ()
+    # Already there and left as they were: a config.yaml whose roles init completed.
+    kept: tuple[PurePosixPath, ...] = ()
+
+
+def _roles_missing(folder: Path) -> bool:
+    """A config.yaml is there but its roles folder holds no role file: init may complete it."""
+    if not (folder / CONFIG_FILE).is_file():
+        return False
+    roles = folder / "roles"
+    return not roles.is_dir() or not any(roles.glob("*.md"))
 
 
 def init_project(folder: Path, *, force: bool = False) -> InitReport:
     """Write the shipped config.yaml and roles/ into ``folder`` (made if missing). Refuses,
-    naming them, when any of those files exists, unless ``force``; other files are left be."""
+    naming them, when any of those files exists, unless ``force``; other files are left be.
+    A folder with a config.yaml but no roles/ is completed: the roles are written and the
+    config.yaml kept (never overwritten)."""
     files = shipped_files()
     existing = tuple(name for name in files if (folder / name).exists())
+    if existing and not force and _roles_missing(folder):
+        kept = tuple(existing)
+        missing = [name for name in files if name not in kept]
+        _write(folder, missing)
+        return InitReport(folder, tuple(missing), kept=kept)
     if existing and not force:
         listed = ", ".join(str(name) for name in existing)
         raise HarnessError(
@@ -46,6 +63,11 @@ def init_project(folder: Path, *, force: bool = False) -> InitReport:
             fix="keep them and edit them, pass --force to replace them with the shipped "
             "defaults (changes to them are lost), or run `harness init DIR` for a new folder",
         )
+    _write(folder, files)
+    return InitReport(folder, tuple(files), existing)
+
+
+def _write(folder: Path, files: list[PurePosixPath]) -> None:
     for name in files:
         target = folder / name
         try:
@@ -56,14 +78,20 @@ def init_project(folder: Path, *, force: bool = False) -> InitReport:
                 f"cannot write {target}: {exc.strerror or exc}",
                 fix="choose a folder you can write to: harness init DIR",
             ) from exc
-    return InitReport(folder, tuple(files), existing)
 
 
 def render_init(report: InitReport, *, cwd: Path) -> str:
     """What ``harness init`` wrote, and what to do next (pure)."""
     folder = report.folder.absolute()
     roles = [name.name for name in report.written if name.parts[0] == "roles"]
-    lines = [f"Wrote {folder / CONFIG_FILE} and {folder / 'roles'}/ ({', '.join(roles)})."]
+    if report.kept:
+        lines = [
+            f"Kept {', '.join(str(folder / name) for name in report.kept)} (already there, "
+            "unchanged).",
+            f"Wrote the missing {folder / 'roles'}/ ({', '.join(roles)}).",
+        ]
+    else:
+        lines = [f"Wrote {folder / CONFIG_FILE} and {folder / 'roles'}/ ({', '.join(roles)})."]
     if report.replaced:
         lines.append("Replaced: " + ", ".join(str(name) for name in report.replaced))
     lines += ["", "Next:"]

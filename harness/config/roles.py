@@ -16,6 +16,7 @@ import pydantic
 import yaml
 from pydantic import Field
 
+from harness.config.settings import yaml_syntax_error
 from harness.errors import RoleError
 from harness.permissions.rules import InvalidRuleError, PermissionRule, parse_rule
 from harness.problems import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems
@@ -259,11 +260,15 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
     try:
         loaded = yaml.safe_load(front) if front.strip() else {}
     except yaml.YAMLError as exc:
-        raise RoleError(
+        # The front matter starts on the file's second line, below the opening `---`.
+        raise yaml_syntax_error(
+            RoleError,
             source,
             "(front matter)",
-            f"YAML syntax error: {exc}",
-            fix="fix the front matter at the line shown (`key: value` lines)",
+            exc,
+            fix="fix the front matter at the line and column shown (`key: value` lines; quote "
+            "values holding `: ` or starting with `[`, `{`, `*` or `&`)",
+            first_line=2,
         ) from exc
     if not isinstance(loaded, Mapping):
         raise RoleError(

@@ -102,14 +102,48 @@ class _Metadata(_Section):
     )
 
 
+# Slack ids, not names: a user id starts U (W on Enterprise Grid), a channel id C, G (an old
+# private channel) or D (a direct message); the rest is uppercase letters and digits.
+_USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]+$")
+_FIND_USER_ID = (
+    "write the member id, e.g. `U012ABCDEF`, not a name or email: in Slack open the person's "
+    "profile > ⋮ (More) > Copy member ID"
+)
+_FIND_CHANNEL_ID = (
+    "write the channel id, e.g. `C012ABCDEF`, not its name: in Slack open the channel's "
+    "details (click its name); the id is at the bottom of the About tab"
+)
+
+
+def _user_id(value: str) -> str:
+    if not _USER_ID.match(value):
+        raise Invalid(f"{value!r} is not a Slack user id", fix=_FIND_USER_ID)
+    return value
+
+
+def _channel_id(value: str) -> str:
+    if not _CHANNEL_ID.match(value):
+        raise Invalid(f"{value!r} is not a Slack channel id", fix=_FIND_CHANNEL_ID)
+    return value
+
+
+UserId = Annotated[str, pydantic.AfterValidator(_user_id)]
+ChannelId = Annotated[str, pydantic.AfterValidator(_channel_id)]
+
+
 class _Slack(_Section):
-    allowed_users: list[NonEmptyStr] = Field(
+    allowed_users: list[UserId] = Field(
         [], alias="allowedUsers", examples=[[_SLACK_ID]], description="empty: everyone"
     )
-    allowed_channels: list[NonEmptyStr] = Field(
+    allowed_channels: list[ChannelId] = Field(
         [], alias="allowedChannels", examples=[["C012ABCDEF"]], description="empty: every channel"
     )
-    admins: list[NonEmptyStr] = Field([], examples=[[_SLACK_ID]])
+    admins: list[UserId] = Field(
+        [],
+        examples=[[_SLACK_ID]],
+        description="decide any task's approvals, stop any agent and see every task",
+    )
 
 
 # Repository names become folder names and the `repo:NAME` token people type: plain words.
@@ -212,7 +246,7 @@ class WorkspacesSection(_Section):
     default: NonEmptyStr | None = Field(
         None, examples=["web"], description="the repository when a message names none"
     )
-    channels: dict[NonEmptyStr, NonEmptyStr] = Field(
+    channels: dict[ChannelId, NonEmptyStr] = Field(
         {}, examples=[{"C0123ABCD": "api"}], description="a default repository per channel id"
     )
     repositories: dict[RepositoryName, RepositoryEntry] = Field(

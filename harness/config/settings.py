@@ -16,16 +16,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pydantic
 import yaml
 
 from harness.config.schema import ConfigFile, RepositoryEntry, WorkspacesSection
-from harness.errors import ConfigError
+from harness.errors import ConfigError, FileFieldError
 from harness.problems import describe, keys_of, problems
 
 logger = logging.getLogger(__name__)
+
+_E = TypeVar("_E", bound=FileFieldError)
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,33 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
     )
 
 
+def yaml_syntax_error(
+    kind: type[_E], file: str, field: str, exc: yaml.YAMLError, *, fix: str, first_line: int = 1
+) -> _E:
+    """A YAML syntax error as one line, ``file:line:column: problem``, not PyYAML's multi-line
+    text about ``<unicode string>``. ``first_line`` is the file's line the parsed text starts at
+    (a role's front matter starts below its `---`)."""
+    problem = "YAML syntax error"
+    where = file
+    if isinstance(exc, yaml.MarkedYAMLError):
+        problem += f": {exc.problem or 'invalid YAML'}"
+        if exc.problem_mark is not None:
+            mark = exc.problem_mark
+            where = f"{file}:{mark.line + first_line}:{mark.column + 1}"
+        if exc.context:
+            context = exc.context
+            if exc.context_mark is not None and exc.context_mark != exc.problem_mark:
+                start = exc.context_mark
+                context += f" started at {start.line + first_line}:{start.column + 1}"
+            problem += f" ({context})"
+    else:
+        problem += f": {exc}"
+    error = kind(file, field, problem, fix=fix)
+    error.message = f"{where}: {problem}"
+    error.args = (error.message,)
+    return error
+
+
 def parse_config(mapping: Mapping[str, object], *, file: Path) -> Config:
     """Validate a config.yaml mapping; ``file`` names it in errors and anchors relative paths."""
     file = Path(os.path.normpath(file.absolute()))
@@ -255,7 +284,10 @@ def parse_config(mapping: Mapping[str, object], *, file: Path) -> Config:
 
 
 def load_config(path: Path) -> Config:
-    """Read and validate config.yaml. An empty file means "all defaults"."""
+    """Read and validate config.yaml (``path`` may be its folder). An empty file means "all
+    defaults"."""
+    if path.is_dir():  # `--config DIR`, HARNESS_CONFIG=DIR: the config.yaml in it
+        path = path / "config.yaml"
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -278,10 +310,11 @@ def load_config(path: Path) -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(
+        raise yaml_syntax_error(
+            ConfigError,
             name,
             "(file)",
-            f"YAML syntax error: {exc}",
+            exc,
             fix="fix the YAML at the line and column shown (indent with spaces, quote regexes)",
         ) from exc
     if data is None:

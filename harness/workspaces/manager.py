@@ -388,13 +388,18 @@ class Workspaces:
     # --- pruning --------------------------------------------------------------------------
 
     async def prune(
-        self, older_than: timedelta | None = None, *, keep: Collection[str] = ()
+        self,
+        older_than: timedelta | None = None,
+        *,
+        keep: Collection[str] = (),
+        dry_run: bool = False,
     ) -> PruneReport:
         """Remove the workspaces idle longer than ``older_than`` (default: the configured
         ``pruneAfterDays``), saving uncommitted work to patch files first. ``keep`` names
-        tasks whose workspaces stay whatever their age (those with agents running)."""
+        tasks whose workspaces stay whatever their age (those with agents running).
+        ``dry_run``: only report what would be removed and kept; nothing changes."""
         age = older_than if older_than is not None else timedelta(self.settings.prune_after_days)
-        pruner = Pruner(self.root, cutoff=time.time() - age.total_seconds())
+        pruner = Pruner(self.root, cutoff=time.time() - age.total_seconds(), dry_run=dry_run)
         outcomes: builtins.list[Removed | Kept] = []
         for slug in await self._slugs():
             if slug in keep:
@@ -402,12 +407,12 @@ class Workspaces:
                 continue
             async with self._lock(f"task:{slug}"):
                 outcome = await pruner.prune(slug)
-                if isinstance(outcome, Removed):
+                if isinstance(outcome, Removed) and not dry_run:
                     # Its sandbox's git (made again for a new run): the objects in it were
                     # brought into the repository when its agents' runs were settled.
                     await asyncio.to_thread(remove_tree, self.root / SANDBOXES / slug)
                 outcomes.append(outcome)
         await pruner.finish()
-        report = PruneReport.of(outcomes, pruner.patches)
+        report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
         return report

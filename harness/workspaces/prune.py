@@ -42,6 +42,8 @@ KeptReason = Literal["in use", "recent", "failed"]
 class Removed:
     slug: str
     patch: Path | None  # where its uncommitted work was saved; None when there was none
+    # A dry run's: it has uncommitted work, which a real prune would save to a patch first.
+    would_save: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,23 +58,29 @@ class PruneReport:
     removed: tuple[Removed, ...]
     kept: tuple[Kept, ...]
     patches: tuple[Path, ...]  # every patch file written, also for workspaces then kept
+    dry_run: bool = False  # nothing was removed or written: `removed` is what would be
 
     @classmethod
-    def of(cls, outcomes: Iterable[Removed | Kept], patches: Iterable[Path]) -> Self:
+    def of(
+        cls, outcomes: Iterable[Removed | Kept], patches: Iterable[Path], *, dry_run: bool = False
+    ) -> Self:
         outcomes = list(outcomes)
         return cls(
             removed=tuple(o for o in outcomes if isinstance(o, Removed)),
             kept=tuple(o for o in outcomes if isinstance(o, Kept)),
             patches=tuple(patches),
+            dry_run=dry_run,
         )
 
 
 class Pruner:
-    """One prune run over ``root``: removes workspaces not modified since ``cutoff``."""
+    """One prune run over ``root``: removes workspaces not modified since ``cutoff``. A
+    ``dry_run`` makes the same checks and changes nothing: its Removed are what would be."""
 
-    def __init__(self, root: Path, *, cutoff: float) -> None:
+    def __init__(self, root: Path, *, cutoff: float, dry_run: bool = False) -> None:
         self.root = root
         self.cutoff = cutoff
+        self.dry_run = dry_run
         self.patches: list[Path] = []
         self._repositories: set[Path] = set()  # git dirs to `worktree prune` at the end
 
@@ -94,6 +102,8 @@ class Pruner:
 
     async def finish(self) -> None:
         """Let each repository forget the worktrees removed from it."""
+        if self.dry_run:
+            return
         for common in sorted(self._repositories):
             await git(f"--git-dir={common}", "worktree", "prune", cwd=self.root, check=False)
 
@@ -125,6 +135,8 @@ class Pruner:
                     f"{path} has a detached HEAD with commits no branch holds; create a branch "
                     "there (`git switch -c NAME`) or remove the worktree by hand",
                 )
+        if self.dry_run:
+            return Removed(slug, None, would_save=await has_uncommitted_work(path))
         patch = None
         if await has_uncommitted_work(path):
             patch = await self._save(slug, await diff_patch(path, "HEAD"))
@@ -141,6 +153,8 @@ class Pruner:
                 "failed",
                 f"{path} holds a git repository of its own (.git); move or delete it by hand",
             )
+        if self.dry_run:
+            return Removed(slug, None, would_save=await asyncio.to_thread(has_files, path))
         patch = None
         if await asyncio.to_thread(has_files, path):
             patch = await self._save(slug, await folder_patch(path))

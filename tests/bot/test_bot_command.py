@@ -11,10 +11,14 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
+from bot.server import BotServer, describe
 from bot.testing.slack_emulator import SlackEmulator
+from harness.project import load_project
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text
@@ -265,3 +269,17 @@ def test_an_unreachable_slack_at_start_is_one_error_with_its_fix(project_dir: Pa
     assert done.returncode == 2
     assert f"cannot reach Slack at http://127.0.0.1:{port}/api/" in done.stderr
     assert "HTTPS_PROXY" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_start_line_names_the_mode_workspace_config_roles_and_runtime(
+    project_dir: Path,
+) -> None:
+    project = load_project(project_dir / "config.yaml")
+    server = cast(BotServer, SimpleNamespace(mode="socket", url="", workspace="Acme"))
+
+    line = describe(server, project)
+
+    assert line == (
+        f"Socket Mode, connected to Slack workspace Acme; config {project_dir / 'config.yaml'}, "
+        "roles developer, product-analyst, reviewer; agents run local"
+    )

@@ -48,6 +48,9 @@ def test_the_cli_demo_stays_offline_with_a_key_exported_and_ends_with_commands_t
     assert shown.returncode == 0, shown.stderr
     assert "product-analyst" in shown.stdout and "completed" in shown.stdout
     assert "Traceback" not in done.stderr
+    lines = out.splitlines()
+    commands = [line.split("#")[0].strip() for line in lines[lines.index("Try next:") + 1 :]]
+    assert len(commands) == 3 and len(set(commands)) == 3, out
     [kept] = [line for line in out.splitlines() if line.startswith("The task is kept in ")]
     assert (Path(kept.removeprefix("The task is kept in ")) / "task.json").is_file()
 

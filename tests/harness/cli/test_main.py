@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -358,6 +359,21 @@ def test_init_writes_a_project_that_the_next_commands_find_and_refuses_to_redo_i
     assert "--force" in again.stderr
 
 
+def test_config_may_name_the_folder_holding_config_yaml(tmp_path: Path) -> None:
+    assert bare(tmp_path, "init", "team").returncode == 0
+
+    by_option = bare(tmp_path, "tasks", "--config", "team")
+    by_env = bare(tmp_path, "tasks", env={**offline_env(tmp_path), "HARNESS_CONFIG": "team"})
+    no_config = bare(tmp_path, "tasks", "--config", ".")
+
+    assert by_option.returncode == 0, by_option.stderr
+    assert by_option.stdout.startswith("No tasks yet.")
+    assert by_env.returncode == 0, by_env.stderr
+    assert no_config.returncode == 2
+    assert "Errno" not in no_config.stderr
+    assert no_config.stderr.startswith("harness: config.yaml: (file): file not found")
+
+
 def test_run_without_a_way_to_reach_a_model_stops_before_creating_a_task(
     project_dir: Path,
 ) -> None:
@@ -413,6 +429,88 @@ def test_rm_yes_deletes_the_task_and_says_the_workspace_stays(project_dir: Path)
     assert task_folders(project_dir) == []
     assert workspace.is_dir()
     assert bare(project_dir, "tasks").stdout.startswith("No tasks yet.")
+
+
+def test_json_listings_print_one_document_on_stdout(project_dir: Path) -> None:
+    slug = stored_task(project_dir, make_record("a1", status="completed"))
+    workspace = project_dir / ".agents" / "workspaces" / slug
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("draft", encoding="utf-8")
+
+    tasks = bare(project_dir, "tasks", "--json")
+    show = bare(project_dir, "show", slug, "--json")
+    audit = bare(project_dir, "audit", slug, "--json")
+    listed = bare(project_dir, "workspaces", "list", "--json")
+
+    for result in (tasks, show, audit, listed):
+        assert result.returncode == 0, result.stderr
+    # json.loads reads the whole of stdout: one document and nothing else.
+    summaries = json.loads(tasks.stdout)
+    assert [t["slug"] for t in summaries["tasks"]] == [slug]
+    assert summaries["tasks"][0]["dispatchCount"] == 1
+    assert summaries["damaged"] == []
+    shown = json.loads(show.stdout)
+    assert shown["task"]["slug"] == slug
+    assert [d["agentId"] for d in shown["task"]["dispatches"]] == ["a1"]
+    assert isinstance(shown["context"], str)
+    assert json.loads(audit.stdout) == {"task": slug, "entries": []}
+    (info,) = json.loads(listed.stdout)["workspaces"]
+    assert (info["slug"], info["path"], info["kind"]) == (slug, str(workspace), "scratch")
+    assert info["uncommitted"] is True
+
+
+def test_json_lists_a_damaged_task_with_its_repair(project_dir: Path) -> None:
+    slug = stored_task(project_dir)
+    (project_dir / ".agents" / "tasks" / slug / "task.json").write_text("{", "utf-8")
+
+    result = bare(project_dir, "tasks", "--json")
+
+    assert result.returncode == 0, result.stderr
+    (damaged,) = json.loads(result.stdout)["damaged"]
+    assert (damaged["slug"], damaged["repair"]) == (slug, f"harness repair {slug}")
+
+
+def test_json_is_refused_for_workspaces_prune(project_dir: Path) -> None:
+    result = bare(project_dir, "workspaces", "prune", "--json")
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "--json is for `harness workspaces list`" in result.stderr
+
+
+def age_tree(folder: Path, days: float) -> None:
+    """Make everything in ``folder`` look last modified ``days`` ago."""
+    when = time.time() - days * 86_400
+    for path in [*folder.rglob("*"), folder]:
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
+def test_workspaces_prune_dry_run_lists_what_it_would_do_and_changes_nothing(
+    project_dir: Path,
+) -> None:
+    root = project_dir / ".agents" / "workspaces"
+    old_work, old_empty, fresh = (root / name for name in ("old-work", "old-empty", "fresh"))
+    for folder in (old_work, old_empty, fresh):
+        folder.mkdir(parents=True)
+    (old_work / "notes.md").write_text("draft", encoding="utf-8")
+    age_tree(old_work, 30)
+    age_tree(old_empty, 30)
+    before = sorted(str(p) for p in root.rglob("*"))
+
+    result = bare(project_dir, "workspaces", "prune", "--dry-run", "--days", "7")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Would remove 2 workspace(s), keep 1 (dry run: nothing was changed)."
+    assert "  would remove old-empty: idle" in lines
+    assert "  would remove old-work: idle; its uncommitted work would be saved to a patch" in lines
+    assert any(line.startswith("  would keep fresh: recent (modified after ") for line in lines)
+    assert sorted(str(p) for p in root.rglob("*")) == before  # no patch, nothing removed
+
+    pruned = bare(project_dir, "workspaces", "prune", "--days", "7")
+    assert pruned.stdout.startswith("Removed 2 workspace(s), kept 1.")
+    assert not old_work.exists()
+    assert fresh.is_dir()
 
 
 def test_rm_without_a_terminal_or_yes_deletes_nothing(project_dir: Path) -> None:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
-from harness.cli.render import render_record, render_task, render_task_list
+from harness.cli.render import (
+    render_audit_json,
+    render_prune,
+    render_record,
+    render_task,
+    render_task_list,
+    render_task_list_json,
+)
 from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
 from harness.testing.records import make_record
+from harness.workspaces.prune import Kept, PruneReport, Removed
 
 RECORD = DispatchRecord(
     agent_id="a1b2c3d4e5",
@@ -79,3 +88,35 @@ def test_a_cost_from_the_scripted_model_is_marked_simulated() -> None:
     assert "$0.0123 (simulated)" in render_record(simulated)
     assert "(simulated)" not in render_record(paid)
     assert "$0.0123 (simulated)" in render_task_list([task])
+
+
+def test_the_json_task_list_holds_each_summary_in_its_task_json_form() -> None:
+    summary = TaskSummary("t1", "2026-01-01T00:00:00Z", "plan it", 2, last_role="developer")
+
+    document = json.loads(render_task_list_json([summary]))
+
+    assert document["damaged"] == []
+    (task,) = document["tasks"]
+    assert (task["slug"], task["dispatchCount"], task["lastRole"]) == ("t1", 2, "developer")
+
+
+def test_the_json_audit_log_keeps_the_entries_as_stored() -> None:
+    entry = {"tool": "show_agent", "ok": True}
+
+    assert json.loads(render_audit_json("t1", [entry])) == {"task": "t1", "entries": [entry]}
+
+
+def test_a_dry_run_prune_lists_every_workspace_and_why() -> None:
+    report = PruneReport(
+        removed=(Removed("old", None, would_save=True), Removed("empty", None)),
+        kept=(Kept("busy", "in use", "the task is active"),),
+        patches=(),
+        dry_run=True,
+    )
+
+    assert render_prune(report).splitlines() == [
+        "Would remove 2 workspace(s), keep 1 (dry run: nothing was changed).",
+        "  would remove old: idle; its uncommitted work would be saved to a patch",
+        "  would remove empty: idle",
+        "  would keep busy: in use (the task is active)",
+    ]

@@ -47,6 +47,41 @@ def test_init_refuses_to_overwrite_and_names_what_is_there(tmp_path: Path) -> No
     assert (tmp_path / "roles" / "reviewer.md").read_text(encoding="utf-8") == "mine"
 
 
+def test_init_completes_a_config_without_roles_and_keeps_the_config(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("defaultRole: reviewer\n", encoding="utf-8")
+
+    report = init_project(tmp_path)
+
+    assert list(report.written) == SHIPPED[1:]
+    assert report.kept == (PurePosixPath("config.yaml"),)
+    assert report.replaced == ()
+    assert (tmp_path / "config.yaml").read_text(encoding="utf-8") == "defaultRole: reviewer\n"
+    for name in SHIPPED[1:]:
+        assert (tmp_path / name).read_bytes() == (DEFAULTS / name).read_bytes()
+    assert load_project(tmp_path / "config.yaml").config.default_role == "reviewer"
+    assert render_init(report, cwd=tmp_path).splitlines()[:2] == [
+        f"Kept {tmp_path}/config.yaml (already there, unchanged).",
+        f"Wrote the missing {tmp_path}/roles/ (developer.md, product-analyst.md, reviewer.md).",
+    ]
+
+
+def test_init_completes_an_empty_roles_folder_too(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("", encoding="utf-8")
+    (tmp_path / "roles").mkdir()
+
+    assert list(init_project(tmp_path).written) == SHIPPED[1:]
+
+
+def test_init_with_a_config_and_roles_of_its_own_refuses(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("", encoding="utf-8")
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "architect.md").write_text("mine", encoding="utf-8")
+
+    with pytest.raises(HarnessError, match=r"already has config\.yaml: not overwriting"):
+        init_project(tmp_path)
+    assert not (tmp_path / "roles" / "developer.md").exists()
+
+
 def test_init_into_a_file_says_it_cannot_write_there(tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("", encoding="utf-8")
 

@@ -174,6 +174,20 @@ def test_front_matter_yaml_error_is_a_role_error(tmp_path: Path) -> None:
     assert "YAML syntax error" in error.problem
 
 
+def test_front_matter_yaml_error_is_one_line_with_the_file_line_and_column(
+    tmp_path: Path,
+) -> None:
+    error = role_error("---\nname: developer\ndescription: writes: code\n---\nbody\n", tmp_path)
+
+    first_line, fix_line = str(error).splitlines()
+    # Line 3 of the file: the front matter starts below the opening `---`.
+    assert first_line == (
+        f"{error.file}:3:20: YAML syntax error: mapping values are not allowed here"
+    )
+    assert "<unicode string>" not in str(error)
+    assert fix_line.startswith("  fix: fix the front matter at the line and column shown")
+
+
 def test_load_roles_keys_roles_by_name(tmp_path: Path) -> None:
     (tmp_path / "developer.md").write_text(MINIMAL, encoding="utf-8")
     (tmp_path / "reviewer.md").write_text(

@@ -210,7 +210,69 @@ def test_slack_list_item_of_wrong_type_names_its_index(tmp_path: Path) -> None:
     error = parse_error({"slack": {"admins": ["U1", 42]}}, tmp_path)
 
     assert error.field == "slack.admins[1]"
-    assert "expected a non-empty string" in error.problem
+    assert "expected a string" in error.problem
+
+
+@pytest.mark.parametrize("name", ["@alice", "alice@example.com", "alice", "u012abc", "C012ABC"])
+def test_a_slack_user_that_is_not_a_member_id_is_refused_with_how_to_find_one(
+    tmp_path: Path, name: str
+) -> None:
+    error = parse_error({"slack": {"allowedUsers": [name]}}, tmp_path)
+
+    assert error.file == str(tmp_path / "config.yaml")
+    assert error.field == "slack.allowedUsers[0]"
+    assert error.problem == f"{name!r} is not a Slack user id"
+    assert "Copy member ID" in error.fix
+
+
+def test_an_admin_that_is_an_email_names_its_index(tmp_path: Path) -> None:
+    error = parse_error({"slack": {"admins": ["U012ABC", "alice@example.com"]}}, tmp_path)
+
+    assert error.field == "slack.admins[1]"
+    assert "profile > ⋮ > Copy member ID" in error.fix.replace(" (More)", "")
+
+
+@pytest.mark.parametrize("name", ["#general", "general", "U012ABC"])
+def test_a_slack_channel_that_is_not_a_channel_id_is_refused(tmp_path: Path, name: str) -> None:
+    error = parse_error({"slack": {"allowedChannels": ["C012ABC", name]}}, tmp_path)
+
+    assert error.field == "slack.allowedChannels[1]"
+    assert error.problem == f"{name!r} is not a Slack channel id"
+    assert "`C012ABCDEF`" in error.fix
+
+
+def test_a_workspaces_channel_that_is_a_name_is_refused(tmp_path: Path) -> None:
+    error = workspaces_error(
+        {"channels": {"general": "web"}, "repositories": {"web": {"path": "a"}}}, tmp_path
+    )
+
+    assert error.field.startswith("workspaces.channels")
+    assert error.problem == "'general' is not a Slack channel id"
+
+
+def test_slack_ids_of_every_kind_are_accepted(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "slack": {
+                "allowedUsers": ["U012ABCDEF", "W0123ABC"],
+                "allowedChannels": ["C012ABCDEF", "G0123", "D0456"],
+                "admins": ["U9"],
+            },
+            "workspaces": {"channels": {"G0123": "web"}, "repositories": {"web": {"path": "a"}}},
+        },
+        file=tmp_path / "config.yaml",
+    )
+
+    assert config.slack.allowed_users == ("U012ABCDEF", "W0123ABC")
+    assert config.slack.allowed_channels == ("C012ABCDEF", "G0123", "D0456")
+    assert config.workspaces.channels == {"G0123": "web"}
+
+
+def test_the_shipped_config_says_what_admins_may_do() -> None:
+    text = (DEFAULTS / "config.yaml").read_text(encoding="utf-8")
+
+    assert "change settings" not in text
+    assert "stop any agent" in text
 
 
 def test_load_missing_file_names_the_file_and_how_to_point_to_one(tmp_path: Path) -> None:
@@ -224,6 +286,24 @@ def test_load_missing_file_names_the_file_and_how_to_point_to_one(tmp_path: Path
     assert "HARNESS_CONFIG" in caught.value.fix
 
 
+def test_load_a_folder_reads_the_config_yaml_in_it(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("defaultRole: coder\n", encoding="utf-8")
+
+    config = load_config(tmp_path)
+
+    assert config.file == tmp_path / "config.yaml"
+    assert config.default_role == "coder"
+
+
+def test_load_a_folder_without_config_yaml_names_the_file_in_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+
+    assert caught.value.file == str(tmp_path / "config.yaml")
+    assert caught.value.problem == "file not found"
+    assert f"harness init {tmp_path}" in caught.value.fix
+
+
 def test_load_yaml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
     file = tmp_path / "config.yaml"
     file.write_text("routing:\n  - pattern: [unclosed\n", encoding="utf-8")
@@ -232,8 +312,27 @@ def test_load_yaml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
         load_config(file)
 
     assert caught.value.file == str(file)
-    assert "YAML syntax error" in caught.value.problem
-    assert "line" in caught.value.problem
+    assert caught.value.problem == (
+        "YAML syntax error: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence started at 2:14)"
+    )
+    # One line, file:line:column first, then the fix; never PyYAML's `<unicode string>`.
+    assert str(caught.value).splitlines() == [
+        f"{file}:3:1: {caught.value.problem}",
+        "  fix: fix the YAML at the line and column shown (indent with spaces, quote regexes)",
+    ]
+
+
+def test_load_yaml_error_points_at_the_offending_column(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("defaultRole: developer\nslack: allowedUsers: []\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(file)
+
+    assert str(caught.value).startswith(
+        f"{file}:2:20: YAML syntax error: mapping values are not allowed here\n"
+    )
 
 
 def test_load_file_that_is_not_a_mapping_is_rejected(tmp_path: Path) -> None:

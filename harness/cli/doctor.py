@@ -1,0 +1,374 @@
+"""``harness doctor``: is this machine ready to run the harness? One line per check (✓ ok,
+! a warning that does not fail, ✗ a failure with a ``fix:`` line under it); exit code 1 on
+any failure, for scripts.
+
+Each check is a small coroutine returning a ``Check``; they run concurrently, each bounded,
+so a server that does not answer never hangs the doctor. The Slack check talks to the Web
+API with aiohttp directly (harness/ never imports the Slack SDK).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import yaml
+
+from harness.cli import offline
+from harness.config.settings import Config
+from harness.errors import HarnessError
+from harness.project import default_config_path, load_project
+
+Status = Literal["ok", "warn", "fail"]
+
+NETWORK_SECONDS = 3.0  # each call to Slack, the model's API and NATS
+CHECK_SECONDS = 20.0  # any one check, all told (the sandbox probe starts a process)
+FAIL_BELOW_BYTES = 500 * 1024**2
+WARN_BELOW_BYTES = 2 * 1024**3
+SLACK_API_URL = "https://slack.com/api/"
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+SLACK_FIX = (
+    "create the Slack app from manifest.yml (api.slack.com/apps > Create New App > From an "
+    "app manifest), install it, and export SLACK_BOT_TOKEN=xoxb-... (README: Running the "
+    "Slack bot)"
+)
+MODE_FIX = (
+    "for Socket Mode create an app-level token with connections:write (Basic Information > "
+    "App-Level Tokens) and export SLACK_APP_TOKEN=xapp-...; for HTTP mode export "
+    "SLACK_SIGNING_SECRET (Basic Information > Signing Secret)"
+)
+SANDBOX_OFF = "agents run without the OS sandbox (`sandbox: off`)"
+MARKS: Mapping[Status, str] = {"ok": "✓", "warn": "!", "fail": "✗"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def render(checks: Sequence[Check]) -> str:
+    """One line per check, a ``fix:`` line under each failure or warning that has one."""
+    lines: list[str] = []
+    for check in checks:
+        lines.append(f"{MARKS[check.status]} {check.name}: {check.detail}")
+        if check.status != "ok" and check.fix:
+            lines.append(f"  fix: {check.fix}")
+    return "\n".join(lines)
+
+
+def exit_code(checks: Sequence[Check]) -> int:
+    return 1 if any(check.status == "fail" for check in checks) else 0
+
+
+def main(args: argparse.Namespace) -> int:
+    config_path: Path = getattr(args, "config", None) or default_config_path()
+    checks = asyncio.run(run_checks(config_path, os.environ, Path.home()))
+    print(render(checks))
+    return exit_code(checks)
+
+
+async def run_checks(config_path: Path, environ: Mapping[str, str], home: Path) -> list[Check]:
+    """Every check, in a fixed order, run concurrently."""
+    config_check, config = await _bounded("config", lambda: check_config(config_path))
+    work: list[tuple[str, Callable[[], Awaitable[list[Check] | Check]]]] = [
+        ("Slack", lambda: check_slack(environ)),
+        ("model", lambda: check_model(environ, home, config)),
+        ("git", check_git),
+        ("sandbox", lambda: check_sandbox(config)),
+    ]
+    if config is not None and config.runtime.kind == "nats":
+        nats_config = config
+        work.append(("NATS", lambda: check_nats(nats_config)))
+    if config is not None:
+        tasks_dir = config.tasks_dir
+        work.append(("disk", lambda: check_disk(tasks_dir)))
+    results = await asyncio.gather(*(_bounded_checks(name, make) for name, make in work))
+    checks = [config_check]
+    for result in results:
+        checks.extend(result)
+    return checks
+
+
+async def _bounded_checks(
+    name: str, make: Callable[[], Awaitable[list[Check] | Check]]
+) -> list[Check]:
+    try:
+        result = await asyncio.wait_for(make(), CHECK_SECONDS)
+    except TimeoutError:
+        return [Check(name, "fail", f"no answer within {CHECK_SECONDS:g} s")]
+    except Exception as exc:  # noqa: BLE001 - a check that broke is a failed check, said
+        return [Check(name, "fail", f"{type(exc).__name__}: {exc}")]
+    return result if isinstance(result, list) else [result]
+
+
+async def _bounded(
+    name: str, make: Callable[[], Awaitable[tuple[Check, Config | None]]]
+) -> tuple[Check, Config | None]:
+    try:
+        return await asyncio.wait_for(make(), CHECK_SECONDS)
+    except TimeoutError:
+        return Check(name, "fail", f"no answer within {CHECK_SECONDS:g} s"), None
+
+
+# ---------------------------------------------------------------------------- the checks
+
+
+async def check_config(config_path: Path) -> tuple[Check, Config | None]:
+    try:
+        project = await asyncio.to_thread(load_project, config_path)
+    except HarnessError as exc:
+        return Check("config", "fail", _without_fix(exc), exc.fix), None
+    roles = ", ".join(sorted(project.roles))
+    return Check("config", "ok", f"{config_path} loads, roles: {roles}"), project.config
+
+
+def _without_fix(exc: HarnessError) -> str:
+    """The error's text without its fix line (kept for ``Check.fix``): its message and any
+    further problems it lists."""
+    return str(exc).replace(f"\n  fix: {exc.fix}", "", 1)
+
+
+async def check_slack(environ: Mapping[str, str]) -> list[Check]:
+    """The bot token (``auth.test``), the scopes it was granted against manifest.yml's, and
+    the token or secret the connection mode needs."""
+    checks: list[Check] = []
+    token = environ.get("SLACK_BOT_TOKEN", "").strip()
+    if not token:
+        checks.append(Check("Slack bot token", "fail", "SLACK_BOT_TOKEN is not set", SLACK_FIX))
+    else:
+        checks.extend(await _auth_test(token, environ.get("SLACK_API_URL") or SLACK_API_URL))
+    checks.append(connection_mode(environ))
+    return checks
+
+
+async def _auth_test(token: str, api_url: str) -> list[Check]:
+    url = api_url.rstrip("/") + "/auth.test"
+    name = "Slack bot token"
+    try:
+        timeout = aiohttp.ClientTimeout(total=NETWORK_SECONDS)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, headers={"Authorization": f"Bearer {token}"}) as response,
+        ):
+            body: Any = await response.json(content_type=None)
+            scopes_header = response.headers.get("x-oauth-scopes")
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+        return [
+            Check(
+                name,
+                "fail",
+                f"cannot reach {url} within {NETWORK_SECONDS:g} s: {why}",
+                "check the network (or unset SLACK_API_URL unless it points at a Slack emulator)",
+            )
+        ]
+    if not isinstance(body, dict) or not body.get("ok"):
+        error = body.get("error", "no answer") if isinstance(body, dict) else "not JSON"
+        return [
+            Check(
+                name,
+                "fail",
+                f"Slack refused SLACK_BOT_TOKEN: {error}",
+                "copy the Bot User OAuth Token (xoxb-...) from the app's Install App page "
+                "into SLACK_BOT_TOKEN (reinstall the app if it was revoked)",
+            )
+        ]
+    team, user = body.get("team", "?"), body.get("user", "?")
+    checks = [Check(name, "ok", f"team {team}, bot user @{user} ({body.get('user_id', '?')})")]
+    wanted = await asyncio.to_thread(manifest_scopes)
+    if wanted is not None:
+        checks.append(scope_check(wanted, scopes_header))
+    return checks
+
+
+def scope_check(wanted: Sequence[str], granted_header: str | None) -> Check:
+    """The manifest's bot scopes against those Slack says the token has."""
+    name = "Slack scopes"
+    if granted_header is None:
+        return Check(name, "warn", "Slack did not say which scopes the token has")
+    granted = {scope.strip() for scope in granted_header.split(",") if scope.strip()}
+    missing = [scope for scope in wanted if scope not in granted]
+    if missing:
+        return Check(
+            name,
+            "fail",
+            f"missing {', '.join(missing)}",
+            "add them under OAuth & Permissions > Bot Token Scopes (or paste manifest.yml "
+            "into the app's manifest) and reinstall the app",
+        )
+    return Check(name, "ok", f"all {len(wanted)} bot scopes of manifest.yml granted")
+
+
+def manifest_scopes() -> list[str] | None:
+    """manifest.yml's bot scopes: shipped with the package, else of a source checkout; None
+    when neither is found (the scopes are then not compared)."""
+    shipped = resources.files("harness") / "manifest.yml"
+    checkout = Path(__file__).resolve().parents[2] / "manifest.yml"
+    for candidate in (shipped, checkout):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        try:
+            scopes = yaml.safe_load(text)["oauth_config"]["scopes"]["bot"]
+        except (yaml.YAMLError, KeyError, TypeError):
+            return None
+        return [str(scope) for scope in scopes] if isinstance(scopes, list) else None
+    return None
+
+
+def connection_mode(environ: Mapping[str, str]) -> Check:
+    name = "Slack connection"
+    app_token = environ.get("SLACK_APP_TOKEN", "").strip()
+    if app_token:
+        if app_token.startswith("xapp-"):
+            return Check(name, "ok", "Socket Mode (SLACK_APP_TOKEN)")
+        return Check(name, "fail", "SLACK_APP_TOKEN is not an app-level token (xapp-...)", MODE_FIX)
+    if environ.get("SLACK_SIGNING_SECRET", "").strip():
+        return Check(name, "ok", "HTTP mode (SLACK_SIGNING_SECRET)")
+    return Check(name, "fail", "neither SLACK_APP_TOKEN nor SLACK_SIGNING_SECRET is set", MODE_FIX)
+
+
+async def check_model(environ: Mapping[str, str], home: Path, config: Config | None) -> Check:
+    """A way to reach a model; with a key or a gateway, at most a GET of ``/v1/models``
+    (free): never a paid call."""
+    name = "model access"
+    access = offline.model_access(environ, home)
+    if access is None:
+        if config is not None and config.runtime.kind == "nats":
+            return Check(name, "warn", "none on this machine; the NATS workers' machines need it")
+        return Check(
+            name,
+            "fail",
+            "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, "
+            "ANTHROPIC_BASE_URL nor Claude Code login",
+            "export ANTHROPIC_API_KEY=sk-ant-... (or ANTHROPIC_AUTH_TOKEN, "
+            "CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_BASE_URL for a gateway)",
+        )
+    headers: dict[str, str] = {"anthropic-version": "2023-06-01"}
+    if key := environ.get("ANTHROPIC_API_KEY", "").strip():
+        headers["x-api-key"] = key
+    elif token := environ.get("ANTHROPIC_AUTH_TOKEN", "").strip():
+        headers["Authorization"] = f"Bearer {token}"
+    base = environ.get("ANTHROPIC_BASE_URL", "").strip()
+    if len(headers) == 1 and not base:  # an OAuth token, a cloud provider, a login: not probed
+        return Check(name, "ok", f"through {access} (not probed)")
+    url = (base or ANTHROPIC_API_URL).rstrip("/") + "/v1/models"
+    try:
+        timeout = aiohttp.ClientTimeout(total=NETWORK_SECONDS)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(url, headers=headers) as response,
+        ):
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+        return Check(
+            name,
+            "fail",
+            f"cannot reach {url} within {NETWORK_SECONDS:g} s: {why}",
+            "check the network, or ANTHROPIC_BASE_URL",
+        )
+    if status in (401, 403):
+        return Check(
+            name,
+            "fail",
+            f"the key was refused (HTTP {status} from {url})",
+            "export a valid key (console.anthropic.com > API Keys)",
+        )
+    if status == 404:
+        return Check(name, "ok", f"{access}; {url} reachable (no model list there)")
+    if status >= 400:
+        return Check(name, "warn", f"{access}; {url} answered HTTP {status}")
+    return Check(name, "ok", f"{access}; accepted by {url}")
+
+
+async def check_git() -> Check:
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            "--version",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return Check("git", "fail", "git is not installed", "install git (e.g. apt install git)")
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), NETWORK_SECONDS)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return Check("git", "fail", "`git --version` did not answer", "check the git install")
+    if process.returncode != 0:
+        return Check("git", "fail", "`git --version` failed", "reinstall git")
+    return Check("git", "ok", out.decode(errors="replace").strip())
+
+
+async def check_sandbox(config: Config | None) -> Check:
+    from harness.sandbox.runner import check_sandbox as probe
+
+    if config is not None and not config.sandbox.enabled:
+        return Check("sandbox", "warn", SANDBOX_OFF)
+    try:
+        await probe()
+    except HarnessError as exc:
+        return Check("sandbox", "fail", exc.message, exc.fix)
+    return Check("sandbox", "ok", "bubblewrap works")
+
+
+async def check_nats(config: Config) -> Check:
+    from harness.runtime.nats_link import INSTALL_FIX, NatsLink, NatsSettings
+
+    name = "NATS"
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        return Check(name, "fail", "the NATS runtime needs the nats-py package", INSTALL_FIX)
+    runtime = config.runtime
+    assert runtime.url is not None  # config validation: `kind: nats` has a url
+    settings = NatsSettings(runtime.url, runtime.credentials, runtime.tls_ca, runtime.prefix)
+    try:
+        link = await NatsLink.connect(settings, name="harness-doctor", timeout=NETWORK_SECONDS)
+    except HarnessError as exc:
+        return Check(name, "fail", exc.message, exc.fix)
+    await link.close()
+    return Check(name, "ok", f"{runtime.url} reachable")
+
+
+async def check_disk(tasks_dir: Path) -> Check:
+    return disk_check(tasks_dir, await asyncio.to_thread(_free_bytes, tasks_dir))
+
+
+def _free_bytes(tasks_dir: Path) -> int:
+    folder = tasks_dir
+    while not folder.exists() and folder.parent != folder:  # created on first use
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def disk_check(tasks_dir: Path, free: int) -> Check:
+    name = "disk space"
+    said = f"{_size(free)} free for {tasks_dir}"
+    fix = "free space on that disk, or point `tasks:` in config.yaml to another one"
+    if free < FAIL_BELOW_BYTES:
+        return Check(name, "fail", said, fix)
+    if free < WARN_BELOW_BYTES:
+        return Check(name, "warn", said, fix)
+    return Check(name, "ok", said)
+
+
+def _size(free: int) -> str:
+    if free >= 1024**3:
+        return f"{free / 1024**3:.1f} GB"
+    return f"{free / 1024**2:.0f} MB"
