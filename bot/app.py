@@ -51,6 +51,7 @@ from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
 from harness.errors import NotAllowedError
+from harness.metrics import Metrics
 from harness.tasks.ledger import LEDGER_FILE, Ledger
 from harness.tasks.model import DispatchRecord, ThreadRef
 
@@ -87,18 +88,20 @@ def _safe(value: object, limit: int = 40) -> str:
     return "".join(c if c.isalnum() or c in "_-./" else "?" for c in text) or "-"
 
 
-def log_request(kind: str, user: object, channel: object, outcome: str, started: float) -> None:
+def log_request(
+    metrics: Metrics, kind: str, user: object, channel: object, outcome: str, started: float
+) -> None:
     """The one INFO line per Slack request the bot handled: what came, from whom, where, what
     the bot decided and how long deciding took. Ids and decisions only: never a token, a
-    secret or a message's text."""
+    secret or a message's text. Counted in ``metrics`` too (the decision by its first word,
+    "ignored", "new", "refused"…, so ids stay out of the labels)."""
+    seconds = time.perf_counter() - started
     logger.info(
-        "%s from %s in %s: %s (%.1f ms)",
-        kind,
-        _safe(user),
-        _safe(channel),
-        outcome,
-        (time.perf_counter() - started) * 1000,
+        "%s from %s in %s: %s (%.1f ms)", kind, _safe(user), _safe(channel), outcome, seconds * 1000
     )
+    decision = outcome.partition(":")[0].split(" ", 1)[0].strip(",.") or "-"
+    metrics.slack_events.labels(kind, decision).inc()
+    metrics.slack_ack_latency.observe(seconds)
 
 
 def describe_decision(decision: Decision) -> str:
@@ -117,11 +120,15 @@ def event_kind(event: Mapping[str, Any]) -> str:
     return f"{kind}/{_safe(subtype)}" if subtype else kind
 
 
-def make_client(env: SlackEnv, options: BotOptions | None = None) -> AsyncWebClient:
+def make_client(
+    env: SlackEnv, options: BotOptions | None = None, metrics: Metrics | None = None
+) -> AsyncWebClient:
     """The Web API client: base URL from SLACK_API_URL, rate limits retried after
     Retry-After (on top of slack_sdk's default connection-error retries)."""
     retries = (options or BotOptions()).rate_limit_retries
     client = SlackClient(token=env.bot_token, base_url=env.api_url)  # fails as CALL_ERRORS
+    if metrics is not None:
+        client.on_error = lambda method: metrics.slack_api_errors.labels(method).inc()
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=retries))
     return client
 
@@ -143,6 +150,8 @@ class HarnessBot:
     owns_client: bool = False
     # HTTP mode checks signatures itself before it acks an event (Bolt checks them again).
     signing_secret: str = field(default="", repr=False)
+    # Its Prometheus metrics (``/metrics``), its own registry.
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters, deliveries seen) before the
@@ -187,7 +196,9 @@ def create_app(
 ) -> HarnessBot:
     options = options or BotOptions()
     owns_client = client is None
-    client = client or make_client(env, options)
+    metrics = Metrics()
+    metrics.watch(orchestrator)
+    client = client or make_client(env, options, metrics)
     config = orchestrator.config
     # Bolt acks events before it runs listeners (process_before_response=False): the
     # listeners only decide and hand the work to background tasks.
@@ -214,6 +225,7 @@ def create_app(
         read_diff=read_diff,
         on_given_up=given_up,
         max_delay=options.delivery_retry_limit,
+        undelivered=metrics.undelivered_posts,
     )
     watcher = AgentWatcher(
         orchestrator,
@@ -257,13 +269,15 @@ def create_app(
         edited = event.get("message")  # an edit carries its author in the edited message
         user = event.get("user") or (edited.get("user") if isinstance(edited, dict) else None)
         channel = event.get("channel")
-        log_request(event_kind(event), user, channel, describe_decision(decision), started)
+        log_request(metrics, event_kind(event), user, channel, describe_decision(decision), started)
 
     async def on_command(ack: AsyncAck, respond: AsyncRespond, command: dict[str, Any]) -> None:
         started = time.perf_counter()
         outcome = await commands.handle(ack, respond, command)
         kind = f"command {_safe(command.get('command'))}"
-        log_request(kind, command.get("user_id"), command.get("channel_id"), outcome, started)
+        log_request(
+            metrics, kind, command.get("user_id"), command.get("channel_id"), outcome, started
+        )
 
     home = HomeTab(client, orchestrator, poster, background, settings=config.slack,
                    recent=options.recent_tasks)  # fmt: skip
@@ -326,7 +340,9 @@ def create_app(
         user = str((body.get("user") or {}).get("id", ""))
         channel = str((body.get("channel") or {}).get("id", ""))
         outcome = await answer_from_button(user, body, action, respond)
-        log_request(f"action {_safe(action.get('action_id'))}", user, channel, outcome, started)
+        log_request(
+            metrics, f"action {_safe(action.get('action_id'))}", user, channel, outcome, started
+        )
 
     def thread_button(act: ThreadAct, did: str) -> Callable[..., Awaitable[None]]:
         """A button that acts in the thread it was clicked in: ``act(thread, value, user,
@@ -345,7 +361,7 @@ def create_app(
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
             outcome = f"refused: {refused}" if refused else f"{did} {_safe(value)}"
             kind = f"action {_safe(action.get('action_id'))}"
-            log_request(kind, user, thread.channel, outcome, started)
+            log_request(metrics, kind, user, thread.channel, outcome, started)
 
         return on_click
 
@@ -384,4 +400,5 @@ def create_app(
         outbox=outbox,
         owns_client=owns_client,
         signing_secret=env.signing_secret or "",
+        metrics=metrics,
     )

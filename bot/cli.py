@@ -28,6 +28,13 @@ def register(
     parser.add_argument(
         "--host", default="0.0.0.0", help="HTTP mode address to listen on (default 0.0.0.0)"
     )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        metavar="N",
+        help="Socket Mode: serve /healthz, /readyz and /metrics on this port (default: none; "
+        "HTTP mode serves them on --port)",
+    )
     # A server's log is how its operators follow it: one line per Slack request and per agent
     # start and finish (INFO); the one-shot commands keep to warnings.
     parser.set_defaults(handler=run, log_level=logging.INFO)
@@ -42,7 +49,9 @@ def run(project: Project, args: argparse.Namespace) -> int:
     mode = choose_mode(env, args.mode)  # a HarnessError here is reported by the harness CLI
     if project.config.runtime.kind == "nats":  # its workers must be reachable: else say so now
         asyncio.run(check_nats(project))
-    return asyncio.run(serve(project, env=env, mode=mode, port=args.port, host=args.host))
+    return asyncio.run(serve(
+        project, env=env, mode=mode, port=args.port, host=args.host, health_port=args.health_port
+    ))  # fmt: skip
 
 
 async def check_nats(project: Project) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
 import aiohttp
+from prometheus_client import Gauge
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -123,6 +124,7 @@ class Outbox:
         on_given_up: Callable[[AgentRef, str], Awaitable[None]],
         max_delay: float = 30.0,
         clock: Callable[[], float] = time.time,
+        undelivered: Gauge | None = None,
     ) -> None:
         self.ledger = ledger
         self.client = client
@@ -131,6 +133,8 @@ class Outbox:
         self._on_given_up = on_given_up
         self.max_delay = max_delay
         self._clock = clock
+        # What the threads are still owed (a metric): set at each pass, less each entry done.
+        self._undelivered = undelivered
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -150,6 +154,8 @@ class Outbox:
         if agent is not None:
             entry["agent"] = agent
         await self.ledger.owe(lane_of(thread), dict(entry), settles=settles, handles=handles)
+        if self._undelivered is not None:
+            self._undelivered.inc()
         self._idle.clear()
         self._wake.set()
 
@@ -194,6 +200,8 @@ class Outbox:
         """One pass over what is due: seconds until the next entry falls due, None when
         nothing is left."""
         pending = await self.ledger.pending()
+        if self._undelivered is not None:
+            self._undelivered.set(len(pending))
         lanes: dict[str, list[Owed]] = {}
         for owed in pending:
             lanes.setdefault(owed.lane, []).append(owed)
@@ -215,6 +223,8 @@ class Outbox:
             outcome = await self._deliver(owed)
             if outcome is not None:
                 return outcome
+            if self._undelivered is not None:
+                self._undelivered.dec()  # delivered or given up
         return None
 
     async def _deliver(self, owed: Owed) -> float | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -129,15 +129,26 @@ class SlackClient(AsyncWebClient):
     """The Web API client, made to fail the way ``CALL_ERRORS`` says whatever Slack answers:
     slack_sdk raises its own AttributeError or ValueError (not a Slack error) on a few answers
     that are not Slack's JSON, such as a text page with HTTP 200 (a proxy's login page) or
-    binary bytes with a 5xx. Those become a ``SlackClientError``: transient, tried again."""
+    binary bytes with a 5xx. Those become a ``SlackClientError``: transient, tried again.
+    Every failed call is told to ``on_error`` (the bot counts them by method)."""
+
+    on_error: Callable[[str], None] | None = None
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:
             return await super().api_call(api_method, **kwargs)
         except (AttributeError, ValueError) as exc:
+            self._failed(api_method)
             raise SlackClientError(
                 f"{api_method}: the answer was not Slack's JSON ({exc})"
             ) from exc
+        except CALL_ERRORS:
+            self._failed(api_method)
+            raise
+
+    def _failed(self, api_method: str) -> None:
+        if self.on_error is not None:
+            self.on_error(api_method)
 
 
 def ts_key(ts: str) -> tuple[int, int]:

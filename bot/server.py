@@ -23,6 +23,7 @@ from bot.app import HarnessBot, create_app
 from bot.http_intake import HttpIntake
 from bot.poster import slack_error
 from bot.settings import BotOptions, Mode, SlackEnv
+from harness import health
 from harness.errors import HarnessError
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
@@ -34,10 +35,6 @@ EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
 
 
-async def _healthz(_request: web.Request) -> web.Response:
-    return web.Response(text="ok")
-
-
 class BotServer:
     def __init__(
         self,
@@ -47,12 +44,17 @@ class BotServer:
         app_token: str | None = None,
         host: str = "0.0.0.0",
         port: int = 3000,
+        health_port: int | None = None,
     ) -> None:
         self.bot = bot
         self.mode = mode
         self.app_token = app_token
         self.host = host
         self.port = port
+        # Socket Mode: /healthz, /readyz and /metrics on a port of their own (None: not served;
+        # HTTP mode serves them next to /slack/events).
+        self.health_port = health_port
+        self._health: web.AppRunner | None = None
         self.workspace = ""  # the Slack workspace's name, from auth.test at start
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
@@ -72,7 +74,7 @@ class BotServer:
             self._intake = HttpIntake(self.bot.app, self.bot.signing_secret)
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
-            web_app.router.add_get(HEALTH_PATH, _healthz)
+            health.add_routes(web_app, self.bot.metrics, self.checks())
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
             try:
@@ -88,6 +90,33 @@ class BotServer:
             handler = AsyncSocketModeHandler(self.bot.app, self.app_token)
             self._socket = handler
             await handler.connect_async()  # type: ignore[no-untyped-call]
+            if self.health_port is not None:
+                self._health = await health.serve(
+                    self.bot.metrics, self.checks(), host=self.host, port=self.health_port
+                )
+                self.health_port = health.bound_port(self._health)
+
+    def checks(self) -> dict[str, health.Check]:
+        """What /readyz checks: Slack connected, the task store writable, and the agents'
+        runtime reachable (NATS, when agents run on workers)."""
+        orchestrator = self.bot.orchestrator
+
+        async def slack() -> str | None:
+            if self._stopped:
+                return "stopping"
+            if self._socket is not None:
+                connected = await self._socket.client.is_connected()
+                return None if connected else "Socket Mode not connected"
+            return None if self._runner is not None else "not started"
+
+        async def runtime() -> str | None:
+            return orchestrator.runtime_problem()
+
+        return {
+            "slack": slack,
+            "task store": health.writable(orchestrator.config.tasks_dir),
+            "runtime": runtime,
+        }
 
     async def _check_tokens(self) -> None:
         """Fails fast, with what to fix, when Slack refuses a token (slack_sdk's Socket Mode
@@ -130,6 +159,8 @@ class BotServer:
                 await self._socket.close_async()  # type: ignore[no-untyped-call]
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._health is not None:
+            await self._health.cleanup()
         if self._intake is not None:
             await self._intake.drain()  # events already acked are owed an answer
         self.bot.begin_shutdown()
@@ -175,6 +206,7 @@ async def serve(
     host: str = "0.0.0.0",
     runtime: AgentRuntime | None = None,
     options: BotOptions | None = None,
+    health_port: int | None = None,
 ) -> int:
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
     # The Claude SDK is imported now, before the first event: importing it on the first
@@ -190,7 +222,9 @@ async def serve(
         )
     bot = create_app(orchestrator, env, options=options)
     bot.interrupted = recovered
-    server = BotServer(bot, mode, app_token=env.app_token, host=host, port=port)
+    server = BotServer(
+        bot, mode, app_token=env.app_token, host=host, port=port, health_port=health_port
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []

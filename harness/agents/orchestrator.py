@@ -256,6 +256,12 @@ class Orchestrator(TaskMethods):
             return None
         return await self._store.read_text(task_slug, record.diff_file)
 
+    def runtime_problem(self) -> str | None:
+        """Why agents cannot be run now (e.g. the NATS server is away), or None: for a
+        readiness check. A host in this process has none."""
+        problem = getattr(self._hosting, "problem", None)
+        return problem() if callable(problem) else None
+
     def agents(self) -> list[AgentInfo]:
         """Snapshots of the queued and running agents."""
         return self._pool.snapshot()

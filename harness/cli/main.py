@@ -237,6 +237,7 @@ async def _worker(args: argparse.Namespace) -> int:
         name=args.name,
         slots=args.slots,
         workspaces=args.workspaces.absolute(),
+        health_port=args.health_port,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -208,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--prefix", default="harness", help="the harness's subject prefix (default harness)"
     )
+    worker.add_argument(
+        "--health-port",
+        type=int,
+        metavar="N",
+        help="serve /healthz, /readyz (NATS connected) and /metrics on this port (default: none)",
+    )
     worker.set_defaults(log_level=logging.INFO)
     sub.add_parser(
         "doctor",

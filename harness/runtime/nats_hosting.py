@@ -80,6 +80,12 @@ class NatsHosting:
             await self._link.close()
             self._link = None
 
+    def problem(self) -> str | None:
+        """Why agents cannot reach workers now (for /readyz), or None."""
+        if self._link is None or not self._link.connected:
+            return f"NATS at {self.settings.url} not connected"
+        return None
+
     async def connect(self) -> None:
         """Connects now (a HarnessError naming the URL within a few seconds when NATS is not
         there), so a front end can fail at start rather than at its first agent."""

@@ -22,8 +22,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from harness import health
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import WorkspaceSettings
+from harness.metrics import Metrics
 from harness.retry import Backoff, retrying
 from harness.runtime.host import AgentHost
 from harness.runtime.nats_link import NatsLink, NatsSettings, cancel_surely, nats_errors
@@ -181,6 +183,7 @@ class Worker:
         name: str,
         slots: int,
         workspaces: Path,
+        health_port: int | None = None,
     ) -> None:
         self.settings = settings
         self.runtime = runtime
@@ -194,16 +197,41 @@ class Worker:
             runtime, Workspaces(WorkspaceSettings(root=workspaces)), run_id=f"worker-{name}"
         )
         self._controls: dict[str, AgentControl] = {}
+        # /healthz, /readyz (NATS connected) and /metrics on this port (None: not served; 0:
+        # any free one, known once served as ``health_port``).
+        self.health_port = health_port
+        self._roles: dict[str, str] = {}  # role of each agent running here
+        self.metrics = Metrics()
+        self.metrics.watch_agents(lambda: [(role, False) for role in self._roles.values()])
+        self.link: NatsLink | None = None
 
     async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
         """Takes and runs agents until ``stop`` is set (calling ``ready`` once it takes
         them); then stops the agents it runs. Connecting is bounded (a HarnessError naming
         the URL); ``stop`` set while connecting or while NATS is away ends it promptly too."""
+        runner = None
+        if self.health_port is not None:
+            checks = {"nats": self._nats_problem}
+            runner = await health.serve(self.metrics, checks, port=self.health_port)
+            self.health_port = health.bound_port(runner)
+        try:
+            await self._serve(stop, ready)
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+
+    async def _nats_problem(self) -> str | None:
+        if self.link is None or not self.link.connected:
+            return f"not connected to {self.settings.url}"
+        return None
+
+    async def _serve(self, stop: asyncio.Event, ready: Callable[[], None]) -> None:
         link = await _unless_stopped(
             NatsLink.connect(self.settings, name=f"harness worker {self.name}"), stop
         )
         if link is None:
             return
+        self.link = link
         free = asyncio.Semaphore(self.slots)
         try:
             from nats.js.api import AckPolicy, ConsumerConfig
@@ -278,6 +306,7 @@ class Worker:
         reporter = _Reporter(link, agent_id, self.name)
         beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
         self._controls[agent_id] = control
+        self._roles[agent_id] = spec.role.name
         # The task serving the run: a stopping worker waits for it (its outcome stored), within
         # a bound.
         self._runs[agent_id] = asyncio.current_task()  # type: ignore[assignment]
@@ -304,6 +333,10 @@ class Worker:
                 outcome = RunOutcome(status="failed", error=f"internal worker error: {exc}")
             finally:
                 self._controls.pop(agent_id, None)
+                self._roles.pop(agent_id, None)
+            self.metrics.agent_ended(
+                spec.role.name, outcome.status, outcome.duration_ms, outcome.cost_usd
+            )
             reporter.report("outcome", outcome_json(outcome))
             await reporter.close()
             logger.info("worker %s: agent %s %s", self.name, agent_id, outcome.status)

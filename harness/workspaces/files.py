@@ -38,9 +38,10 @@ def touch(path: Path) -> None:
 
 
 def has_files(path: Path) -> bool:
-    """Anything in the folder besides a worktree's ``.git`` link file."""
+    """Anything in the folder besides its ``.git`` (a worktree's link file, or the empty
+    repository a scratch folder starts with)."""
     with os.scandir(path) as entries:
-        return any(not (e.name == ".git" and e.is_file(follow_symlinks=False)) for e in entries)
+        return any(e.name != ".git" for e in entries)
 
 
 def worktree_common_dir(path: Path) -> Path | None:
@@ -79,7 +80,9 @@ def modified_since(path: Path, cutoff: float) -> bool:
 
 def _mtimes(path: Path) -> Iterator[float]:
     yield path.lstat().st_mtime
-    for folder, _, files in os.walk(path):
+    for folder, folders, files in os.walk(path):
+        if folder == str(path) and ".git" in folders:
+            folders.remove(".git")  # a scratch folder's own repository: not the agents' work
         for name in [folder, *(os.path.join(folder, file) for file in files)]:
             try:
                 mtime = os.lstat(name).st_mtime

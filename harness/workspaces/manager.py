@@ -130,6 +130,10 @@ class Workspaces:
                 workspace = await self._create(slug, path, repo, asked)
             elif kind == "missing" or (kind == "scratch" and repo is None):
                 await asyncio.to_thread(make_scratch, path)
+                if kind == "missing":
+                    # A repository of its own: git in it never finds the one the workspaces
+                    # root may sit in (the harness's checkout, the team's app).
+                    await git("init", "--quiet", cwd=path)
                 workspace = Workspace(slug, path)
             elif kind == "worktree":
                 workspace = await self._open(slug, path)

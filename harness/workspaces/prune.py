@@ -147,11 +147,13 @@ class Pruner:
         return Removed(slug, patch)
 
     async def _scratch(self, slug: str, path: Path) -> Removed | Kept:
-        if await asyncio.to_thread((path / ".git").exists):
+        if await asyncio.to_thread((path / ".git").exists) and await _has_commits(path):
+            # The empty repository the folder was made with goes; commits would not fit in
+            # the patch of its files.
             return Kept(
                 slug,
                 "failed",
-                f"{path} holds a git repository of its own (.git); move or delete it by hand",
+                f"{path} holds a git repository with commits (.git); move or delete it by hand",
             )
         if self.dry_run:
             return Removed(slug, None, would_save=await asyncio.to_thread(has_files, path))
@@ -160,3 +162,9 @@ class Pruner:
             patch = await self._save(slug, await folder_patch(path))
         await asyncio.to_thread(remove_tree_strict, path)
         return Removed(slug, patch)
+
+
+async def _has_commits(folder: Path) -> bool:
+    """Whether the repository in ``folder`` has a commit (its HEAD is born)."""
+    result = await git("rev-parse", "--verify", "--quiet", "HEAD", cwd=folder, check=False)
+    return result.ok

@@ -122,6 +122,7 @@ class RigFactory(Protocol):
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
         mcp: McpSettings | None = None,
+        health_port: int | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -148,6 +149,7 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
         slack_settings: SlackSettings | None = None,
         options: BotOptions | None = None,
         mcp: McpSettings | None = None,
+        health_port: int | None = None,
     ) -> AsyncIterator[Rig]:
         if (script is None) == (runtime is None):
             raise TypeError("rig() takes a script (for the real CLI) or a runtime, not both")
@@ -172,7 +174,8 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
             # Edited status messages unless a test asks for streamed replies.
             options = options or BotOptions(status_interval=0.5, stream_replies=False)
             bot = create_app(orchestrator, env, options=options)
-            server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0)
+            server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0,
+                               health_port=health_port)  # fmt: skip
             await server.start()
             stack.push_async_callback(server.stop)
             if mode == "http":

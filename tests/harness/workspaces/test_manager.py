@@ -245,17 +245,18 @@ async def test_a_task_without_a_repository_gets_a_scratch_folder_and_the_checkou
     (workspace.path / "poem.txt").write_text("roses\n", encoding="utf-8")
     assert git(project, "status", "--porcelain") == ""
     assert git(project, "rev-parse", "HEAD") == head
-    # With the workspace's environment, git in the scratch folder never finds the checkout.
-    found = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"],
-        cwd=workspace.path,
-        env={**os.environ, **workspace.env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert found.returncode != 0
-    assert "not a git repository" in found.stderr
+    # A repository of its own: git in the scratch folder never finds the checkout, with the
+    # workspace's environment or without (a person opening a shell there).
+    for env in (os.environ, {**os.environ, **workspace.env}):
+        found = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=workspace.path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert found.stdout.strip() == str(workspace.path)
 
 
 async def test_a_task_keeps_the_kind_of_workspace_it_started_with(
@@ -443,6 +444,24 @@ async def test_prune_saves_the_files_of_an_old_scratch_folder_before_removing_it
     assert patch is not None
     git(restored, "apply", str(patch))
     assert (restored / "poems" / "one.txt").read_text(encoding="utf-8") == "roses\n"
+
+
+async def test_prune_keeps_a_scratch_folder_whose_own_repository_has_commits(
+    workspaces: Workspaces,
+) -> None:
+    scratch = await workspaces.prepare("keeps-history", None)
+    (scratch.path / "notes.txt").write_text("v1\n", encoding="utf-8")
+    git(scratch.path, "add", "-A")
+    git(scratch.path, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qm", "v1")
+    age(scratch.path, 20)
+
+    report = await workspaces.prune(timedelta(days=14))
+
+    assert report.removed == ()
+    [kept] = report.kept
+    assert (kept.slug, kept.reason) == ("keeps-history", "failed")
+    assert "a git repository with commits" in kept.detail
+    assert (scratch.path / "notes.txt").exists()
 
 
 async def test_prune_keeps_a_worktree_whose_detached_head_holds_commits_no_branch_has(

@@ -1,0 +1,91 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` of a harness process (aiohttp), for the bot and
+for workers.
+
+``/healthz`` says "ok" while the process serves; ``/readyz`` runs its checks and answers 200,
+or 503 with one line per failing check; ``/metrics`` is the process's registry in the
+Prometheus text format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+from aiohttp import web
+
+from harness.metrics import CONTENT_TYPE, Metrics
+
+# A check: None when fine, else why not (one line).
+Check = Callable[[], Awaitable[str | None]]
+WRITE_TIMEOUT = 2.0
+
+
+def add_routes(app: web.Application, metrics: Metrics, checks: Mapping[str, Check]) -> None:
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        names = list(checks)
+        outcomes = await asyncio.gather(*(checks[name]() for name in names))
+        failing = [f"{name}: {why}" for name, why in zip(names, outcomes, strict=True) if why]
+        if failing:
+            return web.Response(status=503, text="\n".join(failing) + "\n")
+        return web.Response(text="ready\n")
+
+    async def metrics_page(_request: web.Request) -> web.Response:
+        body = metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_page)
+
+
+async def serve(
+    metrics: Metrics, checks: Mapping[str, Check], *, port: int, host: str = "0.0.0.0"
+) -> web.AppRunner:
+    """Serves the three endpoints on a port of their own (0: any free one; see
+    ``bound_port``) until the runner is cleaned up."""
+    app = web.Application()
+    add_routes(app, metrics, checks)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    return int(runner.addresses[0][1])
+
+
+def writable(folder: Path) -> Check:
+    """A check that a file can be written in ``folder`` (a temp file, removed), off the event
+    loop and bounded in time."""
+
+    def attempt() -> None:
+        folder.mkdir(parents=True, exist_ok=True)  # as the store would on its first write
+        fd, name = tempfile.mkstemp(prefix=".readyz-", dir=folder)
+        try:
+            os.write(fd, b"ok")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(name)
+
+    async def check() -> str | None:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(attempt), WRITE_TIMEOUT)
+        except TimeoutError:
+            return f"{folder} not writable within {WRITE_TIMEOUT:g} s"
+        except OSError as exc:
+            return f"{folder} not writable: {exc.strerror or exc}"
+        return None
+
+    return check

@@ -1,0 +1,139 @@
+"""Every Prometheus metric of a harness process, in one registry per process (``Metrics``).
+
+The agents' gauges (running, queued, questions waiting) are read from the orchestrator at
+scrape time; the rest are counted where things happen: a finished agent's duration and cost
+from its "finished" event, and the bot's requests, Slack API errors and posts it still owes
+(the bot increments these; harness/ knows nothing of Slack).
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from harness.agents.events import AgentEvent, Listener
+from harness.agents.pool import AgentInfo
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_DURATIONS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
+_LATENCIES = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class _AgentsNow(Collector):
+    """Agents running and queued by role, and questions waiting by kind, when scraped."""
+
+    def __init__(self) -> None:
+        # (role, queued) of each live agent.
+        self.agents: Callable[[], Iterable[tuple[str, bool]]] | None = None
+        self.questions: Callable[[], list[str]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        running = GaugeMetricFamily(
+            "harness_agents_running", "Agents running now (waiting ones included)", labels=["role"]
+        )
+        queued = GaugeMetricFamily("harness_agents_queued", "Agents queued now", labels=["role"])
+        if self.agents is not None:
+            counts = Tally(self.agents())
+            for role in sorted({role for role, _ in counts}):
+                running.add_metric([role], counts[(role, False)])
+                queued.add_metric([role], counts[(role, True)])
+        yield running
+        yield queued
+        if self.questions is not None:
+            waiting = GaugeMetricFamily(
+                "harness_questions_waiting",
+                "Approvals and questions waiting for a human",
+                labels=["kind"],
+            )
+            kinds = Tally(self.questions())
+            for kind in ("approval", "question", *sorted(set(kinds) - {"approval", "question"})):
+                waiting.add_metric([kind], kinds[kind])
+            yield waiting
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._now = _AgentsNow()
+        self.registry.register(self._now)
+        r = self.registry
+        self.agent_duration = Histogram(
+            "harness_agent_duration_seconds",
+            "Run time of agents that ended, by role and status",
+            ["role", "status"],
+            buckets=_DURATIONS,
+            registry=r,
+        )
+        self.agent_cost = Counter(
+            "harness_agent_cost_usd",
+            "Model cost of agents that ended (simulated costs excluded)",
+            ["role", "status"],
+            registry=r,
+        )
+        # The bot's, incremented from bot/.
+        self.slack_events = Counter(
+            "harness_slack_requests",
+            "Slack requests handled, by kind and decision",
+            ["kind", "decision"],
+            registry=r,
+        )
+        self.slack_ack_latency = Histogram(
+            "harness_slack_ack_latency_seconds",
+            "Time from a Slack request's arrival to the bot's decision",
+            buckets=_LATENCIES,
+            registry=r,
+        )
+        self.slack_api_errors = Counter(
+            "harness_slack_api_errors", "Failed Slack Web API calls, by method", ["method"],
+            registry=r,
+        )  # fmt: skip
+        self.undelivered_posts = Gauge(
+            "harness_undelivered_posts",
+            "Posts the bot owes Slack threads and has not delivered yet",
+            registry=r,
+        )
+
+    def watch(self, orchestrator: _Watched, *, questions: bool = True) -> None:
+        """Reads the agents (and questions) of ``orchestrator`` at scrape time and records
+        the agents that finish."""
+        self.watch_agents(lambda: [(a.role, a.status == "queued") for a in orchestrator.agents()])
+        if questions:
+            self._now.questions = lambda: [q.kind for q in orchestrator.pending_questions()]
+        orchestrator.subscribe(self.on_agent_event)
+
+    def watch_agents(self, agents: Callable[[], Iterable[tuple[str, bool]]]) -> None:
+        """Reads (role, queued) of each live agent at scrape time (a worker has no
+        orchestrator)."""
+        self._now.agents = agents
+
+    def on_agent_event(self, event: AgentEvent) -> None:
+        if event.kind != "finished":
+            return
+        record = event.record
+        cost = None if record.cost_simulated else record.cost_usd
+        self.agent_ended(record.role, record.status, record.duration_ms, cost)
+
+    def agent_ended(
+        self, role: str, status: str, duration_ms: int | None, cost: float | None
+    ) -> None:
+        if duration_ms is not None:
+            self.agent_duration.labels(role, status).observe(duration_ms / 1000)
+        if cost is not None:
+            self.agent_cost.labels(role, status).inc(cost)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)
+
+
+class _Watched(Protocol):
+    """What ``Metrics.watch`` reads: the orchestrator's facade."""
+
+    def agents(self) -> list[AgentInfo]: ...
+    def pending_questions(self) -> Sequence[Any]: ...
+    def subscribe(self, listener: Listener) -> None: ...
