@@ -87,6 +87,13 @@ async def ok(view: GitView, cwd: Path, *command: str) -> str:
     return out
 
 
+async def commit_file(view: GitView, cwd: Path, name: str, text: str, message: str) -> None:
+    """Writes ``name`` in the worktree, then adds and commits it inside the sandbox."""
+    (cwd / name).write_text(text, encoding="utf-8")
+    await ok(view, cwd, "git", "add", name)
+    await ok(view, cwd, "git", "commit", "--quiet", "-m", message)
+
+
 def snapshot(folder: Path, *skip: Path) -> dict[str, tuple[int, bytes]]:
     """Every file, folder and symlink under ``folder`` with its mode and content."""
     found: dict[str, tuple[int, bytes]] = {}
@@ -117,10 +124,7 @@ async def test_an_agent_commits_in_its_view_and_closing_puts_the_commit_on_its_b
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
-
-    await ok(view, task.path, "git", "add", "login.py")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await commit_file(view, task.path, "login.py", "def login(): ...\n", "login")
     inner = (await ok(view, task.path, "git", "rev-parse", "HEAD")).strip()
     status = await ok(view, task.path, "git", "status", "--porcelain")
     log = await ok(view, task.path, "git", "log", "--format=%s")
@@ -235,9 +239,7 @@ async def test_objects_the_agent_packed_in_its_view_are_brought_in_as_a_pack(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "login.py")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await commit_file(view, task.path, "login.py", "def login(): ...\n", "login")
     await ok(view, task.path, "git", "repack", "-d", "-q")
     packs = sorted(p.name for p in (private_of(workspaces, task) / "objects/pack").iterdir())
     assert [p.rsplit(".", 1)[1] for p in packs if p.startswith("pack-")][:2] == ["idx", "pack"]
@@ -256,9 +258,7 @@ async def test_closing_twice_is_harmless_and_the_next_run_commits_on_top(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "one.txt")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    await commit_file(view, task.path, "one.txt", "1\n", "one")
     first = await closed(workspaces, task, common)
     assert await closed(workspaces, task, common) is None
     # The harness commits outside between runs: settling the old view again changes nothing.
@@ -268,9 +268,7 @@ async def test_closing_twice_is_harmless_and_the_next_run_commits_on_top(
     assert git(web, "rev-parse", "harness/add-login") == by_harness
 
     view = await opened(workspaces, task, common)
-    (task.path / "two.txt").write_text("2\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "two.txt")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "two")
+    await commit_file(view, task.path, "two.txt", "2\n", "two")
     await ok(view, task.path, "git", "commit", "--quiet", "--amend", "-m", "two, amended")
     second = await closed(workspaces, task, common)
 
@@ -288,9 +286,7 @@ async def test_a_reset_in_the_view_moves_the_branch_back(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "one.txt")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    await commit_file(view, task.path, "one.txt", "1\n", "one")
     await closed(workspaces, task, common)
     view = await opened(workspaces, task, common)
 
@@ -304,9 +300,7 @@ async def test_a_writer_s_unsettled_commit_is_settled_when_its_view_opens_again(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "one.txt")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "one")
+    await commit_file(view, task.path, "one.txt", "1\n", "one")
     made = (await ok(view, task.path, "git", "rev-parse", "HEAD")).strip()
 
     await opened(workspaces, task, common)  # the harness stopped before closing the first
@@ -318,9 +312,7 @@ async def test_a_reader_s_view_reads_the_writer_s_commits_and_writes_nothing(
     workspaces: Workspaces, task: Workspace, common: Path
 ) -> None:
     writer = await opened(workspaces, task, common)
-    (task.path / "one.txt").write_text("1\n", encoding="utf-8")
-    await ok(writer, task.path, "git", "add", "one.txt")
-    await ok(writer, task.path, "git", "commit", "--quiet", "-m", "one")
+    await commit_file(writer, task.path, "one.txt", "1\n", "one")
     private = private_of(workspaces, task)
     before = snapshot(private), snapshot(task.path), snapshot(Path(task.git_dir or ""))
 
@@ -375,9 +367,7 @@ async def test_a_ref_naming_a_tree_or_a_commit_with_missing_objects_is_refused(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     view = await opened(workspaces, task, common)
-    (task.path / "login.py").write_text("def login(): ...\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "login.py")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await commit_file(view, task.path, "login.py", "def login(): ...\n", "login")
     blob = (await ok(view, task.path, "git", "rev-parse", "HEAD:login.py")).strip()
     tree = (await ok(view, task.path, "git", "rev-parse", "HEAD^{tree}")).strip()
     objects = private_of(workspaces, task) / "objects"
@@ -476,9 +466,7 @@ async def test_workspaces_give_a_view_to_a_worktree_and_none_to_a_scratch_folder
         "GIT_OBJECT_DIRECTORY": str(private_of(workspaces, task) / "objects"),
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
     }
-    (task.path / "login.py").write_text("x = 1\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "login.py")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await commit_file(view, task.path, "login.py", "x = 1\n", "login")
     await workspaces.settle_sandbox_view(task)
     assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "login"
 
@@ -513,9 +501,7 @@ async def test_a_url_repository_s_bare_cache_works_the_same(
 
     view = await workspaces.sandbox_view(task)
     assert view is not None
-    (task.path / "login.py").write_text("x = 1\n", encoding="utf-8")
-    await ok(view, task.path, "git", "add", "login.py")
-    await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
+    await commit_file(view, task.path, "login.py", "x = 1\n", "login")
     moved, _ = await inside(view, task.path, "git", "update-ref", "refs/remotes/origin/x", "HEAD")
     # Nothing in the cache changed but the mount points, made before the agent ran.
     after = snapshot(cache, Path(task.git_dir or ""))
