@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
 import mcp.types as mt
@@ -43,6 +44,7 @@ from claude_agent_sdk.types import (
 )
 from mcp.server import Server
 
+from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
     MODEL_API_RETRIES_ENV,
@@ -176,12 +178,26 @@ class ClaudeRuntime:
             retry_limit=_retry_limit(model_env),
             model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
         )
+        login = await asyncio.to_thread(login_folder, model_env)
         try:
-            async with self._sandboxed(spec, options, model_env, io.tools) as boxed:
+            async with self._sandboxed(spec, options, model_env, io.tools, login) as boxed:
                 await self._drive(boxed, spec.prompt, control, io, tracker, stderr_tail)
         except SandboxUnavailableError as exc:
             tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
+        finally:
+            if login is not None and tracker.session_id:  # its transcript left the login's
+                await asyncio.to_thread(remove_session, login, tracker.session_id)
         return tracker.outcome(int((time.monotonic() - started) * 1000))
+
+    @staticmethod
+    def _outside(
+        spec: AgentSpec, options: ClaudeAgentOptions, login: Path | None
+    ) -> ClaudeAgentOptions:
+        """The options of a run outside the sandbox: the CLI writes in the folder its host
+        gave this run, unless the model is reached through a login kept in its own."""
+        if spec.cli_state is None or login is not None:
+            return options
+        return dataclasses.replace(options, env={**options.env, CONFIG_DIR_ENV: spec.cli_state})
 
     @contextlib.asynccontextmanager
     async def _sandboxed(
@@ -190,6 +206,7 @@ class ClaudeRuntime:
         options: ClaudeAgentOptions,
         model_env: Mapping[str, str],
         tools: ToolGateway,
+        login: Path | None,
     ) -> AsyncIterator[ClaudeAgentOptions]:
         """The options that start the CLI in the agent's sandbox, for as long as it runs.
         An agent that only reads runs without one where bubblewrap cannot start; one that
@@ -199,7 +216,7 @@ class ClaudeRuntime:
                 "agent %s runs without the OS sandbox: config.yaml says `sandbox: off`",
                 spec.agent_id,
             )
-            yield options
+            yield self._outside(spec, options, login)
             return
         try:
             await check_sandbox()
@@ -211,12 +228,13 @@ class ClaudeRuntime:
                 spec.agent_id,
                 exc.message,
             )
-            yield options
+            yield self._outside(spec, options, login)
             return
         cli = await asyncio.to_thread(bundled_cli)
         if cli is None:
             raise SandboxUnavailableError("the Claude Code CLI was not found", fix=CLI_FIX)
-        hidden = {*MODEL_VARIABLES, *_withheld(model_env, spec.withhold_env)}
+        # Its home is its own and ends with it: the CLI's folder is there.
+        hidden = {*MODEL_VARIABLES, CONFIG_DIR_ENV, *_withheld(model_env, spec.withhold_env)}
 
         async def ask(host: str, port: int) -> bool:
             # A host not allowed is asked as a fetch of it: the role's WebFetch rules decide,
@@ -305,6 +323,7 @@ class _RunTracker:
         # each as progress); None again once the model answers.
         self.last_retry: dict[str, Any] | None = None
         self.api_error: str | None = None  # the CLI's "API Error: ..." once it gave up
+        self.session_id: str | None = None
 
     def observe(self, message: Message) -> None:
         if isinstance(message, AssistantMessage):
@@ -322,6 +341,9 @@ class _RunTracker:
                 self.control.activity = "writing"
         elif isinstance(message, ResultMessage):
             self.result_message = message
+            self.session_id = message.session_id or self.session_id
+        elif isinstance(message, SystemMessage) and message.subtype == "init":
+            self.session_id = str(message.data.get("session_id") or "") or None
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
             self.last_retry = message.data
             self.control.activity = api_retry_in(message_to_json(message)) or "retrying"

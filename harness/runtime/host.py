@@ -12,6 +12,7 @@ workspace request; it never knows which kind of host runs it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from pathlib import Path
@@ -20,6 +21,7 @@ from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
+from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
     TamperedWorkspaceError,
     WorkReport,
@@ -80,7 +82,13 @@ class AgentHost:
             placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
-        outcome = await self._runtime.run(placed, control, io)
+        state = self._workspaces.cli_state(spec.task_slug or "_", spec.agent_id)
+        try:
+            await asyncio.to_thread(state.mkdir, parents=True, exist_ok=True)
+            placed = dataclasses.replace(placed, cli_state=str(state))
+            outcome = await self._runtime.run(placed, control, io)
+        finally:  # the journal keeps every message: the CLI's own copy goes
+            await asyncio.to_thread(remove_tree, state)
         if workspace is None:
             return outcome
         try:

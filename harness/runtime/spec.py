@@ -106,6 +106,9 @@ class AgentSpec:
     # The harness's own files (config, roles, tasks, workspaces): hidden in the sandbox
     # where the agent's folder would show them (a role whose folder is the project's).
     hidden: tuple[str, ...] = ()
+    # Set by the host: a folder of this run's own for what the CLI writes when it runs
+    # outside the sandbox (transcripts), under the host's data folder; removed after it.
+    cli_state: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return serialise.to_json(self)

@@ -92,6 +92,9 @@ __all__ = [
     "unknown_repository",
 ]
 
+# Under the root: the CLI's own files for runs outside the OS sandbox, per task and agent.
+CLI_STATE = ".cli"
+
 logger = logging.getLogger(__name__)
 
 # Listing runs a few git commands per workspace: enough at once to hide their latency, few
@@ -361,6 +364,13 @@ class Workspaces:
         found = await asyncio.gather(*(info(slug) for slug in await self._slugs()))
         return [item for item in found if item is not None]
 
+    def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
+        """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs
+        outside the OS sandbox (its host removes it after the run; prune, a crash's
+        leftovers)."""
+        folder = self.root / CLI_STATE / slug
+        return folder / agent_id if agent_id else folder
+
     async def _slugs(self) -> builtins.list[str]:
         def names() -> builtins.list[str]:
             try:
@@ -368,7 +378,7 @@ class Workspaces:
             except FileNotFoundError:
                 return []
 
-        # Dot folders (.repos, .patches, .sandbox) never match a slug.
+        # Dot folders (.repos, .patches, .sandbox, .cli) never match a slug.
         return [name for name in await asyncio.to_thread(names) if SLUG_RE.match(name)]
 
     async def _info(self, slug: str) -> WorkspaceInfo | None:
@@ -415,6 +425,7 @@ class Workspaces:
                     # Its sandbox's git (made again for a new run): the objects in it were
                     # brought into the repository when its agents' runs were settled.
                     await asyncio.to_thread(remove_tree, self.root / SANDBOXES / slug)
+                    await asyncio.to_thread(remove_tree, self.cli_state(slug))
                 outcomes.append(outcome)
         await pruner.finish()
         report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)

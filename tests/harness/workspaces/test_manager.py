@@ -678,3 +678,20 @@ def test_the_harness_s_git_never_gets_its_secrets(monkeypatch: pytest.MonkeyPatc
 
     assert "SLACK_BOT_TOKEN" not in env and "ANTHROPIC_API_KEY" not in env
     assert env["PATH"] == os.environ["PATH"]
+
+
+async def test_prune_takes_what_a_crashed_runs_cli_left_with_the_workspace(
+    workspaces: Workspaces,
+) -> None:
+    old = await workspaces.prepare("old-task", None)
+    young = await workspaces.prepare("young-task", None)
+    for slug in ("old-task", "young-task"):  # a harness killed mid-run leaves these
+        transcript = workspaces.cli_state(slug, "a0000000001") / "projects" / "x.jsonl"
+        transcript.parent.mkdir(parents=True)
+        transcript.write_text("{}\n", encoding="utf-8")
+    age(old.path, 20)
+
+    await workspaces.prune(timedelta(days=14))
+
+    assert not old.path.exists() and not workspaces.cli_state("old-task").exists()
+    assert young.path.exists() and workspaces.cli_state("young-task").exists()
