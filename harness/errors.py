@@ -170,3 +170,35 @@ class NotAllowedError(HarnessError):
         self.user = user
         self.action = action
         self.requester = requester
+
+
+ForgeFailure = Literal[
+    "no-forge",  # the task's repository has no forge in config.yaml
+    "no-branch",  # the task has no branch to push (no repository, nothing committed)
+    "credentials",  # no token, or the forge refused it (401)
+    "forbidden",  # the identity may not do it (403, a protected branch)
+    "not-found",  # the repository (or pull request) is not there for this identity (404)
+    "rejected",  # the forge refused what was sent (422), or git refused the push
+    "rate-limited",  # try again later
+    "unavailable",  # the forge or the remote could not be reached, or failed (5xx)
+]
+
+
+class ForgeError(HarnessError):
+    """Pushing a task's branch, or a pull request on its forge, failed. ``failure`` says which
+    way, ``status`` is the forge's HTTP status when it answered, ``retry_after`` how long it
+    asked to be left alone (seconds), when it said."""
+
+    def __init__(
+        self,
+        failure: ForgeFailure,
+        message: str,
+        *,
+        fix: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, fix=fix)
+        self.failure = failure
+        self.status = status
+        self.retry_after = retry_after

@@ -51,7 +51,7 @@ class Dispatcher:
         hosting: Hosting,
         pool: AgentPool,
         runs: AgentRuns,
-        events: Events,
+        events: Events[AgentEvent],
         *,
         clock: Clock,
         simulated_costs: bool,

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from harness.tasks.model import DispatchRecord, Task
 
@@ -27,17 +27,20 @@ class AgentEvent:
 
 
 Listener = Callable[[AgentEvent], Awaitable[None] | None]
+E = TypeVar("E")
 
 
-class Events:
+class Events(Generic[E]):
+    """Events of one kind (``AgentEvent``, a pull request's) and who listens to them."""
+
     def __init__(self) -> None:
-        self._listeners: list[Listener] = []
+        self._listeners: list[Callable[[E], Awaitable[None] | None]] = []
         self._pending: set[asyncio.Future[Any]] = set()
 
-    def subscribe(self, listener: Listener) -> None:
+    def subscribe(self, listener: Callable[[E], Awaitable[None] | None]) -> None:
         self._listeners.append(listener)
 
-    def emit(self, event: AgentEvent) -> None:
+    def emit(self, event: E) -> None:
         for listener in self._listeners:
             outcome = listener(event)
             if asyncio.iscoroutine(outcome):

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from harness.agents.authority import Authority
 from harness.agents.dispatching import AgentHandle, Dispatcher
-from harness.agents.events import Events, Listener
+from harness.agents.events import AgentEvent, Events, Listener
 from harness.agents.metadata import FieldValue, MetadataCollector
 from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
+from harness.agents.pull_requests import PullRequestMethods
 from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.agents.recovery import recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
@@ -54,7 +55,7 @@ logger = logging.getLogger(__name__)
 ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
 
 
-class Orchestrator(TaskMethods):
+class Orchestrator(TaskMethods, PullRequestMethods):
     def __init__(
         self,
         config: Config,
@@ -80,7 +81,7 @@ class Orchestrator(TaskMethods):
         # One collector (and so one cache) for every front end and the tools.
         self._metadata = MetadataCollector(config.metadata)
         self._workspaces = workspaces
-        self._events = Events()
+        self._events = Events[AgentEvent]()
         # An agent that ends leaves no question open: its buttons close saying it ended.
         self._events.subscribe(
             lambda event: (
@@ -109,6 +110,9 @@ class Orchestrator(TaskMethods):
             clock=clock,
         )
         self._pending = self._runs.pending
+        self._init_pull_requests()
+        # A writer that ends on a task with a pull request: its commits go there too.
+        self._events.subscribe(self._on_agent_event)
         self._dispatcher = Dispatcher(
             config,
             self._roles,
@@ -393,6 +397,7 @@ class Orchestrator(TaskMethods):
             await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
         await self._runs.join()
+        await self.close_pull_requests()
         await self._pending.close()  # what the store still refuses stays spooled
         await self._hosting.close()
         await self._store.close()
@@ -406,9 +411,11 @@ class Orchestrator(TaskMethods):
         still refuses are retried): their dispatches ended, they were not interrupted."""
         await self._store.begin_run()
         finished = await self._pending.apply_spooled()
-        return await recover_interrupted(
+        recovered = await recover_interrupted(
             self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished
         )
+        await self.follow_open_pull_requests()
+        return recovered
 
     # -- internals -------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class AgentRuns:
         store: Store,
         hosting: Hosting,
         pool: AgentPool,
-        events: Events,
+        events: Events[AgentEvent],
         *,
         tools: ToolProvider,
         child_env: Mapping[str, str],

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Self
 import pydantic
 from pydantic import Field
 
+from harness.config.forge_schema import GitHubSection, RepositoryGitHub
 from harness.problems import Invalid, NonEmptyStr, did_you_mean
 
 _SLACK_ID = "U012ABCDEF"
@@ -203,6 +204,16 @@ class RepositoryEntry(_Section):
     base_branch: BranchName = Field(
         "main", alias="baseBranch", examples=["main"], description="what task branches start from"
     )
+    remote: NonEmptyStr = Field(
+        "origin",
+        examples=["origin"],
+        description="the git remote a `path` repository's task branches are pushed to",
+    )
+    github: RepositoryGitHub | None = Field(
+        None,
+        examples=["acme/web"],
+        description="open pull requests of this repository's tasks on GitHub",
+    )
 
     @pydantic.model_validator(mode="after")
     def _one_source(self) -> Self:
@@ -380,3 +391,4 @@ class ConfigFile(_Section):
     )
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
     sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))
+    github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))

@@ -21,6 +21,7 @@ from typing import Literal, TypeVar
 import pydantic
 import yaml
 
+from harness.config.forge_schema import GitHubSection, RepositoryGitHub
 from harness.config.schema import ConfigFile, RepositoryEntry, WorkspacesSection
 from harness.errors import ConfigError, FileFieldError
 from harness.problems import describe, keys_of, problems
@@ -69,15 +70,51 @@ class SlackSettings:
 
 
 @dataclass(frozen=True)
+class GitHubAppSettings:
+    app_id: int
+    private_key_file: Path
+    installation_id: int | None = None  # None: GitHub says, per repository
+
+
+@dataclass(frozen=True)
+class GitHubRepository:
+    """Where a repository's pull requests are opened: ``owner/name`` on the API at
+    ``api_url``, as the bot (the token in ``token_env``, or a GitHub App installation)."""
+
+    full_name: str
+    api_url: str = "https://api.github.com"
+    web_url: str = "https://github.com"
+    token_env: str = "GITHUB_TOKEN"
+    app: GitHubAppSettings | None = None
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    """Shared by every GitHub repository: where the API and the sign-in are, the client id
+    people link their accounts with, and how pull requests' checks are followed."""
+
+    api_url: str = "https://api.github.com"
+    web_url: str = "https://github.com"
+    client_id: str | None = None
+    follow_checks: bool = True
+    check_poll_seconds: float = 15.0
+    auto_fix_tries: int = 0
+    draft: bool = False
+
+
+@dataclass(frozen=True)
 class RepositorySettings:
     """A git repository tasks get worktrees of: a local one at ``path``, or ``url`` cloned
-    into ``cache`` (exactly one of ``path`` and ``url`` is set; ``cache`` goes with ``url``)."""
+    into ``cache`` (exactly one of ``path`` and ``url`` is set; ``cache`` goes with ``url``).
+    Task branches are pushed to ``remote`` (a ``path`` repository's) or ``url``."""
 
     name: str
     path: Path | None = None
     url: str | None = None
     cache: Path | None = None
     base_branch: str = "main"
+    remote: str = "origin"
+    github: GitHubRepository | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +180,7 @@ class Config:
     withhold_env: tuple[str, ...] = ()
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    github: GitHubSettings = field(default_factory=GitHubSettings)
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
@@ -150,17 +188,40 @@ def _resolve(base_dir: Path, value: str) -> Path:
     return Path(os.path.normpath(base_dir / Path(value).expanduser()))
 
 
-def _repository(base_dir: Path, root: Path, name: str, raw: RepositoryEntry) -> RepositorySettings:
+def _github(base_dir: Path, shared: GitHubSection, raw: RepositoryGitHub) -> GitHubRepository:
+    app = raw.app
+    return GitHubRepository(
+        full_name=raw.repository,
+        api_url=(raw.api_url or shared.api_url).rstrip("/"),
+        web_url=shared.web_url,
+        token_env=raw.token_env,
+        app=GitHubAppSettings(
+            app_id=app.id,
+            private_key_file=_resolve(base_dir, app.private_key_file),
+            installation_id=app.installation_id,
+        )
+        if app
+        else None,
+    )
+
+
+def _repository(
+    base_dir: Path, root: Path, name: str, raw: RepositoryEntry, shared: GitHubSection
+) -> RepositorySettings:
+    github = _github(base_dir, shared, raw.github) if raw.github else None
     if raw.path is not None:
+        path = _resolve(base_dir, raw.path)
         return RepositorySettings(
-            name=name, path=_resolve(base_dir, raw.path), base_branch=raw.base_branch
+            name=name, path=path, base_branch=raw.base_branch, remote=raw.remote, github=github
         )
     # A dot folder under root: never a valid task slug, so it never passes for a workspace.
     cache = _resolve(base_dir, raw.cache) if raw.cache else root / ".repos" / name
-    return RepositorySettings(name=name, url=raw.url, cache=cache, base_branch=raw.base_branch)
+    return RepositorySettings(
+        name=name, url=raw.url, cache=cache, base_branch=raw.base_branch, github=github
+    )
 
 
-def _workspaces(base_dir: Path, raw: WorkspacesSection) -> WorkspaceSettings:
+def _workspaces(base_dir: Path, raw: WorkspacesSection, shared: GitHubSection) -> WorkspaceSettings:
     root = _resolve(base_dir, raw.root)
     return WorkspaceSettings(
         root=root,
@@ -169,7 +230,8 @@ def _workspaces(base_dir: Path, raw: WorkspacesSection) -> WorkspaceSettings:
         default=raw.default,
         channels=dict(raw.channels),
         repositories={
-            name: _repository(base_dir, root, name, repo) for name, repo in raw.repositories.items()
+            name: _repository(base_dir, root, name, repo, shared)
+            for name, repo in raw.repositories.items()
         },
     )
 
@@ -217,7 +279,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             allowed_channels=tuple(raw.slack.allowed_channels),
             admins=tuple(raw.slack.admins),
         ),
-        workspaces=_workspaces(file.parent, raw.workspaces),
+        workspaces=_workspaces(file.parent, raw.workspaces, raw.github),
         withhold_env=tuple(raw.withhold_env),
         runtime=RuntimeSettings(
             kind=raw.runtime.kind,
@@ -231,6 +293,15 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         ),
         sandbox=SandboxSettings(
             enabled=raw.sandbox.enabled, network_allow=tuple(raw.sandbox.network.allow)
+        ),
+        github=GitHubSettings(
+            api_url=raw.github.api_url,
+            web_url=raw.github.web_url,
+            client_id=raw.github.client_id,
+            follow_checks=raw.github.follow_checks,
+            check_poll_seconds=float(raw.github.check_poll_seconds),
+            auto_fix_tries=raw.github.auto_fix_tries,
+            draft=raw.github.draft,
         ),
     )
 

@@ -52,6 +52,7 @@ from harness.tasks.lookups import TaskLookups
 from harness.tasks.model import (
     Decision,
     DispatchRecord,
+    PullRequest,
     Task,
     TaskSummary,
     ThreadRef,
@@ -153,6 +154,12 @@ class FileTaskStore:
     async def allow(self, slug: str, rule: str) -> Task:
         validate_slug(slug)
         return await asyncio.to_thread(self._update, slug, lambda task: with_rule(task, rule))
+
+    async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
+        validate_slug(slug)
+        return await asyncio.to_thread(
+            self._update, slug, lambda task: dataclasses.replace(task, pull_request=pull_request)
+        )
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         self._journal.append(slug, name, entry)

@@ -158,6 +158,29 @@ class DispatchRecord:
     budget_usd: float | None = None
 
 
+# How a pull request's checks stand: none reported yet, some still running, all passed, any
+# failed.
+ChecksState = Literal["unknown", "pending", "passed", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullRequest:
+    """The pull request a task's branch is in, and how its checks stand."""
+
+    repository: str  # on the forge, as owner/name
+    number: int
+    url: str
+    branch: str
+    base: str
+    opened_by: str  # the forge account it was opened as (a person's, or the bot's)
+    requested_by: str | None = None  # who asked for it (a front end's user id)
+    head_commit: str | None = None  # the commit last pushed
+    checks: ChecksState = "unknown"
+    checks_url: str | None = None  # the failing (else any) check's page
+    failing: tuple[str, ...] = ()  # the names of the checks that failed
+    fix_tries: int = 0  # developers drafted to fix failed checks on this pull request
+
+
 @dataclass(frozen=True)
 class Task:
     # In task.json the folder name is the task's identity; the file's copy is informational.
@@ -172,6 +195,8 @@ class Task:
     requester: str | None = field(default=None, kw_only=True)
     # Permission rules a human granted with "Allow for this task" (Claude Code rule syntax).
     allowed: tuple[str, ...] = field(default=(), kw_only=True)
+    # The pull request the task's branch was pushed to, once one was opened.
+    pull_request: PullRequest | None = field(default=None, kw_only=True)
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
 

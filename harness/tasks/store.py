@@ -45,6 +45,7 @@ from harness.tasks.model import (
     FINAL_STATUSES,
     Decision,
     DispatchRecord,
+    PullRequest,
     Task,
     TaskSummary,
     ThreadRef,
@@ -151,6 +152,10 @@ class TaskStore(Protocol):
 
     async def allow(self, slug: str, rule: str) -> Task:
         """Remember a permission rule granted for the task (atomic; a repeat is kept once)."""
+        ...
+
+    async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
+        """Record the task's pull request (or forget it: None) atomically."""
         ...
 
 
@@ -323,6 +328,10 @@ class MemoryTaskStore:
     async def allow(self, slug: str, rule: str) -> Task:
         with self._lock:
             return self._put(with_rule(self._get(slug), rule))
+
+    async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
+        with self._lock:
+            return self._put(dataclasses.replace(self._get(slug), pull_request=pull_request))
 
     def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None:
         self._journal.append(slug, name, entry)

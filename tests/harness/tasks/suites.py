@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.tasks.model import AgentResult, Decision, ThreadRef
+from harness.tasks.model import AgentResult, Decision, PullRequest, ThreadRef
 from harness.tasks.store import Store
 from harness.testing.records import make_record
 
@@ -62,6 +62,23 @@ class TaskStoreConformance:
         await store.allow(slug, "Bash(pytest:*)")
 
         assert (await store.get(slug)).allowed == ("Bash(pytest:*)", "Bash(make:*)")
+
+    async def test_a_pull_request_is_kept_with_its_checks_and_can_be_forgotten(
+        self, store: Store
+    ) -> None:
+        slug = (await store.create("Fix the login", repository="web")).slug
+        pull = PullRequest(
+            repository="acme/web", number=7, url="https://github.com/acme/web/pull/7",
+            branch=f"harness/{slug}", base="main", opened_by="alice", requested_by="U1",
+            head_commit="abc123", checks="failed", failing=("tests",), fix_tries=1,
+        )  # fmt: skip
+        await store.set_pull_request(slug, pull)
+        await store.save_dispatch(slug, make_record("a1"))
+
+        kept = await store.get(slug)
+        assert kept.pull_request == pull and len(kept.dispatches) == 1
+        await store.set_pull_request(slug, None)
+        assert (await store.get(slug)).pull_request is None
 
     async def test_create_makes_slugs_unique(self, store: Store) -> None:
         slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]

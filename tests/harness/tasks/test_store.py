@@ -191,6 +191,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         "repository",
         "requester",
         "allowed",
+        "pullRequest",
         "dispatches",
         "decisions",
     ]

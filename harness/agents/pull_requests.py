@@ -1,0 +1,380 @@
+"""The orchestrator's methods about pull requests: a part of its facade, in a module of its
+own. Callers use them on the orchestrator.
+
+Opening one pushes the task's branch with the harness's credentials (never from inside a
+sandbox) and opens (or updates) the pull request, as the person who asked when they linked
+their GitHub account, else as the bot. The pull request's checks are then followed; failed
+checks are fixed by a developer drafted on the same branch (a click, or without one up to
+``github.autoFixTries``), and every writer that finishes on the task later pushes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import aiohttp
+
+from harness.agents.authority import Authority
+from harness.agents.events import AgentEvent, Events
+from harness.config.settings import Config, RepositorySettings
+from harness.errors import ForgeError, HarnessError
+from harness.forge.checks import fix_prompt, summarize
+from harness.forge.github import AppTokens, GitHubRepo
+from harness.forge.push import push_branch
+from harness.forge.text import pull_request_body, pull_request_title
+from harness.retry import Backoff
+from harness.tasks.model import PullRequest, Task
+from harness.tasks.store import Store
+
+if TYPE_CHECKING:
+    from harness.agents.dispatching import AgentHandle
+
+logger = logging.getLogger(__name__)
+
+PullRequestEventKind = Literal["opened", "updated", "checks", "fixing", "failed"]
+# Checks still unreported this long after a push: the repository has none to wait for.
+NO_CHECKS_AFTER_POLLS = 40
+FIX_ROLE = "developer"
+
+
+@dataclass(frozen=True)
+class PullRequestEvent:
+    """What happened to a task's pull request, for the front ends: opened, updated (pushed
+    again), checks (their state changed), fixing (a developer was drafted for failed
+    checks: ``agent_id``), failed (something could not be done: ``error``)."""
+
+    kind: PullRequestEventKind
+    task: Task
+    pull_request: PullRequest | None
+    agent_id: str | None = None
+    error: ForgeError | None = None
+
+
+PullRequestListener = Callable[[PullRequestEvent], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class LinkedAccount:
+    login: str
+    token: str
+
+
+class LinkedAccounts(Protocol):
+    """People's own forge accounts, linked from a front end."""
+
+    async def account(self, user: str, api_url: str) -> LinkedAccount | None: ...
+
+
+class PullRequestMethods:
+    """Mixed into the orchestrator, whose parts these are."""
+
+    _config: Config
+    _store: Store
+    _authority: Authority
+    _pr_events: Events[PullRequestEvent]
+    _pr_locks: dict[str, asyncio.Lock]
+    _pr_followers: dict[str, asyncio.Task[None]]
+    _pr_session: aiohttp.ClientSession | None
+    _pr_app_tokens: AppTokens | None
+    _linked_accounts: LinkedAccounts | None
+
+    def _init_pull_requests(self) -> None:
+        self._pr_events = Events[PullRequestEvent]()
+        self._pr_locks = {}
+        self._pr_followers = {}
+        self._pr_session = None
+        self._pr_app_tokens = None
+        self._linked_accounts = None
+
+    if TYPE_CHECKING:  # the orchestrator's own methods these use
+
+        async def task(self, slug: str) -> Task: ...
+
+        async def draft(
+            self, role_name: str, prompt: str, *, task_slug: str | None = None,
+            parent_id: str | None = None, repository: str | None = None,
+            requested_by: str | None = None,
+        ) -> AgentHandle: ...  # fmt: skip
+
+    def subscribe_pull_requests(self, listener: PullRequestListener) -> None:
+        self._pr_events.subscribe(listener)
+
+    def link_accounts(self, accounts: LinkedAccounts) -> None:
+        """Where people's linked forge accounts are looked up (a front end's store)."""
+        self._linked_accounts = accounts
+
+    def forge_of(self, task: Task) -> RepositorySettings | None:
+        """The task's repository when pull requests can be opened for it."""
+        repo = self._config.workspaces.repositories.get((task.repository or "").lower())
+        return repo if repo is not None and repo.github is not None else None
+
+    async def open_pull_request(
+        self, slug: str, *, by: str | None, thread_url: str | None = None
+    ) -> PullRequest:
+        """Push the task's branch and open its pull request (or update the open one), as
+        ``by`` when they linked their account, else as the bot. ``by`` None: the terminal's
+        own user, who may. ForgeError / NotAllowedError say what stopped it; what was done
+        before (a push) stays done, and trying again picks up from there."""
+        task = await self.task(slug)
+        if by is not None:
+            self._authority.check(by, task.requester, f"open a pull request for task {slug}")
+        async with self._pr_lock(slug):
+            try:
+                pull = await self._open(task, by, thread_url)
+            except ForgeError as exc:
+                self._emit_pr(PullRequestEvent("failed", task, task.pull_request, error=exc))
+                raise
+        task = await self.task(slug)
+        self._emit_pr(PullRequestEvent("opened", task, pull))
+        self._follow(slug)
+        return pull
+
+    async def fix_checks(self, slug: str, *, by: str | None) -> str:
+        """Draft a developer on the task's branch with the failing checks' logs; its agent
+        id. Its commits are pushed to the pull request when it ends."""
+        task = await self.task(slug)
+        if by is not None:
+            self._authority.check(by, task.requester, f"fix the checks of task {slug}")
+        return await self._fix(task, requested_by=by or task.requester)
+
+    # -- the steps -----------------------------------------------------------------------
+
+    async def _open(self, task: Task, by: str | None, thread_url: str | None) -> PullRequest:
+        repo = self._forge_or_error(task)
+        assert repo.github is not None
+        branch = f"harness/{task.slug}"
+        bot_token = await self._bot_token(repo)
+        head = await push_branch(repo, branch, token=bot_token)
+        asked = by or task.requester
+        linked = await self._account(asked, repo) if asked else None
+        token = linked.token if linked else bot_token
+        body = pull_request_body(
+            task,
+            thread_url=thread_url,
+            asked_by=asked,
+            opened_for=asked if linked is None and asked else None,
+        )
+        info = await self._github(repo, token).open_pull(
+            title=pull_request_title(task), body=body, head=branch,
+            base=repo.base_branch, draft=self._config.github.draft,
+        )  # fmt: skip
+        previous = task.pull_request
+        pull = PullRequest(
+            repository=repo.github.full_name,
+            number=info.number,
+            url=info.url,
+            branch=branch,
+            base=repo.base_branch,
+            opened_by=info.opened_by or (linked.login if linked else "the bot"),
+            requested_by=asked,
+            head_commit=head,
+            checks="unknown",
+            fix_tries=previous.fix_tries if previous and previous.number == info.number else 0,
+        )
+        await self._store.set_pull_request(task.slug, pull)
+        return pull
+
+    async def _push_again(self, slug: str) -> None:
+        """A writer finished on a task with a pull request: its commits go there too."""
+        async with self._pr_lock(slug):
+            task = await self.task(slug)
+            pull, repo = task.pull_request, self.forge_of(task)
+            if pull is None or repo is None:
+                return
+            try:
+                head = await push_branch(repo, pull.branch, token=await self._bot_token(repo))
+            except ForgeError as exc:
+                self._emit_pr(PullRequestEvent("failed", task, pull, error=exc))
+                return
+            if head == pull.head_commit:
+                return
+            pull = replace(pull, head_commit=head, checks="unknown", failing=(), checks_url=None)
+            task = await self._store.set_pull_request(slug, pull)
+        self._emit_pr(PullRequestEvent("updated", task, pull))
+        self._follow(slug)
+
+    async def _fix(self, task: Task, *, requested_by: str | None) -> str:
+        pull, repo = task.pull_request, self._forge_or_error(task)
+        if pull is None or pull.checks != "failed":
+            raise HarnessError(
+                f"task {task.slug} has no pull request with failed checks",
+                fix="open its pull request first, and wait for its checks",
+            )
+        github = self._github(repo, await self._bot_token(repo))
+        failing = summarize(await github.check_runs(pull.head_commit or pull.branch)).failing
+        logs = [(run, await self._log(github, run.id)) for run in failing]
+        handle = await self.draft(
+            FIX_ROLE,
+            fix_prompt(pull.number, pull.url, logs),
+            task_slug=task.slug,
+            requested_by=requested_by,
+        )
+        pull = replace(pull, fix_tries=pull.fix_tries + 1)
+        task = await self._store.set_pull_request(task.slug, pull)
+        self._emit_pr(PullRequestEvent("fixing", task, pull, agent_id=handle.agent_id))
+        return handle.agent_id
+
+    @staticmethod
+    async def _log(github: GitHubRepo, job_id: int) -> str:
+        try:
+            return await github.job_log(job_id)
+        except ForgeError as exc:  # a check that is not an Actions job has no log here
+            return f"(no log: {exc.message})"
+
+    # -- following checks ----------------------------------------------------------------
+
+    def _follow(self, slug: str) -> None:
+        if not self._config.github.follow_checks:
+            return
+        running = self._pr_followers.pop(slug, None)
+        if running is not None:
+            running.cancel()
+        follower = asyncio.create_task(self._follow_checks(slug), name=f"checks of {slug}")
+        self._pr_followers[slug] = follower
+        follower.add_done_callback(lambda done: self._forget_follower(slug, done))
+
+    def _forget_follower(self, slug: str, done: asyncio.Task[None]) -> None:
+        if self._pr_followers.get(slug) is done:
+            del self._pr_followers[slug]
+        if not done.cancelled() and done.exception() is not None:
+            logger.error("following the checks of %s failed", slug, exc_info=done.exception())
+
+    async def _follow_checks(self, slug: str) -> None:
+        poll = self._config.github.check_poll_seconds
+        delays = Backoff(poll, poll * 4, factor=1.5).delays()
+        polls = 0
+        while True:
+            await asyncio.sleep(next(delays))
+            polls += 1
+            task = await self.task(slug)
+            pull, repo = task.pull_request, self.forge_of(task)
+            if pull is None or repo is None or pull.head_commit is None:
+                return
+            try:
+                github = self._github(repo, await self._bot_token(repo))
+                view = summarize(await github.check_runs(pull.head_commit))
+            except ForgeError as exc:
+                logger.warning("checks of %s: %s", slug, exc.message)
+                if exc.failure in ("rate-limited", "unavailable"):
+                    continue
+                self._emit_pr(PullRequestEvent("failed", task, pull, error=exc))
+                return
+            if view.state == "unknown" and polls >= NO_CHECKS_AFTER_POLLS:
+                return
+            if view.state != pull.checks:
+                changed = replace(
+                    pull, checks=view.state, failing=view.failing_names, checks_url=view.url
+                )
+                task = await self._store.set_pull_request(slug, changed)
+                self._emit_pr(PullRequestEvent("checks", task, changed))
+                pull = changed
+            if view.state == "failed":
+                if pull.fix_tries < self._config.github.auto_fix_tries:
+                    await self._fix_quietly(task)
+                return
+            if view.state == "passed":
+                return
+
+    async def _fix_quietly(self, task: Task) -> None:
+        try:
+            await self._fix(task, requested_by=task.requester)
+        except HarnessError as exc:
+            logger.warning("no automatic fix of %s's checks: %s", task.slug, exc.message)
+            error = exc if isinstance(exc, ForgeError) else None
+            self._emit_pr(PullRequestEvent("failed", task, task.pull_request, error=error))
+
+    def _on_agent_event(self, event: AgentEvent) -> None:
+        """A writer that finished on a task with a pull request: push its work there."""
+        record = event.record
+        if event.kind != "finished" or event.task.pull_request is None:
+            return
+        if record.status != "completed" or not record.head_commit:
+            return
+        if record.head_commit == event.task.pull_request.head_commit:
+            return
+        follow_up = asyncio.create_task(self._push_again(event.task.slug))
+        self._pr_followers.setdefault(f"push:{event.task.slug}:{record.agent_id}", follow_up)
+        follow_up.add_done_callback(
+            lambda done: self._pr_followers.pop(f"push:{event.task.slug}:{record.agent_id}", None)
+        )
+
+    async def follow_open_pull_requests(self) -> None:
+        """At start: go on following the checks of pull requests still waiting on them."""
+        for task in await self._store.list():
+            pull = task.pull_request
+            if pull is not None and pull.checks in ("unknown", "pending"):
+                self._follow(task.slug)
+
+    async def close_pull_requests(self) -> None:
+        for follower in list(self._pr_followers.values()):
+            follower.cancel()
+        for follower in list(self._pr_followers.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+        if self._pr_session is not None:
+            await self._pr_session.close()
+
+    # -- identities ----------------------------------------------------------------------
+
+    def _forge_or_error(self, task: Task) -> RepositorySettings:
+        if task.repository is None:
+            raise ForgeError(
+                "no-branch",
+                f"task {task.slug} has no repository: its agents worked in a scratch folder",
+                fix="ask in a thread that names a repository (`repo:NAME`) to get a branch",
+            )
+        repo = self.forge_of(task)
+        if repo is None:
+            raise ForgeError(
+                "no-forge",
+                f"repository {task.repository} has no forge to open pull requests on",
+                fix=f"add `github: OWNER/NAME` under workspaces.repositories.{task.repository} "
+                "in config.yaml",
+            )
+        return repo
+
+    async def _bot_token(self, repo: RepositorySettings) -> str:
+        github = repo.github
+        assert github is not None
+        if github.app is not None:
+            return await self._app_tokens().token(github, github.app)
+        token = os.environ.get(github.token_env, "")
+        if not token:
+            raise ForgeError(
+                "credentials",
+                f"no GitHub token for the bot: {github.token_env} is not set",
+                fix=f"export {github.token_env} (a token that may push and open pull requests "
+                f"in {github.full_name}) where the bot runs, or configure a GitHub App",
+            )
+        return token
+
+    async def _account(self, user: str, repo: RepositorySettings) -> LinkedAccount | None:
+        if self._linked_accounts is None or repo.github is None:
+            return None
+        return await self._linked_accounts.account(user, repo.github.api_url)
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._pr_session is None or self._pr_session.closed:
+            self._pr_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self._pr_session
+
+    def _app_tokens(self) -> AppTokens:
+        if self._pr_app_tokens is None:
+            self._pr_app_tokens = AppTokens(self._session())
+        return self._pr_app_tokens
+
+    def _github(self, repo: RepositorySettings, token: str) -> GitHubRepo:
+        assert repo.github is not None
+        return GitHubRepo(self._session(), repo.github, token)
+
+    def _pr_lock(self, slug: str) -> asyncio.Lock:
+        return self._pr_locks.setdefault(slug, asyncio.Lock())
+
+    def _emit_pr(self, event: PullRequestEvent) -> None:
+        self._pr_events.emit(event)

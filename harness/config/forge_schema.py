@@ -1,0 +1,127 @@
+"""config.yaml's schema for pull requests: a repository's forge (``github:`` under a
+repository in ``workspaces.repositories``) and the shared ``github:`` section (where the API
+is, linking people's accounts, following checks)."""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+import pydantic
+from pydantic import Field
+
+from harness.problems import Invalid, NonEmptyStr
+
+_FULL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_URL = r"^https?://[^\s/]+(/\S*)?$"
+
+
+class _Section(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+
+class GitHubApp(_Section):
+    id: int = Field(examples=[123456], ge=1, description="the GitHub App's id")
+    private_key_file: NonEmptyStr = Field(
+        alias="privateKeyFile",
+        examples=["/etc/harness/github-app.pem"],
+        description="the App's private key (PEM); agents never see it",
+    )
+    installation_id: int | None = Field(
+        None,
+        alias="installationId",
+        ge=1,
+        examples=[7654321],
+        description="default: the installation on the repository, asked of GitHub",
+    )
+
+
+class RepositoryGitHub(_Section):
+    repository: str = Field(
+        examples=["acme/web"], description="the repository on GitHub, as owner/name"
+    )
+    token_env: str = Field(
+        "GITHUB_TOKEN",
+        alias="tokenEnv",
+        pattern=_ENV_NAME,
+        examples=["GITHUB_TOKEN"],
+        description="the environment variable holding the bot's token (agents never see it)",
+    )
+    app: GitHubApp | None = Field(
+        None, description="authenticate as a GitHub App installation instead of a token"
+    )
+    api_url: str | None = Field(
+        None,
+        alias="apiUrl",
+        pattern=_URL,
+        examples=["https://ghe.example.com/api/v3"],
+        description="default: `github.apiUrl`",
+    )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, value: object) -> object:
+        # `github: acme/web` is the whole setting for the usual case.
+        return {"repository": value} if isinstance(value, str) else value
+
+    @pydantic.field_validator("repository")
+    @classmethod
+    def _owner_and_name(cls, value: str) -> str:
+        if not _FULL_NAME.match(value):
+            raise Invalid(
+                f"{value!r} is not owner/name",
+                fix="write the repository as on github.com/OWNER/NAME, e.g. `acme/web`",
+            )
+        return value
+
+
+class GitHubSection(_Section):
+    api_url: str = Field(
+        "https://api.github.com",
+        alias="apiUrl",
+        pattern=_URL,
+        examples=["https://api.github.com"],
+        description="GitHub's REST API (GitHub Enterprise: https://HOST/api/v3)",
+    )
+    web_url: str = Field(
+        "https://github.com",
+        alias="webUrl",
+        pattern=_URL,
+        examples=["https://github.com"],
+        description="where people sign in (the device flow of `/harness connect github`)",
+    )
+    client_id: NonEmptyStr | None = Field(
+        None,
+        alias="clientId",
+        examples=["Iv1.0123456789abcdef"],
+        description="the OAuth or GitHub App client id people link their accounts with",
+    )
+    follow_checks: bool = Field(
+        True,
+        alias="followChecks",
+        examples=[True],
+        description="follow a pull request's checks and say in the thread how they end",
+    )
+    check_poll_seconds: float = Field(
+        15,
+        alias="checkPollSeconds",
+        gt=0,
+        examples=[15],
+        description="how often checks are asked for at first (slower while they run long)",
+    )
+    auto_fix_tries: int = Field(
+        0,
+        alias="autoFixTries",
+        ge=0,
+        le=5,
+        examples=[1],
+        description="failed checks fixed by a developer without a click, at most this often",
+    )
+    draft: bool = Field(False, examples=[False], description="open pull requests as drafts")
+
+    @pydantic.model_validator(mode="after")
+    def _no_trailing_slash(self) -> Self:
+        self.api_url = self.api_url.rstrip("/")
+        self.web_url = self.web_url.rstrip("/")
+        return self

@@ -1,0 +1,76 @@
+"""A team's repository with a GitHub of its own on loopback: a bare repository as the remote
+(real `git push`), the repository tasks get worktrees of (its `origin` is that remote), and
+the fake GitHub REST API that knows both."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.testing.fake_github import FakeGitHub
+from tests.support import git, make_repository
+
+BOT_TOKEN = "ghp_bot_token_0123456789"
+FULL_NAME = "acme/web"
+
+
+@dataclass
+class Forge:
+    github: FakeGitHub
+    remote: Path  # the bare repository GitHub holds
+    repository: Path  # the team's checkout tasks get worktrees of
+
+    def config(self, *, auto_fix_tries: int = 0, token_env: str = "GITHUB_TOKEN") -> str:
+        """config.yaml's lines for the repository and its GitHub (appended to a config)."""
+        return (
+            "\nworkspaces:\n  default: web\n  repositories:\n    web:\n"
+            f"      path: {self.repository}\n"
+            f"      github: {{repository: {FULL_NAME}, apiUrl: '{self.github.api_url}', "
+            f"tokenEnv: {token_env}}}\n"
+            f"github:\n  apiUrl: '{self.github.api_url}'\n  webUrl: '{self.github.web_url}'\n"
+            f"  checkPollSeconds: 0.05\n  autoFixTries: {auto_fix_tries}\n"
+            "  clientId: Iv1.harness-tests\n"
+        )
+
+    def remote_branch(self, branch: str) -> str | None:
+        """The commit ``branch`` is at on the remote, None when it is not there."""
+        found = git(self.remote, "for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}")
+        return found or None
+
+
+@pytest.fixture
+async def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Forge]:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    repository = make_repository(tmp_path / "web")
+    git(repository, "remote", "add", "origin", str(remote))
+    git(repository, "push", "-q", "origin", "main")
+    monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)
+    async with FakeGitHub(device_interval=0) as github:
+        github.add_token(BOT_TOKEN, "harness-bot")
+        github.add_repository(FULL_NAME, bare=remote, collaborators={"harness-bot", "alice"})
+        yield Forge(github, remote, repository)
+
+
+def commit_on_branch(repository: Path, branch: str, name: str, text: str) -> str:
+    """A commit on ``branch`` (made from main if new), as an agent's work would be; its id.
+    The worktree it is made in goes afterwards, so the harness can check the branch out."""
+    exists = git(repository, "branch", "--list", branch)
+    worktree = repository.parent / f"wt-{branch.replace('/', '-')}"
+    git(
+        repository,
+        "worktree",
+        "add",
+        "-q",
+        str(worktree),
+        *([branch] if exists else ["-b", branch, "main"]),
+    )
+    (worktree / name).write_text(text, encoding="utf-8")
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-q", "-m", f"add {name}")
+    head = git(worktree, "rev-parse", "HEAD")
+    git(repository, "worktree", "remove", "--force", str(worktree))
+    return head
