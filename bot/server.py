@@ -25,9 +25,10 @@ from bot.poster import slack_error
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness import health
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator
+from harness.project import Project, build_orchestrator, configured_hosting
 from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.spec import AgentRuntime
+from harness.runtime.spec import AgentRuntime, Hosting
+from harness.workspaces import Workspaces
 
 logger = logging.getLogger(__name__)
 
@@ -209,11 +210,21 @@ async def serve(
     health_port: int | None = None,
 ) -> int:
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
-    # The Claude SDK is imported now, before the first event: importing it on the first
-    # agent's start would hold every ack back for most of a second.
-    if runtime is None and project.config.runtime.kind == "local":
-        runtime = ClaudeRuntime()
-    orchestrator = build_orchestrator(project, runtime)
+    config = project.config
+    agents: AgentRuntime | Hosting | None = runtime
+    if runtime is None and config.runtime.kind == "local":
+        # The Claude SDK is imported now, before the first event: importing it on the first
+        # agent's start would hold every ack back for most of a second.
+        agents = ClaudeRuntime()
+    elif runtime is None:
+        # Workers over NATS, connected now rather than at the first agent: /readyz is ready
+        # only once agents can be sent to them.
+        hosting = configured_hosting(config.runtime, Workspaces(config.workspaces))
+        connect = getattr(hosting, "connect", None)
+        if connect is not None:
+            await connect()
+        agents = hosting
+    orchestrator = build_orchestrator(project, agents)
     recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(

@@ -15,7 +15,6 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ import aiohttp
 import yaml
 
 from harness.cli import offline
+from harness.cli.scaffold import DEFAULTS
 from harness.config.settings import Config
 from harness.errors import HarnessError
 from harness.project import default_config_path, load_project
@@ -211,21 +211,18 @@ def scope_check(wanted: Sequence[str], granted_header: str | None) -> Check:
 
 
 def manifest_scopes() -> list[str] | None:
-    """manifest.yml's bot scopes: shipped with the package, else of a source checkout; None
-    when neither is found (the scopes are then not compared)."""
-    shipped = resources.files("harness") / "manifest.yml"
-    checkout = Path(__file__).resolve().parents[2] / "manifest.yml"
-    for candidate in (shipped, checkout):
-        try:
-            text = candidate.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        try:
-            scopes = yaml.safe_load(text)["oauth_config"]["scopes"]["bot"]
-        except (yaml.YAMLError, KeyError, TypeError):
-            return None
-        return [str(scope) for scope in scopes] if isinstance(scopes, list) else None
-    return None
+    """manifest.yml's bot scopes, as the package ships it with its defaults (in a checkout,
+    a link to the repository's own); None when it cannot be read (the scopes are then not
+    compared)."""
+    try:
+        text = (DEFAULTS / "manifest.yml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    try:
+        scopes = yaml.safe_load(text)["oauth_config"]["scopes"]["bot"]
+    except (yaml.YAMLError, KeyError, TypeError):
+        return None
+    return [str(scope) for scope in scopes] if isinstance(scopes, list) else None
 
 
 def connection_mode(environ: Mapping[str, str]) -> Check:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
+from harness.permissions.rules import inside
 from harness.sandbox.layout import MASKED_PATHS, SYSTEM_PATHS, SandboxLayout, launcher_script
 from harness.sandbox.proxy import EgressProxy, Upstream
 from harness.workspaces.git_view import Bind
@@ -116,15 +117,16 @@ def _shown_by(
     found: list[tuple[str, bool]] = []
     for path in paths:
         real = os.path.realpath(path)
-        if not os.path.exists(real) or _within(os.path.realpath(cwd), real):
+        if not os.path.exists(real) or _holds(real, os.path.realpath(cwd)):
             continue
-        if any(_within(real, os.path.realpath(bind.source)) for bind in binds):
+        if any(_holds(os.path.realpath(bind.source), real) for bind in binds):
             found.append((real, os.path.isdir(real)))
     return tuple(found)
 
 
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+def _holds(folder: str, path: str) -> bool:
+    """``path`` is ``folder`` or inside it; both absolute and resolved."""
+    return path == folder or inside(path, folder) is not None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """/healthz, /readyz and /metrics of the bot (HTTP mode: beside /slack/events) and of a
-worker (``--health-port``), scraped during real runs."""
+worker (``--health-port``), scraped during real runs; /readyz following Slack's Socket Mode
+connection and the NATS server of ``runtime: nats`` as they go away and come back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.testing.slack_emulator import SlackEmulator
 from harness.agents.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.runtime.nats_hosting import NatsHosting
@@ -17,7 +19,8 @@ from harness.runtime.nats_link import NatsSettings
 from harness.runtime.worker import Worker
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.nats_server import NatsServer
-from tests.bot.conftest import Rig, RigFactory
+from harness.testing.workers import worker_env
+from tests.bot.conftest import BOT_TOKEN, SECRET, Rig, RigFactory, bot_process
 from tests.faults.test_unwritable_task_folder import frozen
 
 pytestmark = pytest.mark.anyio
@@ -42,6 +45,15 @@ def value(text: str, name: str, **labels: str) -> float:
 
 def base(r: Rig) -> str:
     return r.server.url.removesuffix("/slack/events")
+
+
+async def until(url: str, status: int, timeout: float = WAIT) -> str:
+    """The body ``url`` answers once its status is ``status``; polled, as a load balancer
+    does (/readyz has nothing to wait on)."""
+    async with asyncio.timeout(timeout):
+        while (answer := await get(url))[0] != status:
+            await asyncio.sleep(0.05)
+    return answer[1]
 
 
 async def test_the_bots_metrics_follow_an_agent_and_the_requests(rig: RigFactory) -> None:
@@ -103,6 +115,50 @@ async def test_socket_mode_serves_them_on_the_health_port(rig: RigFactory) -> No
         assert value(during, "harness_agents_running", role="developer") == 1
         r.held.release()
         assert await r.final_reaction("D1", sent.event["ts"], WAIT) == "white_check_mark"
+
+
+async def test_in_socket_mode_readyz_fails_while_slack_is_away_and_recovers_on_reconnection(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime(), mode="socket", health_port=0) as r:
+        readyz = f"http://127.0.0.1:{r.server.health_port}/readyz"
+        assert await get(readyz) == (200, "ready\n")
+
+        await r.slack.stop()  # its websocket closed, and no new one until Slack is back
+        assert await until(readyz, 503) == "slack: Socket Mode not connected\n"
+        assert (await get(readyz))[0] == 503  # not a blip: still down
+
+        await r.slack.start()
+        # slack_sdk reconnects by itself, trying again every ping interval (5 s) at worst.
+        assert await until(readyz, 200, timeout=3 * WAIT) == "ready\n"
+        assert r.slack.socket_connections == 2
+        sent = await r.say("fix the login bug")  # the new connection carries events
+        await r.held.wait_started(1, WAIT)
+        assert sent.acked
+        r.held.release()
+
+
+async def test_the_bots_readyz_follows_the_nats_server_of_its_runtime(
+    project_dir: Path, tmp_path: Path, slack: SlackEmulator
+) -> None:
+    config = project_dir / "config.yaml"
+    env = {
+        **worker_env({}),
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": slack.api_url,
+    }
+    async with NatsServer(tmp_path / "nats") as nats:
+        with config.open("a", encoding="utf-8") as file:
+            file.write(f"\nruntime: {{kind: nats, url: '{nats.url}'}}\n")
+        async with bot_process(config, slack, env):
+            assert slack.bot_url is not None  # where the bot listens
+            readyz = slack.bot_url.removesuffix("/slack/events") + "/readyz"
+            assert await get(readyz) == (200, "ready\n")  # before any agent ran
+
+            await nats.stop()
+            text = await until(readyz, 503)
+            assert text == f"runtime: NATS at {nats.url} not connected\n"
 
 
 async def test_a_workers_health_port_serves_its_agents_and_nats(

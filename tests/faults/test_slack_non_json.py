@@ -8,9 +8,11 @@ A real Bolt app over the emulator."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from typing import Literal, get_args
+from collections.abc import AsyncIterator
+from typing import Literal, Protocol, get_args
 
 import aiohttp
 import pytest
@@ -22,6 +24,7 @@ from bot.testing.slack_emulator import SlackEmulator
 from harness.tasks.ledger import Ledger
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
+from harness.testing.scripted_model import Script
 from tests.bot.conftest import BOT_TOKEN, WAIT, Rig, RigFactory, message_text
 from tests.bot.test_slack_surfaces import SAID, talkative
 
@@ -122,41 +125,89 @@ def assert_result_shown_once(r: Rig, asked: str, result: str = "did: fix the foo
     assert not [t for t in shown if "is working…" in t]  # no status message left behind
 
 
+class Failing(Protocol):
+    def __call__(
+        self,
+        method: str,
+        failure: Failure,
+        *,
+        times: int = 1,
+        options: BotOptions = FAST,
+        script: Script | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
+
+
+@pytest.fixture
+def failing(rig: RigFactory, caplog: pytest.LogCaptureFixture) -> Failing:
+    """``async with failing(method, failure, times=...) as r:`` a bot whose next ``times``
+    calls of ``method`` fail as ``failure`` says; its agents held (or scripted by
+    ``script``). Once it has shut down, no traceback may have been logged."""
+
+    @contextlib.asynccontextmanager
+    async def start(
+        method: str,
+        failure: Failure,
+        *,
+        times: int = 1,
+        options: BotOptions = FAST,
+        script: Script | None = None,
+    ) -> AsyncIterator[Rig]:
+        caplog.set_level(logging.INFO)
+        runtime = HeldRuntime() if script is None else None
+        async with rig(script, runtime=runtime, options=options) as r:
+            if failure == "timeout":
+                await with_short_timeout(r)
+            inject(r.slack, method, failure, times)
+            yield r
+        assert tracebacks(caplog) == []
+
+    return start
+
+
 async def survives(
-    rig: RigFactory,
-    caplog: pytest.LogCaptureFixture,
-    method: str,
-    failure: Failure,
-    *,
-    times: int,
-    options: BotOptions = FAST,
+    failing: Failing, method: str, failure: Failure, *, times: int, options: BotOptions = FAST
 ) -> Rig:
-    caplog.set_level(logging.INFO)
-    async with rig(runtime=HeldRuntime(), options=options) as r:
-        if failure == "timeout":
-            await with_short_timeout(r)
-        inject(r.slack, method, failure, times)
+    async with failing(method, failure, times=times, options=options) as r:
         asked = await run_to_the_end(r)
         failed = [c for c in r.slack.calls(method) if not c.ok]
         assert_result_shown_once(r, asked)
     assert failed, f"{method} never failed"
-    assert tracebacks(caplog) == []
     return r
 
 
-@pytest.mark.parametrize("failure", EVERY_FAILURE)
-async def test_the_status_line_failing_leaves_the_result_to_arrive(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
-) -> None:
+# A surface whose failures cost that surface at most, how many of its calls fail in a row,
+# and what the person misses meanwhile.
+SURFACES: tuple[tuple[str, int, tuple[Failure, ...]], ...] = (
     # "is reading your message…", the agent's status, and its clearing, all fail.
-    await survives(rig, caplog, "assistant.threads.setStatus", failure, times=3)
+    ("assistant.threads.setStatus", 3, EVERY_FAILURE),
+    # The result's edit is retried until Slack takes it.
+    ("chat.update", 2, EVERY_FAILURE),
+    # The status message is not posted; the result's own post fails once and is retried.
+    ("chat.postMessage", 2, EVERY_FAILURE),
+    # 👀 is not added; the ✅ fails once and is retried (run_to_the_end waits for it).
+    ("reactions.add", 2, SOME_FAILURES),
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "times", "failure"),
+    [
+        pytest.param(method, times, failure, id=f"{method}-{failure}")
+        for method, times, failures in SURFACES
+        for failure in failures
+    ],
+)
+async def test_a_surface_failing_leaves_the_result_to_arrive(
+    failing: Failing, method: str, times: int, failure: Failure
+) -> None:
+    await survives(failing, method, failure, times=times)
 
 
 @pytest.mark.parametrize("failure", EVERY_FAILURE)
 async def test_a_stream_slack_fails_to_open_falls_back_to_a_status_message_and_the_result(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
+    failing: Failing, failure: Failure
 ) -> None:
-    r = await survives(rig, caplog, "chat.startStream", failure, times=1, options=STREAMING)
+    r = await survives(failing, "chat.startStream", failure, times=1, options=STREAMING)
     if failure.startswith("429"):  # waited out by slack_sdk: the stream opened after all
         assert [c for c in r.slack.calls("chat.stopStream") if c.ok]
     else:
@@ -165,44 +216,17 @@ async def test_a_stream_slack_fails_to_open_falls_back_to_a_status_message_and_t
 
 @pytest.mark.parametrize("failure", SOME_FAILURES)
 async def test_closing_the_stream_is_retried_until_slack_takes_the_result(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
+    failing: Failing, failure: Failure
 ) -> None:
-    r = await survives(rig, caplog, "chat.stopStream", failure, times=2, options=STREAMING)
+    r = await survives(failing, "chat.stopStream", failure, times=2, options=STREAMING)
     assert [c for c in r.slack.calls("chat.stopStream") if c.ok]
-
-
-@pytest.mark.parametrize("failure", EVERY_FAILURE)
-async def test_the_result_edit_failing_is_retried_until_slack_takes_it(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
-) -> None:
-    await survives(rig, caplog, "chat.update", failure, times=2)
-
-
-@pytest.mark.parametrize("failure", EVERY_FAILURE)
-async def test_posts_failing_cost_the_status_message_not_the_result(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
-) -> None:
-    # The status message is not posted; the result's own post fails once and is retried.
-    await survives(rig, caplog, "chat.postMessage", failure, times=2)
-
-
-@pytest.mark.parametrize("failure", SOME_FAILURES)
-async def test_reactions_failing_cost_the_eyes_not_the_result_or_its_check_mark(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
-) -> None:
-    # 👀 is not added; the ✅ fails once and is retried (run_to_the_end waits for it).
-    await survives(rig, caplog, "reactions.add", failure, times=2)
 
 
 @pytest.mark.parametrize("failure", SOME_FAILURES)
 async def test_the_home_tab_failing_to_publish_is_logged_and_the_next_opening_shows_it(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
+    failing: Failing, failure: Failure
 ) -> None:
-    caplog.set_level(logging.INFO)
-    async with rig(runtime=HeldRuntime(), options=FAST) as r:
-        if failure == "timeout":
-            await with_short_timeout(r)
-        inject(r.slack, "views.publish", failure)
+    async with failing("views.publish", failure) as r:
         await r.slack.app_home_opened("U1")
         await r.slack.wait_for(
             lambda: [c for c in r.slack.calls("views.publish") if not c.ok] or None, WAIT
@@ -213,27 +237,24 @@ async def test_the_home_tab_failing_to_publish_is_logged_and_the_next_opening_sh
         assert_result_shown_once(r, asked)
 
     assert view["type"] == "home"
-    assert tracebacks(caplog) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("failure", ["html 502", "text 503", "reset"])
 async def test_appends_slack_fails_to_take_are_sent_with_the_next_and_the_result_arrives(
-    rig: RigFactory, caplog: pytest.LogCaptureFixture, failure: Failure
+    failing: Failing, failure: Failure
 ) -> None:
-    caplog.set_level(logging.INFO)
-    async with rig(talkative, options=STREAMING) as r:
-        inject(r.slack, "chat.appendStream", failure, times=2)
+    appends = "chat.appendStream"
+    async with failing(appends, failure, times=2, options=STREAMING, script=talkative) as r:
         asked = await run_to_the_end(r, "add a dark mode toggle")
         [stream] = r.slack.streams("D1", asked)
-        failed = [c for c in r.slack.calls("chat.appendStream") if not c.ok]
+        failed = [c for c in r.slack.calls(appends) if not c.ok]
         assert_result_shown_once(r, asked, "added the dark mode toggle")
 
     assert failed
     assert stream.state == "stopped"
     for said in SAID:  # nothing the agent said was lost or repeated
         assert stream.text.count(said) == 1
-    assert tracebacks(caplog) == []
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.version import DISTRIBUTION, __version__
 
@@ -108,6 +109,19 @@ def test_harness_and_bot_come_from_the_wheel_not_the_checkout(installed: Install
         assert Path(line).is_relative_to(installed.site_packages), line
         assert not Path(line).is_relative_to(REPO), line
         assert Path(line).exists()
+
+
+def test_the_doctor_finds_the_slack_manifest_s_scopes_in_the_wheel(installed: Installed) -> None:
+    manifest = yaml.safe_load((REPO / "manifest.yml").read_text("utf-8"))
+    shown = installed.run(
+        installed.home,
+        "python",
+        "-c",
+        "from harness.cli.doctor import manifest_scopes; print(*manifest_scopes(), sep='\\n')",
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == manifest["oauth_config"]["scopes"]["bot"]
 
 
 def test_version_and_bare_harness_work_anywhere(installed: Installed) -> None:

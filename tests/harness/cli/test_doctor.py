@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from aiohttp import web
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.cli import doctor
 from harness.cli.doctor import Check, render
+from harness.cli.scaffold import DEFAULTS
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
 BOT_TOKEN = "xoxb-doctor"
@@ -84,9 +86,16 @@ def test_scopes_missing_from_the_token_are_listed() -> None:
     assert doctor.scope_check(["chat:write"], None).status == "warn"
 
 
-def test_the_manifest_scopes_are_read() -> None:
+def test_the_manifest_scopes_are_read_from_the_package_s_copy_of_the_manifest() -> None:
+    # Shipped with the defaults, so that an installed harness needs no checkout.
+    manifest = Path(__file__).resolve().parents[3] / "manifest.yml"
+    assert (DEFAULTS / "manifest.yml").read_bytes() == manifest.read_bytes()
+    wanted = yaml.safe_load(manifest.read_text("utf-8"))["oauth_config"]["scopes"]["bot"]
+
     scopes = doctor.manifest_scopes()
-    assert scopes is not None and "chat:write" in scopes and "commands" in scopes
+
+    assert scopes == wanted
+    assert {"chat:write", "commands"} <= set(wanted)
 
 
 def test_disk_space_thresholds() -> None:

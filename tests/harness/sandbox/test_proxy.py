@@ -135,51 +135,59 @@ def free_port() -> int:
         return port
 
 
-async def exchange(proxy: EgressProxy, data: bytes) -> bytes:
-    """Send ``data`` on a new connection to the proxy; everything it answers, to its close."""
+@contextlib.asynccontextmanager
+async def connection(
+    proxy: EgressProxy, data: bytes
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A new connection to the proxy with ``data`` sent on it, closed after (the proxy may
+    have closed it first)."""
     reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
     try:
         writer.write(data)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), WAIT)
+        yield reader, writer
     finally:
         writer.close()
-        await writer.wait_closed()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def exchange(proxy: EgressProxy, data: bytes) -> bytes:
+    """Send ``data`` on a new connection to the proxy; everything it answers, to its close."""
+    async with connection(proxy, data) as (reader, _):
+        return await asyncio.wait_for(reader.read(), WAIT)
 
 
 async def answer(proxy: EgressProxy, data: bytes) -> tuple[int, str]:
     """The status and body of the proxy's own answer (read by its length: the proxy may close
     before it has read all that was sent)."""
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    try:
-        writer.write(data)
-        await writer.drain()
+    async with connection(proxy, data) as (reader, _):
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
         lines = head.decode().split("\r\n")
         [length] = [int(line[15:]) for line in lines if line.startswith("Content-Length:")]
         body = await asyncio.wait_for(reader.readexactly(length), WAIT)
         return int(lines[0].split(" ")[1]), body.decode()
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
 
 
 async def dropped(proxy: EgressProxy, data: bytes) -> bool:
     """Whether the proxy ends the connection without answering at all, as an unreachable
     server would look to the client."""
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    try:
-        writer.write(data)
-        await writer.drain()
+    async with connection(proxy, data) as (reader, _):
         try:
             return await asyncio.wait_for(reader.read(), WAIT) == b""
         except ConnectionResetError:
             return True
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+
+
+def replying(seen: list[Seen], reply: bytes) -> Handler:
+    """A server's handler that keeps the request it reads in ``seen`` and answers ``reply``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await read_request(reader))
+        writer.write(reply)
+        await writer.drain()
+
+    return handle
 
 
 def model_request(body: bytes = b'{"model": "m"}') -> bytes:
@@ -211,13 +219,8 @@ async def test_a_model_request_reaches_the_upstream_with_the_real_credential_onl
     serve: Serve, start_proxy: StartProxy, credentials: Mapping[str, str]
 ) -> None:
     seen: list[Seen] = []
-
-    async def model(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(await read_request(reader))
-        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n{"ok": 1}')
-        await writer.drain()
-
-    port = await serve(model)
+    ok = b'HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n{"ok": 1}'
+    port = await serve(replying(seen, ok))
     proxy = await start_proxy(Upstream(f"http://127.0.0.1:{port}/some/prefix/", credentials))
 
     reply = await exchange(proxy, model_request())
@@ -255,17 +258,10 @@ async def test_a_streamed_reply_arrives_event_by_event_before_the_upstream_finis
 
     port = await serve(model)
     proxy = await start_proxy(Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}))
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    try:
-        writer.write(model_request())
-        await writer.drain()
-
+    async with connection(proxy, model_request()) as (reader, _):
         head = await asyncio.wait_for(reader.readuntil(b"event: one\ndata: 1\n\n\r\n"), WAIT)
         first_read.set()
         rest = await asyncio.wait_for(reader.read(), WAIT)
-    finally:
-        writer.close()
-        await writer.wait_closed()
 
     assert head.startswith(b"HTTP/1.1 200 OK\r\n")
     assert rest == b"12\r\nevent: two\ndata: 2\n\n\r\n0\r\n\r\n"
@@ -325,13 +321,8 @@ async def test_a_model_api_over_https_is_reached_with_tls_and_its_host_name_chec
     ca, server_tls = await asyncio.to_thread(make_certificates, tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # what ssl.create_default_context() trusts
     seen: list[Seen] = []
-
-    async def model(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(await read_request(reader))
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-        await writer.drain()
-
-    port = await serve(model, server_tls)
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    port = await serve(replying(seen, ok), server_tls)
     good = await start_proxy(Upstream(f"https://localhost:{port}", {"x-api-key": KEY}))
     reply = await exchange(good, model_request())
     # The certificate names localhost, not 127.0.0.1: a connection to the wrong name fails.
@@ -404,20 +395,14 @@ async def test_connect_to_an_allowed_host_tunnels_bytes_both_ways_until_both_sid
 ) -> None:
     port = await serve(echo)
     proxy = await start_proxy(allow=[f"127.0.0.1:{port}"])
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    try:
-        writer.write(
-            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
-        )
+    head = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    async with connection(proxy, head.encode()) as (reader, writer):
         established = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
         writer.write(b"ping")
         pong = await asyncio.wait_for(reader.readexactly(4), WAIT)
         writer.write(b"more")
         writer.write_eof()  # half-closed: the echo still answers, then ends
         rest = await asyncio.wait_for(reader.read(), WAIT)
-    finally:
-        writer.close()
-        await writer.wait_closed()
 
     assert established == b"HTTP/1.1 200 Connection Established\r\n\r\n"
     assert (pong, rest) == (b"ping", b"more")
@@ -454,13 +439,7 @@ async def test_a_plain_http_request_to_an_allowed_host_goes_on_in_origin_form(
     serve: Serve, start_proxy: StartProxy
 ) -> None:
     seen: list[Seen] = []
-
-    async def site(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(await read_request(reader))
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-        await writer.drain()
-
-    port = await serve(site)
+    port = await serve(replying(seen, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
     proxy = await start_proxy(allow=["LOCALHOST.", "127.0.0.1"])
 
     reply = await exchange(
@@ -579,11 +558,8 @@ async def test_the_key_is_never_logged(
     upstream = Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY})
     proxy = await start_proxy(upstream, ["127.0.0.1:1"])
     # A client that hangs up halfway through the reply.
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    writer.write(model_request())
-    await asyncio.wait_for(reader.readuntil(b"1\r\na\r\n"), WAIT)
-    writer.close()
-    await writer.wait_closed()
+    async with connection(proxy, model_request()) as (reader, _):
+        await asyncio.wait_for(reader.readuntil(b"1\r\na\r\n"), WAIT)
     hung_up.set()
     await asyncio.wait_for(upstream_done.wait(), WAIT)
     # A whole reply, then a refusal, an unreachable host, nonsense, an unreachable model API.
@@ -665,16 +641,12 @@ async def test_the_socket_is_for_its_owner_only_and_gone_after_close(tmp_path: P
 async def test_close_ends_the_connections_still_open(serve: Serve, start_proxy: StartProxy) -> None:
     port = await serve(echo)
     proxy = await start_proxy(allow=["127.0.0.1"])
-    reader, writer = await asyncio.open_unix_connection(proxy.socket_path)
-    try:
-        writer.write(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    head = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"
+    async with connection(proxy, head.encode()) as (reader, _):
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
 
         await asyncio.wait_for(proxy.close(), WAIT)
         rest = await asyncio.wait_for(reader.read(), WAIT)
-    finally:
-        writer.close()
-        await writer.wait_closed()
 
     assert rest == b""
     assert not proxy.socket_path.exists()
