@@ -39,6 +39,8 @@ from bot.parsing import (
 )
 from bot.poster import Poster, SlackClient
 from bot.progress import AgentWatcher
+from bot.pull_request_views import FIX_CHECKS_ACTION, OPEN_PR_ACTION
+from bot.pull_requests import PullRequestThreads
 from bot.questions import (
     ACTION_PATTERN,
     SlackHumanChannel,
@@ -379,6 +381,9 @@ def create_app(
         )
 
     app.action(RERUN_ACTION)(thread_button(run_again, "run again:"))
+    pulls = PullRequestThreads(orchestrator, poster, watcher, background)
+    app.action(OPEN_PR_ACTION)(thread_button(pulls.open, "pull request of"))
+    app.action(FIX_CHECKS_ACTION)(thread_button(pulls.fix, "fix the checks of"))
     app.action(ACTION_PATTERN)(on_answer_button)
     app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(
         thread_button(choose_repository, "repository")

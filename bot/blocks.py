@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from harness.agents.pool import AgentState
 from harness.cli.render import usage_parts
@@ -45,6 +45,7 @@ class ButtonElement(TypedDict):
     action_id: str
     text: TextObject
     value: str
+    style: NotRequired[Literal["primary", "danger"]]
 
 
 class ActionsBlock(TypedDict):

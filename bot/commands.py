@@ -1,4 +1,5 @@
-"""``/harness list | kill <agentId> | tasks | help``: acked at once, work done after.
+"""``/harness list | kill <agentId> | tasks | connect github | disconnect github | help``:
+acked at once, work done after (connect and disconnect: ``forge_commands.py``).
 
 Answers are ephemeral (only the person who typed the command sees them). ``kill`` is allowed
 to the task's requester and to the admins in config.slack.admins; the agent's thread then
@@ -19,6 +20,7 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from bot.access import check_access, is_dm_channel
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
+from bot.forge_commands import ForgeCommands
 from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
@@ -44,6 +46,9 @@ HELP = (
     "• `/harness list`: running and queued agents (role, task, elapsed time, metadata)\n"
     "• `/harness kill <agentId>`: stop an agent (for the person who asked, and admins)\n"
     "• `/harness tasks`: recent tasks, with links to their threads\n"
+    "• `/harness connect github`: link your GitHub account, so your pull requests are "
+    "opened as you\n"
+    "• `/harness disconnect github`: unlink it (the bot opens your pull requests again)\n"
     "• `/harness help`: this help\n"
     "Start a task by messaging me directly or by @mentioning me in a channel; reply in the "
     "task's thread to follow up."
@@ -155,6 +160,7 @@ class Commands:
         self.background = background
         self.settings = settings
         self.options = options
+        self.forges = ForgeCommands(orchestrator, poster, background, within=ACK_WITHIN)
 
     async def handle(self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]) -> str:
         """Answers the command; returns what was done, in a few words, for the request log."""
@@ -174,6 +180,11 @@ class Commands:
             answer, outcome = self.kill(parsed.agent_id, user)
             await ack(text=answer)
             return f"kill {parsed.agent_id}: {outcome}"
+        elif parsed.name in ("connect", "disconnect"):
+            can_respond = bool(command.get("response_url"))
+            return await self.forges.handle(
+                parsed.name, user, channel, ack, respond, can_respond=can_respond
+            )
         elif not command.get("response_url"):
             # Nowhere to answer later (Slack sends a response_url with commands, a proxy or a
             # test client may not): the answer goes in the ack, which Slack waits 3 s for.

@@ -28,7 +28,7 @@ from harness.agents.pool import AgentInfo
 from harness.agents.questions import Question
 from harness.config.settings import SlackSettings
 from harness.errors import HarnessError
-from harness.tasks.model import Task, TaskSummary
+from harness.tasks.model import PullRequest, Task, TaskSummary
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +48,14 @@ class TaskLine:
     cost_usd: float | None
     link: str | None
     cost_simulated: bool = False  # it came from a scripted model
+    pull_request: PullRequest | None = None
 
 
 def task_line(task: Task, link: str | None) -> TaskLine:
     branch = next((d.branch for d in reversed(task.dispatches) if d.branch), None)
     summary = TaskSummary.of(task)
     return TaskLine(task.slug, task.description, summary.status, branch, summary.cost_usd, link,
-                    summary.cost_simulated)  # fmt: skip
+                    summary.cost_simulated, task.pull_request)  # fmt: skip
 
 
 def _section(text: str, accessory: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -103,6 +104,10 @@ def render_home(
         parts = [title, escape(excerpt(t.description, 80)), t.status]
         if t.branch:
             parts.append(f"branch `{escape(t.branch)}`")
+        if t.pull_request is not None:
+            pull = t.pull_request
+            checks = f" (checks {pull.checks})" if pull.checks != "unknown" else ""
+            parts.append(f"<{pull.url}|pull request #{pull.number}>{checks}")
         if t.cost_usd is not None:
             parts.append(f"${t.cost_usd:.2f}" + (" (simulated)" if t.cost_simulated else ""))
         blocks.append(_section(" · ".join(parts)))
@@ -146,6 +151,7 @@ class HomeTab:
         self.viewers: set[str] = set()
         self._refresh_due = False
         orchestrator.subscribe(self._on_agent_event)
+        orchestrator.subscribe_pull_requests(lambda _event: self.changed())
 
     async def publish(self, user: str) -> None:
         self.viewers.add(user)

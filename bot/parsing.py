@@ -260,13 +260,16 @@ def thread_task_description(
 # ------------------------------------------------------------------ /harness
 
 
-CommandName = Literal["list", "kill", "tasks", "help"]
+CommandName = Literal["list", "kill", "tasks", "help", "connect", "disconnect"]
+# The forges a person can link an account of (`/harness connect github`).
+FORGES = ("github",)
 
 
 @dataclass(frozen=True)
 class Command:
     name: CommandName
     agent_id: str | None = None
+    forge: str | None = None  # connect and disconnect: which forge
 
 
 @dataclass(frozen=True)
@@ -291,4 +294,14 @@ def parse_command(text: str) -> Command | BadCommand:
                 f"`{shown}` is not an agent id; ids look like `a1b2c3` (see `/harness list`)."
             )
         return Command("kill", agent_id)
+    if name in ("connect", "disconnect"):
+        forge = args[0].strip("`").lower() if len(args) == 1 else ""
+        if forge not in FORGES:
+            does = (
+                "links your GitHub account: your pull requests are then opened as you"
+                if name == "connect"
+                else "unlinks it: the bot opens your pull requests again"
+            )
+            return BadCommand(f"Usage: `/harness {name} github` ({does}).")
+        return Command("connect" if name == "connect" else "disconnect", forge=forge)
     return BadCommand(f"Unknown command `{escape(words[0][:40])}`.")

@@ -28,6 +28,7 @@ from bot.blocks import (
 )
 from bot.outbox import Outbox, Step
 from bot.poster import CALL_ERRORS, Poster, classify
+from bot.pull_request_views import result_buttons_for
 from bot.streaming import (
     Recipient,
     ReplyStream,
@@ -246,6 +247,10 @@ class AgentWatcher:
         )
         if record.status == "interrupted":
             messages = with_rerun_button(messages, record.agent_id)
+        if record.status == "completed" and record.diff_stat:
+            task = await self.orchestrator.task(watch.task_slug)
+            has_forge = self.orchestrator.forge_of(task) is not None
+            messages = result_buttons_for(messages, record, task, has_forge)
         first, rest = messages[0], messages[1:]
         steps: list[Step] = []
         ts = watch.status_ts

@@ -20,6 +20,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
+from bot.github_webhook import GITHUB_WEBHOOK_PATH, github_webhook
 from bot.http_intake import HttpIntake
 from bot.poster import slack_error
 from bot.settings import BotOptions, Mode, SlackEnv
@@ -75,6 +76,7 @@ class BotServer:
             self._intake = HttpIntake(self.bot.app, self.bot.signing_secret)
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
+            web_app.router.add_post(GITHUB_WEBHOOK_PATH, github_webhook(self.bot.orchestrator))
             health.add_routes(web_app, self.bot.metrics, self.checks())
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()

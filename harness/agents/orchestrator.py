@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.agents.authority import Authority
 from harness.agents.dispatching import AgentHandle, Dispatcher
 from harness.agents.events import AgentEvent, Events, Listener
+from harness.agents.forge_accounts import ForgeAccountMethods
 from harness.agents.metadata import FieldValue, MetadataCollector
 from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
 from harness.agents.pull_requests import PullRequestMethods
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
 
 
-class Orchestrator(TaskMethods, PullRequestMethods):
+class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
     def __init__(
         self,
         config: Config,
@@ -112,6 +113,7 @@ class Orchestrator(TaskMethods, PullRequestMethods):
         self._pending = self._runs.pending
         self._init_pull_requests()
         # A writer that ends on a task with a pull request: its commits go there too.
+        self._init_forge_accounts()
         self._events.subscribe(self._on_agent_event)
         self._dispatcher = Dispatcher(
             config,

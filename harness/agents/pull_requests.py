@@ -24,12 +24,14 @@ from harness.agents.authority import Authority
 from harness.agents.events import AgentEvent, Events
 from harness.config.settings import Config, RepositorySettings
 from harness.errors import ForgeError, HarnessError
+from harness.forge.accounts import LinkedAccount
 from harness.forge.checks import fix_prompt, summarize
 from harness.forge.github import AppTokens, GitHubRepo
 from harness.forge.push import push_branch
 from harness.forge.text import pull_request_body, pull_request_title
+from harness.forge.webhook import ChecksReported
 from harness.retry import Backoff
-from harness.tasks.model import PullRequest, Task
+from harness.tasks.model import PullRequest, Task, ThreadRef
 from harness.tasks.store import Store
 
 if TYPE_CHECKING:
@@ -57,12 +59,7 @@ class PullRequestEvent:
 
 
 PullRequestListener = Callable[[PullRequestEvent], Awaitable[None] | None]
-
-
-@dataclass(frozen=True)
-class LinkedAccount:
-    login: str
-    token: str
+ThreadLink = Callable[[ThreadRef], Awaitable[str | None]]
 
 
 class LinkedAccounts(Protocol):
@@ -91,6 +88,8 @@ class PullRequestMethods:
         self._pr_session = None
         self._pr_app_tokens = None
         self._linked_accounts = None
+        self._pr_wake: dict[str, asyncio.Event] = {}
+        self._thread_link: ThreadLink | None = None
 
     if TYPE_CHECKING:  # the orchestrator's own methods these use
 
@@ -108,6 +107,10 @@ class PullRequestMethods:
     def link_accounts(self, accounts: LinkedAccounts) -> None:
         """Where people's linked forge accounts are looked up (a front end's store)."""
         self._linked_accounts = accounts
+
+    def link_threads(self, link: ThreadLink) -> None:
+        """How a front end links a task's thread (a pull request's body points at it)."""
+        self._thread_link = link
 
     def forge_of(self, task: Task) -> RepositorySettings | None:
         """The task's repository when pull requests can be opened for it."""
@@ -152,6 +155,8 @@ class PullRequestMethods:
         bot_token = await self._bot_token(repo)
         head = await push_branch(repo, branch, token=bot_token)
         asked = by or task.requester
+        if thread_url is None and task.thread is not None and self._thread_link is not None:
+            thread_url = await self._thread_link(task.thread)
         linked = await self._account(asked, repo) if asked else None
         token = linked.token if linked else bot_token
         body = pull_request_body(
@@ -249,8 +254,11 @@ class PullRequestMethods:
         poll = self._config.github.check_poll_seconds
         delays = Backoff(poll, poll * 4, factor=1.5).delays()
         polls = 0
+        wake = self._pr_wake.setdefault(slug, asyncio.Event())
         while True:
-            await asyncio.sleep(next(delays))
+            with contextlib.suppress(TimeoutError):  # a webhook delivery looks at once
+                await asyncio.wait_for(wake.wait(), next(delays))
+            wake.clear()
             polls += 1
             task = await self.task(slug)
             pull, repo = task.pull_request, self.forge_of(task)
@@ -303,6 +311,21 @@ class PullRequestMethods:
         follow_up.add_done_callback(
             lambda done: self._pr_followers.pop(f"push:{event.task.slug}:{record.agent_id}", None)
         )
+
+    async def checks_reported(self, reported: ChecksReported) -> list[str]:
+        """A forge said checks changed (a webhook): the followers of the pull requests it
+        names look now instead of at their next poll; their task slugs."""
+        woken = []
+        for slug, wake in self._pr_wake.items():
+            if slug not in self._pr_followers:
+                continue
+            pull = (await self.task(slug)).pull_request
+            if pull is None or pull.repository.lower() != reported.repository.lower():
+                continue
+            if pull.head_commit == reported.sha or pull.branch in reported.branches:
+                wake.set()
+                woken.append(slug)
+        return woken
 
     async def follow_open_pull_requests(self) -> None:
         """At start: go on following the checks of pull requests still waiting on them."""

@@ -24,6 +24,7 @@ from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, TaskNotFoundError
+from harness.forge.accounts import KEY_ENV
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import (
     AgentSpec,
@@ -45,9 +46,28 @@ logger = logging.getLogger(__name__)
 
 def harness_files(config: Config) -> tuple[str, ...]:
     """What no agent may read or change, even where its folder holds it: the config, the
-    roles (an agent could grant itself rules there), the tasks and the workspaces root."""
+    roles (an agent could grant itself rules there), the tasks and the workspaces root, and
+    each GitHub App's private key (it may sit under /etc, which the sandbox shows)."""
     paths = (config.file, config.roles_dir, config.tasks_dir, config.workspaces.root)
-    return tuple(str(path) for path in paths)
+    keys = tuple(
+        repo.github.app.private_key_file
+        for repo in config.workspaces.repositories.values()
+        if repo.github is not None and repo.github.app is not None
+    )
+    return tuple(str(path) for path in (*paths, *keys))
+
+
+def withheld_env(config: Config) -> tuple[str, ...]:
+    """The environment variables (glob patterns) no agent sees: the bot's Slack tokens,
+    the key of linked accounts' tokens, config.yaml's withholdEnv, and each repository's
+    GitHub token variable (the harness pushes with it; an agent that could read it could
+    push anywhere the bot may)."""
+    tokens = tuple(
+        repo.github.token_env
+        for repo in config.workspaces.repositories.values()
+        if repo.github is not None
+    )
+    return tuple(dict.fromkeys(("SLACK_*", KEY_ENV, *config.withhold_env, *tokens)))
 
 
 class ToolProvider(ToolGateway, Protocol):
@@ -310,7 +330,7 @@ class AgentRuns:
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **run},
-            withhold_env=("SLACK_*", *self._config.withhold_env),
+            withhold_env=withheld_env(self._config),
             task_slug=entry.task_slug,
             workspace=workspace,
             sandbox=self._config.sandbox,

@@ -1,4 +1,4 @@
-"""The terminal front end: ``harness init | run | tasks | show | rm | repair | bot | ...``.
+"""The terminal front end: ``harness init | run | tasks | show | pr | rm | repair | bot | ...``.
 A thin parser and dispatcher over the orchestrator and the commands' own modules."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from harness.cli.render import (
     render_audit,
     render_audit_json,
     render_prune,
+    render_pull_request,
+    render_pull_request_json,
     render_record,
     render_repair,
     render_task,
@@ -31,7 +33,7 @@ from harness.cli.render import (
     render_workspaces_json,
 )
 from harness.cli.terminal import TerminalChannel, confirm, terminal_user
-from harness.errors import HarnessError
+from harness.errors import ForgeError, HarnessError
 from harness.project import (
     Project,
     build_orchestrator,
@@ -107,7 +109,9 @@ def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> No
         logging.getLogger(name).setLevel(max(level, logging.INFO))
 
 
-_CORE_COMMANDS = ("run", "tasks", "show", "rm", "prune-tasks", "repair", "audit", "workspaces")
+_CORE_COMMANDS = (
+    "run", "tasks", "show", "pr", "rm", "prune-tasks", "repair", "audit", "workspaces",
+)  # fmt: skip
 
 
 async def _command(project: Project, args: argparse.Namespace) -> int:
@@ -200,6 +204,8 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
             context = await orchestrator.task_context(args.slug)
             audit = await orchestrator.audit_log(args.slug)
             print((render_task_json if as_json else render_task)(task, context, audit))
+        elif args.command == "pr":
+            return await _pull_request(orchestrator, args.slug, as_json=as_json)
         elif args.command == "repair":
             print(render_repair(await orchestrator.repair_task(args.slug)))
         elif args.command == "audit":
@@ -216,6 +222,18 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
         return 0
     finally:
         await orchestrator.shutdown()
+
+
+async def _pull_request(orchestrator: Orchestrator, slug: str, *, as_json: bool) -> int:
+    """``harness pr``: as the terminal's own user, who may (``by=None``). A refusal of the
+    push or of GitHub is a failed command (1), not a usage error."""
+    try:
+        pull = await orchestrator.open_pull_request(slug, by=None)
+    except ForgeError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(render_pull_request_json(slug, pull) if as_json else render_pull_request(pull))
+    return 0
 
 
 async def _worker(args: argparse.Namespace) -> int:

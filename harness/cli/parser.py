@@ -105,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--json", action="store_true", help=_JSON_HELP)
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
     show.add_argument("--json", action="store_true", help=_JSON_HELP)
+    pr = sub.add_parser(
+        "pr",
+        parents=[common],
+        help="push a task's branch and open (or update) its pull request",
+        description="Push the task's branch (harness/<slug>) to its repository's remote with "
+        "the harness's own credentials (the token in the repository's github.tokenEnv, or "
+        "its GitHub App), then open its pull request, or update the open one, titled and "
+        "described from the task's results. Prints the pull request's number and URL, its "
+        "branch and who it was opened as. The task's repository needs `github: OWNER/NAME` "
+        "in config.yaml. Exits 1 when pushing or GitHub refused, saying the fix; running it "
+        "again picks up from what was done.",
+    )
+    pr.add_argument("slug", help="the task's slug (see `harness tasks`)")
+    pr.add_argument("--json", action="store_true", help=_JSON_HELP)
     rm = sub.add_parser(
         "rm",
         parents=[common],

@@ -10,7 +10,7 @@ from typing import Any
 from harness.serialise import to_json
 from harness.tasks.common import DamagedTask, RepairReport
 from harness.tasks.context import task_branch
-from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.tasks.model import AgentResult, DispatchRecord, PullRequest, Task, TaskSummary
 from harness.workspaces.manager import PruneReport, WorkspaceInfo
 
 
@@ -117,19 +117,28 @@ def render_cost(cost_usd: float | None, *, simulated: bool = False) -> str:
     return f"${cost_usd:.4f}" + (" (simulated)" if simulated else "")
 
 
+def _pull_request_number(url: str | None) -> str:
+    """A task's pull request in a listing: #N from its URL (…/pull/N), — for none."""
+    if url is None:
+        return "—"
+    number = url.rstrip("/").rsplit("/", 1)[-1]
+    return f"#{number}" if number.isdigit() else url
+
+
 def _task_table(tasks: Sequence[TaskSummary]) -> str:
-    rows = [("SLUG", "CREATED", "STATUS", "COST", "DISPATCHES", "DESCRIPTION")]
+    rows = [("SLUG", "CREATED", "STATUS", "COST", "DISPATCHES", "PR", "DESCRIPTION")]
     for t in tasks:
         description = " ".join(t.description.split())
         if len(description) > 60:
             description = description[:59] + "…"
         created = t.created[:19].replace("T", " ")
         cost = render_cost(t.cost_usd, simulated=t.cost_simulated)
-        rows.append((t.slug, created, t.status, cost, str(t.dispatch_count), description))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    aligned = "<<<>>"  # text left, numbers right
+        pull = _pull_request_number(t.pull_request)
+        rows.append((t.slug, created, t.status, cost, str(t.dispatch_count), pull, description))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    aligned = "<<<>><"  # text left, numbers right
     return "\n".join(
-        "  ".join(f"{r[i]:{aligned[i]}{widths[i]}}" for i in range(5)) + f"  {r[5]}" for r in rows
+        "  ".join(f"{r[i]:{aligned[i]}{widths[i]}}" for i in range(6)) + f"  {r[6]}" for r in rows
     )
 
 
@@ -206,6 +215,8 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
         where = f" on branch {branch}" if branch else ""
         repository = f" (repository {task.repository})" if task.repository else ""
         lines.append(f"Workspace: {last.cwd}{where}{repository}")
+    if task.pull_request is not None:
+        lines.append(f"Pull request: {describe_pull_request(task.pull_request)}")
     if audit:
         lines.append(f"Harness tool calls: {render_tool_counts(audit)}")
     lines += ["", "Reconstructed context (what the next agent sees):", "", context, ""]
@@ -215,6 +226,28 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
         if d.diff_file:
             lines.append(f"Diff: {d.diff_file}")
     return "\n".join(lines)
+
+
+def describe_pull_request(pull: PullRequest) -> str:
+    """A task's pull request in one line: where, from which branch, as whom, its checks."""
+    failing = f" ({', '.join(pull.failing)})" if pull.failing else ""
+    return (
+        f"#{pull.number} {pull.url} ({pull.branch} into {pull.base}, opened as "
+        f"{pull.opened_by}, checks {pull.checks}{failing})"
+    )
+
+
+def render_pull_request(pull: PullRequest) -> str:
+    """``harness pr``: the pull request the task's branch was pushed to, and as whom."""
+    head = f" at {pull.head_commit[:12]}" if pull.head_commit else ""
+    asked = f" for {pull.requested_by}" if pull.requested_by else ""
+    return "\n".join(
+        [
+            f"Pull request #{pull.number}: {pull.url}",
+            f"Branch: {pull.branch}{head}, into {pull.base} of {pull.repository}",
+            f"Opened as: {pull.opened_by}{asked}",
+        ]
+    )
 
 
 # --json: one JSON document on standard output, for scripts (nothing else is printed there).
@@ -249,3 +282,8 @@ def render_audit_json(slug: str, entries: Sequence[Mapping[str, Any]]) -> str:
 def render_workspaces_json(workspaces: Sequence[WorkspaceInfo]) -> str:
     """``harness workspaces list --json``."""
     return _json({"workspaces": [to_json(info) for info in workspaces]})
+
+
+def render_pull_request_json(slug: str, pull: PullRequest) -> str:
+    """``harness pr SLUG --json``: the task's pull request as task.json keeps it."""
+    return _json({"task": slug, "pullRequest": to_json(pull)})

@@ -387,7 +387,8 @@ class ConfigFile(_Section):
         [],
         alias="withholdEnv",
         examples=[["AWS_*", "GITHUB_TOKEN"]],
-        description="environment variables (globs) agents never see, besides every SLACK_*",
+        description="environment variables (globs) agents never see, besides every SLACK_* "
+        "and each repository's github.tokenEnv",
     )
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
     sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))

@@ -176,7 +176,8 @@ class Config:
     metadata: tuple[MetadataField, ...] = ()
     slack: SlackSettings = field(default_factory=SlackSettings)
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
-    # Environment variables (glob patterns) agents never see, on top of every SLACK_* one.
+    # Environment variables (glob patterns) agents never see, on top of every SLACK_* one and
+    # each repository's GitHub token variable (``harness.agents.runs.withheld_env``).
     withhold_env: tuple[str, ...] = ()
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)

@@ -109,17 +109,16 @@ def _existing(paths: Sequence[str]) -> list[str]:
     return [path for path in paths if os.path.lexists(path)]
 
 
-def _shown_by(
-    paths: Sequence[str], binds: Sequence[Bind], cwd: str
-) -> tuple[tuple[str, bool], ...]:
-    """Those of ``paths`` that exist under a bind (the agent would see them) and do not hold
-    its own folder, resolved, with whether each is a folder. Blocking."""
+def _shown_by(paths: Sequence[str], shown: Sequence[str], cwd: str) -> tuple[tuple[str, bool], ...]:
+    """Those of ``paths`` that exist under a folder the sandbox shows (a bind, or the
+    read-only system: a key under /etc would be there) and do not hold the agent's own
+    folder, resolved, with whether each is a folder. Blocking."""
     found: list[tuple[str, bool]] = []
     for path in paths:
         real = os.path.realpath(path)
         if not os.path.exists(real) or _holds(real, os.path.realpath(cwd)):
             continue
-        if any(_holds(os.path.realpath(bind.source), real) for bind in binds):
+        if any(_holds(os.path.realpath(source), real) for source in shown):
             found.append((real, os.path.isdir(real)))
     return tuple(found)
 
@@ -203,7 +202,7 @@ def _write_launcher(
         cli=cli,
         unset_env=tuple(unset_env),
         set_env=dict(set_env),
-        hidden=_shown_by(hidden, binds, cwd),
+        hidden=_shown_by(hidden, [*readable, *(bind.source for bind in binds)], cwd),
     )
     file = Path(folder) / "claude"
     write_atomic(file, launcher_script(bwrap, layout).encode("utf-8"), mode=0o700)

@@ -62,7 +62,8 @@ _NOT_FINAL = tuple(status for status in get_args(DispatchStatus) if status not i
 
 _SUMMARIES = (
     "SELECT slug, mtime_ns, size, ino, created, description, dispatch_count, channel, "
-    f"thread_ts, last_role, last_status, status, cost_usd, cost_simulated, problem, requester "
+    f"thread_ts, last_role, last_status, status, cost_usd, cost_simulated, problem, requester, "
+    "pull_request "
     f"FROM tasks {NEWEST_FIRST}"
 )
 _Row = tuple[Any, ...]  # the columns of _SUMMARIES, in that order
@@ -98,7 +99,7 @@ class TaskIndex:
                 row[0],
                 *row[4:14],
             )
-            problem, requester = row[14], row[15]
+            problem, requester, pull_request = row[14], row[15], row[16]
             if problem is not None:
                 # One bad file must not hide every other task: say so on every listing.
                 logger.warning(
@@ -123,6 +124,7 @@ class TaskIndex:
                     cost_usd=cost,
                     cost_simulated=bool(simulated),
                     requester=requester,
+                    pull_request=pull_request,
                 )
             )
         return summaries

@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 5
+_VERSION = 6
 _TABLES = (
     # problem is set when task.json could not be read: listings skip the row, damaged()
     # lists it (see harness/tasks/index.py).
@@ -46,7 +46,8 @@ _TABLES = (
         size INTEGER NOT NULL,
         ino INTEGER NOT NULL,
         problem TEXT,
-        requester TEXT
+        requester TEXT,
+        pull_request TEXT
     )""",
     "CREATE INDEX tasks_thread ON tasks (channel, thread_ts)",
     """CREATE TABLE agents (
@@ -174,8 +175,9 @@ def put_task(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     db.execute(
         "INSERT OR REPLACE INTO tasks (slug, created, created_key, description, dispatch_count, "
         "channel, thread_ts, last_role, last_status, status, cost_usd, cost_simulated, mtime_ns, "
-        "size, ino, problem, requester) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*row, *print_, None, task.requester),
+        "size, ino, problem, requester, pull_request) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*row, *print_, None, task.requester, summary.pull_request),
     )
 
 

@@ -217,6 +217,7 @@ class TaskSummary:
     cost_usd: float | None = None  # see ``task_cost``
     cost_simulated: bool = False  # some of that cost came from a scripted model
     requester: str | None = None  # who asked for the task
+    pull_request: str | None = None  # the URL of its pull request, once one was opened
 
     @classmethod
     def of(cls, task: Task) -> TaskSummary:
@@ -235,6 +236,7 @@ class TaskSummary:
                 d.cost_simulated and d.cost_usd is not None for d in task.dispatches
             ),
             requester=task.requester,
+            pull_request=task.pull_request.url if task.pull_request else None,
         )
 
 

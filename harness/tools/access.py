@@ -21,7 +21,8 @@ READ_ONLY_TOOLS: tuple[str, ...] = (
 # Talking to the humans of the task: every role may.
 HUMAN_TOOLS: tuple[str, ...] = ("ask_human", "update_progress", "log_decision")
 EVERY_ROLE_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS + HUMAN_TOOLS
-FULL_ONLY_TOOLS: tuple[str, ...] = ("draft_agent", "await_agent", "kill_agent")
+# open_pull_request pushes out of the sandbox (after a human approved it): coordinators only.
+FULL_ONLY_TOOLS: tuple[str, ...] = ("draft_agent", "await_agent", "kill_agent", "open_pull_request")
 ALL_TOOLS: tuple[str, ...] = FULL_ONLY_TOOLS + EVERY_ROLE_TOOLS
 
 

@@ -2,7 +2,8 @@
 
 The runtime gives each agent its own ``harness`` MCP server, which names the calling agent on
 every call. Here each call is checked against the caller's access profile, validated, served
-by its handler (``handlers``, ``task_handlers``), and appended to the task's audit log.
+by its handler (``handlers``, ``task_handlers``, ``forge_handlers``), and appended to the
+task's audit log.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from harness.agents.task_methods import AUDIT_LOG
 from harness.config.roles import Role
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.runtime.spec import Approval, ToolDeclaration, ToolReply
-from harness.tools import handlers, task_handlers
+from harness.tools import forge_handlers, handlers, task_handlers
 from harness.tools.access import ALL_TOOLS, tools_for_category
 from harness.tools.approvals import Approvals
 from harness.tools.registry import TOOLS, Caller
@@ -28,7 +29,7 @@ __all__ = ["AUDIT_LOG", "HarnessTools"]
 logger = logging.getLogger(__name__)
 
 # The handler modules declare their tools in TOOLS as they are imported.
-_DECLARED = (handlers, task_handlers)
+_DECLARED = (handlers, task_handlers, forge_handlers)
 
 _AUDIT_VALUE_LIMIT = 2000
 

@@ -23,7 +23,7 @@ from bot.server import BotServer
 from bot.settings import BotOptions, Mode, SlackEnv
 from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
 from harness.agents.orchestrator import Orchestrator
-from harness.config.settings import McpSettings, SlackSettings
+from harness.config.settings import GitHubSettings, McpSettings, SlackSettings
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.spec import AgentRuntime
@@ -123,6 +123,7 @@ class RigFactory(Protocol):
         options: BotOptions | None = None,
         mcp: McpSettings | None = None,
         health_port: int | None = None,
+        github: GitHubSettings | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -150,6 +151,7 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
         options: BotOptions | None = None,
         mcp: McpSettings | None = None,
         health_port: int | None = None,
+        github: GitHubSettings | None = None,
     ) -> AsyncIterator[Rig]:
         if (script is None) == (runtime is None):
             raise TypeError("rig() takes a script (for the real CLI) or a runtime, not both")
@@ -158,6 +160,8 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
             config = dataclasses.replace(config, slack=slack_settings)
         if mcp is not None:
             config = dataclasses.replace(config, mcp=mcp)
+        if github is not None:
+            config = dataclasses.replace(config, github=github)
         async with contextlib.AsyncExitStack() as stack:
             model = None
             if script is not None:

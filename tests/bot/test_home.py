@@ -9,7 +9,7 @@ from bot.home import KILL_ACTION, render_home, task_line, waiting_on
 from harness.agents.authority import Authority
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import Question
-from harness.tasks.model import Task, ThreadRef
+from harness.tasks.model import PullRequest, Task, ThreadRef
 from harness.testing.records import make_record
 
 REQUESTERS = {"mine": "U1", "theirs": "U2"}
@@ -87,3 +87,15 @@ def test_approvals_wait_on_the_requester_or_an_admin_and_questions_on_the_reques
         "q1",
         "q3",
     ]
+
+
+def test_a_task_with_a_pull_request_links_it_with_how_its_checks_stand() -> None:
+    done = make_record("a1", status="completed", branch="harness/paint")
+    url = "https://github.com/acme/web/pull/7"
+    pull = PullRequest(repository="acme/web", number=7, url=url, branch="harness/paint",
+                       base="main", opened_by="alice", checks="failed")  # fmt: skip
+    task = Task("paint", "2026", "Paint", None, (done,), pull_request=pull)
+
+    shown = "\n".join(texts(render_home([], [], [task_line(task, None)])))
+
+    assert f"branch `harness/paint` · <{url}|pull request #7> (checks failed)" in shown

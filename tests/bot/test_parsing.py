@@ -176,3 +176,22 @@ def test_a_request_past_slacks_limit_is_cut_and_the_agent_is_told_how_much() -> 
     )
     whole = parse_message_event(dm(text="y" * 40_000), BOT)
     assert isinstance(whole, UserMessage) and (whole.cut, whole.text) == (0, "y" * 40_000)
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("connect github", Command("connect", forge="github")),
+        ("Connect `GitHub`", Command("connect", forge="github")),
+        ("disconnect github", Command("disconnect", forge="github")),
+        ("connect", "Usage: `/harness connect github` (links your GitHub account"),
+        ("connect gitlab", "Usage: `/harness connect github`"),
+        ("disconnect github now", "Usage: `/harness disconnect github` (unlinks it"),
+    ],
+)
+def test_connect_and_disconnect_name_the_forge(text: str, parsed: Command | str) -> None:
+    found = parse_command(text)
+    if isinstance(parsed, Command):
+        assert found == parsed
+    else:
+        assert isinstance(found, BadCommand) and found.message.startswith(parsed)

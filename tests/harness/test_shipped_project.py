@@ -70,7 +70,8 @@ def test_shipped_analyst_prompt_explains_the_harness_tools() -> None:
     config = load_config(DEFAULTS / "config.yaml")
     prompt = load_roles(config.roles_dir, base_dir=config.base_dir)["product-analyst"].prompt
 
-    for tool in ("draft_agent", "await_agent", "kill_agent", "list_agents", "get_task_context"):
+    tools = ("draft_agent", "await_agent", "kill_agent", "list_agents", "get_task_context")
+    for tool in (*tools, "open_pull_request"):
         assert f"mcp__harness__{tool}" in prompt
 
 

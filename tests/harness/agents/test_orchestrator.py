@@ -96,7 +96,7 @@ async def test_a_worker_is_offered_only_the_tools_of_its_category(
     await runtime.wait_started(1)
     names = {t.name for t in runtime.started[0].harness_tools}
     assert "list_tasks" in names and "ask_human" in names
-    assert not names & {"draft_agent", "await_agent", "kill_agent"}
+    assert not names & {"draft_agent", "await_agent", "kill_agent", "open_pull_request"}
 
 
 async def test_an_empty_prompt_is_refused_before_any_task_is_created(

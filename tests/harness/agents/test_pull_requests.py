@@ -283,3 +283,25 @@ async def test_failed_checks_draft_a_fix_whose_commits_update_the_pull_request(
     forge.github.set_check_runs(FULL_NAME, new_head, [CheckRun("tests", "completed", "success")])
     passed = await seen.wait("checks", checks="passed")
     assert passed.pull_request is not None and passed.pull_request.fix_tries == 1
+
+
+async def test_a_linked_persons_pull_request_is_opened_as_them_until_they_unlink(
+    orchestrator: Orchestrator, forge: Forge
+) -> None:
+    forge.github.add_oauth_app("Iv1.harness-tests")
+    login = await orchestrator.start_github_link("U1")
+    assert login.verification_uri == f"{forge.github.web_url}/login/device"
+    forge.github.approve_device(login.user_code, "alice")
+    assert await asyncio.wait_for(login.linked, WAIT) == "alice"
+    assert await orchestrator.github_login("U1") == "alice"
+
+    pull = await orchestrator.open_pull_request(await worked_task(orchestrator, forge), by="U1")
+
+    [theirs] = forge.github.pulls(FULL_NAME)
+    assert theirs.user == "alice" and pull.opened_by == "alice"
+    assert "Opened by the bot" not in (theirs.body or "")
+
+    assert await orchestrator.unlink_github("U1") is True
+    await orchestrator.open_pull_request(await worked_task(orchestrator, forge), by="U1")
+    bots = forge.github.pulls(FULL_NAME)[1]
+    assert bots.user == "harness-bot" and "Opened by the bot for U1" in (bots.body or "")

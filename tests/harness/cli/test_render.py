@@ -8,12 +8,14 @@ import json
 from harness.cli.render import (
     render_audit_json,
     render_prune,
+    render_pull_request,
+    render_pull_request_json,
     render_record,
     render_task,
     render_task_list,
     render_task_list_json,
 )
-from harness.tasks.model import AgentResult, DispatchRecord, Task, TaskSummary
+from harness.tasks.model import AgentResult, DispatchRecord, PullRequest, Task, TaskSummary
 from harness.testing.records import make_record
 from harness.workspaces.prune import Kept, PruneReport, Removed
 
@@ -53,9 +55,45 @@ def test_show_names_the_tasks_workspace_branch_and_repository_and_each_kept_diff
     text = render_task(task, "context")
     assert "Workspace: /w on branch harness/add-a-page (repository web)" in text
     assert "Diff: diffs/a1b2c3d4e5.diff" in text
+    assert "Pull request" not in text
 
 
-def test_the_task_list_shows_each_tasks_status_and_cost_in_columns() -> None:
+PULL = PullRequest(
+    repository="acme/web",
+    number=7,
+    url="https://github.com/acme/web/pull/7",
+    branch="harness/add-a-page",
+    base="main",
+    opened_by="harness-bot",
+    requested_by="U1",
+    head_commit="0123456789abcdef",
+    checks="failed",
+    failing=("lint", "tests"),
+)
+
+
+def test_show_names_the_tasks_pull_request_its_branch_opener_and_checks() -> None:
+    task = Task("add-a-page", "2026-01-01T00:00:00Z", "add a page", pull_request=PULL)
+
+    assert (
+        "Pull request: #7 https://github.com/acme/web/pull/7 (harness/add-a-page into main, "
+        "opened as harness-bot, checks failed (lint, tests))"
+    ) in render_task(task, "context").splitlines()
+
+
+def test_pr_prints_the_number_url_branch_and_who_opened_it() -> None:
+    assert render_pull_request(PULL).splitlines() == [
+        "Pull request #7: https://github.com/acme/web/pull/7",
+        "Branch: harness/add-a-page at 0123456789ab, into main of acme/web",
+        "Opened as: harness-bot for U1",
+    ]
+    document = json.loads(render_pull_request_json("add-a-page", PULL))
+    assert document["task"] == "add-a-page"
+    assert document["pullRequest"]["number"] == 7
+    assert document["pullRequest"]["openedBy"] == "harness-bot"
+
+
+def test_the_task_list_shows_each_tasks_status_cost_and_pull_request_in_columns() -> None:
     tasks = [
         TaskSummary(
             "add-a-page",
@@ -64,14 +102,15 @@ def test_the_task_list_shows_each_tasks_status_and_cost_in_columns() -> None:
             3,
             status="running",
             cost_usd=0.12345,
+            pull_request="https://github.com/acme/web/pull/12",
         ),
         TaskSummary("fix-it", "2026-01-01T09:00:00Z", "fix   it\n now", 0),
     ]
 
     assert render_task_list(tasks).splitlines() == [
-        "SLUG        CREATED              STATUS      COST  DISPATCHES  DESCRIPTION",
-        "add-a-page  2026-01-02 10:00:00  running  $0.1235           3  add a page",
-        "fix-it      2026-01-01 09:00:00  new            —           0  fix it now",
+        "SLUG        CREATED              STATUS      COST  DISPATCHES  PR   DESCRIPTION",
+        "add-a-page  2026-01-02 10:00:00  running  $0.1235           3  #12  add a page",
+        "fix-it      2026-01-01 09:00:00  new            —           0  —    fix it now",
     ]
 
 

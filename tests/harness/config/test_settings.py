@@ -757,3 +757,51 @@ def test_a_missing_config_file_says_to_run_harness_init(tmp_path: Path) -> None:
     assert caught.value.problem == "file not found"
     assert f"harness init {tmp_path}" in caught.value.fix
     assert "--config PATH" in caught.value.fix
+
+
+def test_a_repositorys_github_short_form_takes_the_shared_api_and_the_default_token(
+    tmp_path: Path,
+) -> None:
+    settings = parse_config(
+        {
+            "workspaces": {"repositories": {
+                "web": {"path": "../web", "github": "acme/web"},
+                "api": {"url": "https://x/api.git", "github": {
+                    "repository": "acme/api", "tokenEnv": "API_TOKEN",
+                    "apiUrl": "https://ghe.example.com/api/v3/",
+                    "app": {"id": 12, "privateKeyFile": "keys/app.pem"}}},
+            }},
+            "github": {"apiUrl": "https://github.internal/api/", "autoFixTries": 2},
+        },
+        file=tmp_path / "config.yaml",
+    )  # fmt: skip
+
+    web = settings.workspaces.repositories["web"]
+    assert web.github is not None and web.remote == "origin"
+    assert (web.github.full_name, web.github.api_url, web.github.token_env) == (
+        "acme/web", "https://github.internal/api", "GITHUB_TOKEN"
+    )  # fmt: skip
+    api = settings.workspaces.repositories["api"].github
+    assert api is not None and api.api_url == "https://ghe.example.com/api/v3"
+    assert api.app is not None and api.app.private_key_file == tmp_path / "keys" / "app.pem"
+    assert settings.github.auto_fix_tries == 2 and settings.github.follow_checks
+    assert load_config(DEFAULTS / "config.yaml").github.client_id is None
+
+
+def test_a_github_repository_that_is_not_owner_slash_name_says_how_to_write_it(
+    tmp_path: Path,
+) -> None:
+    error = workspaces_error(
+        {"repositories": {"web": {"path": "../web", "github": "https://github.com/acme/web"}}},
+        tmp_path,
+    )
+
+    assert error.field == "workspaces.repositories.web.github.repository"
+    assert "is not owner/name" in error.problem and "`acme/web`" in error.fix
+
+
+def test_too_many_automatic_fixes_are_refused_with_the_range(tmp_path: Path) -> None:
+    error = parse_error({"github": {"autoFixTries": 9}}, tmp_path)
+
+    assert error.field == "github.autoFixTries"
+    assert "5" in error.problem

@@ -77,8 +77,10 @@ class TaskStoreConformance:
 
         kept = await store.get(slug)
         assert kept.pull_request == pull and len(kept.dispatches) == 1
+        assert [s.pull_request for s in await store.summaries()] == [pull.url]
         await store.set_pull_request(slug, None)
         assert (await store.get(slug)).pull_request is None
+        assert [s.pull_request for s in await store.summaries()] == [None]
 
     async def test_create_makes_slugs_unique(self, store: Store) -> None:
         slugs = [(await store.create("Fix the bug")).slug for _ in range(3)]
