@@ -48,7 +48,9 @@ from bot.questions import (
     closed_buttons,
     parse_button_value,
 )
+from bot.sessions import STOP_EVENT, AgentSessions
 from bot.settings import BotOptions, SlackEnv
+from bot.shared_files import SlackFileChannel
 from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
@@ -154,6 +156,7 @@ class HarnessBot:
     signing_secret: str = field(default="", repr=False)
     # Its Prometheus metrics (``/metrics``), its own registry.
     metrics: Metrics = field(default_factory=Metrics)
+    sessions: AgentSessions | None = None  # Slack's agent sessions of its task threads
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters, deliveries seen) before the
@@ -166,7 +169,11 @@ class HarnessBot:
             self.client.session = aiohttp.ClientSession(timeout=timeout)
         await self.conversations.load()
         self.outbox.start()
+        # The bot says how pull requests' checks go, whoever opened them.
+        self.orchestrator.keep_following_pull_requests()
         settled = await self.conversations.watcher.resume(self.interrupted)
+        if self.sessions is not None:
+            await self.sessions.after_restart(self.interrupted)
         if settled:
             logger.info("settled %d agent(s) that ended while the bot was away", settled)
         replayed = await unfinished.replay_intake(self.conversations)
@@ -286,6 +293,11 @@ def create_app(
     humans = SlackHumanChannel(poster)
     humans.on_change = home.changed
     orchestrator.add_human_channel(humans)
+    orchestrator.add_file_channel(SlackFileChannel(poster))  # files agents share, in threads
+    sessions = AgentSessions(client, orchestrator, poster, watcher, background, metrics)
+    sessions.follow_questions(humans)
+    watcher.session_status = sessions.stream_status
+    sessions.on_stop = conversations.stop_queued
 
     async def answer_from_button(
         user: str, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
@@ -391,6 +403,7 @@ def create_app(
     app.event("message")(on_message)
     app.event("app_mention")(on_message)
     app.command("/harness")(on_command)
+    app.event(STOP_EVENT)(sessions.on_stopped)
     register_surfaces(app, orchestrator=orchestrator, conversations=conversations,
                       commands=commands, poster=poster, home=home)  # fmt: skip
     return HarnessBot(
@@ -406,4 +419,5 @@ def create_app(
         owns_client=owns_client,
         signing_secret=env.signing_secret or "",
         metrics=metrics,
+        sessions=sessions,
     )

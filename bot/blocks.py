@@ -262,8 +262,9 @@ def render_record(
     if status != "completed":
         label = "*What failed:*" if status == "failed" else "*Why:*"
         reason = record.error or "no reason was recorded"
-        if status == "killed" and stopped_by:
-            reason = "stopped from Slack with `/harness kill`"
+        if status == "killed" and stopped_by:  # how, from the kill's reason ("… with X")
+            how = (record.error or "").rpartition(" with ")[2] or "`/harness kill`"
+            reason = f"stopped from Slack with {how}"
         pieces.append(f"{label} {escape(clean_error(reason))}")
         if status == "interrupted":
             pieces.append(f"It had been working since {_when(record.started_at)}.")

@@ -11,15 +11,25 @@ Work a stop cut short is taken up again by bot/unfinished.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from bot.access import check_access
 from bot.assistant import FIRST_STATUS
+from bot.attachments import SlackFile, files_of, left_out_text, with_files_text
 from bot.background import Background
-from bot.blocks import UNSEEN, cut_notice, failure_message, repository_question, waiting_text
+from bot.blocks import (
+    UNSEEN,
+    cut_notice,
+    failure_message,
+    mention,
+    repository_question,
+    waiting_text,
+)
 from bot.dedupe import Dedupe
+from bot.downloads import FileDownloads
 from bot.outbox import Outbox
 from bot.parsing import (
     MAX_TEXT_CHARS,
@@ -89,6 +99,11 @@ class Conversations:
         self._current: dict[ThreadRef, tuple[str, str]] = {}
         # Per thread: a request waiting for its person to pick the repository it is about.
         self._choosing: dict[ThreadRef, tuple[NewTask | MentionInUnboundThread, str]] = {}
+        # Per message taken on (its intake key): the files it shared, fetched for its agent.
+        self._files: dict[str, tuple[SlackFile, ...]] = {}
+        self.downloads = FileDownloads(poster.client, settings.files)
+        # Per thread: how many Stops were pressed there, and by whom last.
+        self._stops: dict[ThreadRef, tuple[int, str]] = {}
 
     async def load(self) -> None:
         """The thread bindings, requesters and deliveries already seen, from disk."""
@@ -120,6 +135,9 @@ class Conversations:
         parsed = parse_message_event(event, bot_user_id)
         if isinstance(parsed, Ignore):
             return parsed
+        files = files_of(event)
+        if files and not parsed.text:  # files alone still ask the agent to look at them
+            parsed = dataclasses.replace(parsed, text=with_files_text("", files), invisible=False)
         bound = self.index.is_bound(parsed.thread)
         decision = decide(parsed, bound=bound)
         if replay and bound and parsed.text and isinstance(decision, Ignore):
@@ -166,8 +184,34 @@ class Conversations:
             job = self._guarded(parsed, lambda: self._start(decision, bot_user_id))
         # Taken on: the ledger keeps it with its seen key until an agent or a reply has it.
         self.dedupe.take_in(intake_key(parsed), {"event": dict(event), "botUserId": bot_user_id})
+        if files:
+            self._files[intake_key(parsed)] = files
+        if isinstance(decision, FollowUp):
+            job = self._unless_stopped(parsed, job)
         self.lanes.enqueue(thread, job, name=f"message {parsed.channel}/{parsed.ts}")
         return decision
+
+    def stop_queued(self, thread: ThreadRef, user: str) -> None:
+        """Someone pressed Stop in ``thread``: the follow-ups waiting there do not start."""
+        self._stops[thread] = (self._stops.get(thread, (0, ""))[0] + 1, user)
+
+    def _unless_stopped(
+        self, message: UserMessage, job: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Awaitable[None]]:
+        queued = self._stops.get(message.thread, (0, ""))[0]
+
+        async def run() -> None:
+            stops, by = self._stops.get(message.thread, (0, ""))
+            if stops == queued:
+                await job()
+                return
+            note = f"⏹️ Not started: {mention(by)} pressed Stop before this message's turn."
+            await self.poster.post(message.thread, note)
+            await self.poster.react(message.channel, message.ts, "x")
+            self._files.pop(intake_key(message), None)
+            await self.ledger.handled(intake_key(message))
+
+        return run
 
     def _say_unseen(self, message: UserMessage) -> None:
         """A message addressed to the bot with nothing visible in it: say so, to its
@@ -249,6 +293,7 @@ class Conversations:
                 logger.exception("handling message %s/%s failed", message.channel, message.ts)
                 await self._fail(message, "Something went wrong on my side with this message.")
             if not self._waits_for_repository(message):
+                self._files.pop(intake_key(message), None)
                 await self.ledger.handled(intake_key(message))
 
         return job
@@ -362,9 +407,18 @@ class Conversations:
         if self.closing:
             await self._fail(message, "I am shutting down, so I did not start on this.", RESEND)
             return
+        files = self._files.pop(intake_key(message), ())
+        attachments, left_out = await self.downloads.fetch_all(files) if files else ((), ())
+        if left_out:  # the request goes on with what could be had: its person hears what not
+            await self.poster.post(message.thread, left_out_text(left_out, kept=len(attachments)))
         try:
             handle = await self.orchestrator.draft(
-                role, prompt, task_slug=slug, requested_by=message.user
+                role,
+                prompt,
+                task_slug=slug,
+                requested_by=message.user,
+                attachments=attachments,
+                left_out=left_out,
             )
         except HarnessError as exc:
             await self._fail(

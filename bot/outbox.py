@@ -67,6 +67,7 @@ class StopStreamStep(TypedDict):
     op: Literal["stop_stream"]
     ts: str
     message: SlackMessage
+    session_status: NotRequired[str]  # the thread's agent session takes it
 
 
 class ReactStep(TypedDict):
@@ -268,7 +269,8 @@ class Outbox:
         elif step["op"] == "stop_stream":
             try:
                 await self._call(self.client.chat_stopStream, channel=thread.channel,
-                                 ts=step["ts"], blocks=step["message"]["blocks"])  # fmt: skip
+                                 ts=step["ts"], blocks=step["message"]["blocks"],
+                                 session_status=step.get("session_status"))  # fmt: skip
             except DeliveryError as exc:
                 if exc.transient:
                     raise

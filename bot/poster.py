@@ -211,15 +211,16 @@ class Poster:
         return None
 
     async def upload(
-        self, thread: ThreadRef, filename: str, content: str, *, title: str, comment: str
+        self, thread: ThreadRef, filename: str, content: str | bytes, *, title: str, comment: str
     ) -> bool:
-        """Shares ``content`` in the thread as a file; False when Slack refused it."""
+        """Shares ``content`` (text as UTF-8, or exact bytes) in the thread as a file; False
+        when Slack refused it."""
         try:
             await self.client.files_upload_v2(
                 channel=thread.channel,
                 thread_ts=thread.thread_ts,
                 filename=filename,
-                content=content.encode("utf-8"),
+                content=content.encode("utf-8") if isinstance(content, str) else content,
                 title=title,
                 initial_comment=comment,
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from bot.blocks import (
     status_text,
     with_rerun_button,
 )
-from bot.outbox import Outbox, Step
+from bot.outbox import Outbox, Step, StopStreamStep
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.pull_request_views import result_buttons_for
 from bot.streaming import (
@@ -114,6 +114,8 @@ class AgentWatcher:
         self.stopped_by: dict[str, str] = {}
         self.streaming = streaming
         self.thread_status = ThreadStatus(poster.client)
+        # A task's agent-session status, which its streams end with (None: no session).
+        self.session_status: Callable[[str], str | None] = lambda _slug: None
         # agent id -> its live reply stream (its drafted agents show up there as task lines).
         self._streams: dict[str, ReplyStream] = {}
         self._team: str | None = None
@@ -256,7 +258,10 @@ class AgentWatcher:
         ts = watch.status_ts
         if ts is not None and watch.streaming:
             closing = with_feedback(first, watch.task_slug, record.agent_id)
-            steps.append({"op": "stop_stream", "ts": ts, "message": closing})
+            stop: StopStreamStep = {"op": "stop_stream", "ts": ts, "message": closing}
+            if (session := self.session_status(watch.task_slug)) is not None:
+                stop["session_status"] = session
+            steps.append(stop)
         elif ts is not None and self.poster.is_newest(thread, ts):
             steps.append({"op": "update", "ts": ts, "message": first})
         else:

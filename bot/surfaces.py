@@ -26,6 +26,7 @@ from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 
 from bot.access import check_access
 from bot.assistant import GREETING, suggested_prompts
+from bot.attachments import files_of, with_files_text
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.home import KILL_ACTION, HomeTab
@@ -64,6 +65,9 @@ def shortcut_event(payload: Mapping[str, Any], request: str, bot_user_id: str) -
     }
     if message.get("thread_ts"):
         event["thread_ts"] = str(message["thread_ts"])
+    for key in ("files", "attachments"):  # its files (and a forwarded message's) go along
+        if message.get(key):
+            event[key] = message[key]
     return event
 
 
@@ -140,13 +144,14 @@ def register_surfaces(
         message = body.get("message") or {}
         refusal = check_access(settings, user, channel, is_dm=channel.startswith("D"))
         text = str(message.get("text") or "")
-        if refusal is not None or not text.strip():
+        if refusal is not None or not (text.strip() or files_of(message)):
             why = refusal.text if refusal is not None else "That message has no text to send."
             await respond(text=why, response_type="ephemeral", replace_original=False)
             return
         ts = str(message.get("ts") or "")
         link = await poster.permalink(ThreadRef(channel, ts))
-        request = shortcut_request(text, message.get("user"), link)
+        request = shortcut_request(with_files_text(text.strip(), files_of(message)),
+                                   message.get("user"), link)  # fmt: skip
         event = shortcut_event(body, request, context.bot_user_id or "")
         decision = conversations.on_message_event(
             event, event_id=None, bot_user_id=context.bot_user_id or ""

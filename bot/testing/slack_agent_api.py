@@ -1,6 +1,7 @@
 """Web API methods of Slack's agent surfaces, emulated over a `MessageStore` (no I/O):
 assistant threads (status, title, suggested prompts), streamed messages (`chat.startStream` /
-`appendStream` / `stopStream`) and the App Home (`views.publish`).
+`appendStream` / `stopStream`), the App Home (`views.publish`) and agent sessions
+(`bot.testing.slack_sessions`).
 
 As Slack does: a thread's status clears when the bot replies in it; a streamed message is a
 message of the thread whose text grows with each append, and takes no more appends once
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.testing.slack_model import JSON, ApiError, Identity, MessageStore
+from bot.testing.slack_sessions import SessionsApi
 
 CALL_TEXT_LIMIT = 12_000
 STREAM_TEXT_LIMIT = 40_000
@@ -126,7 +128,9 @@ class AgentSurfaces:
         self.prompt_titles: dict[tuple[str, str], str] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
         self.home_views: dict[str, JSON] = {}
+        self.sessions = SessionsApi(store)
         self.methods: dict[str, Callable[[JSON], JSON]] = {
+            **self.sessions.methods,
             "assistant.threads.setStatus": self.set_status,
             "assistant.threads.setTitle": self.set_title,
             "assistant.threads.setSuggestedPrompts": self.set_prompts,
@@ -233,7 +237,10 @@ class AgentSurfaces:
     def stop_stream(self, params: JSON) -> JSON:
         stream = self._stream(params)
         blocks = _list(params.get("blocks"))
-        self._apply(stream, self._piece(stream, params))
+        piece = self._piece(stream, params)
+        # The thread's agent session takes the status the stream ends with, if any.
+        self.sessions.stream_stopped(stream.channel, stream.thread_ts, params.get("session_status"))
+        self._apply(stream, piece)
         stream.state = "stopped"
         stream.session_status = params.get("session_status") or None
         message = self.store.get(stream.channel, stream.ts)

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, TypeVar
 from bot.testing.slack_agent_api import StatusSet, Stream
 from bot.testing.slack_model import JSON, DeliveredEvent
 from bot.testing.slack_payloads import (
+    agent_session_stopped_event,
     app_home_opened_event,
     assistant_thread_event,
     block_actions,
     message_action,
 )
 from bot.testing.slack_server import EmulatorServer
+from bot.testing.slack_sessions import Session
 
 T = TypeVar("T")
 
@@ -129,6 +131,31 @@ class AgentSurfaceUsers(EmulatorServer):
         )
         return await self._deliver("interactive", payload)
 
+    async def press_stop(self, user: str, channel: str, thread_ts: str) -> DeliveredEvent:
+        """A user presses the Stop button of the thread's agent session: Slack stops the app's
+        streams in the thread, then sends `agent_session_stopped` naming them. It leaves the
+        session's status to the app. Raises when the thread has no session, or the app is not
+        subscribed to the event (Slack shows no Stop button then)."""
+        self.add_user(user)
+        self.api.agent.sessions.press_stop(channel, thread_ts)
+        stopped = []
+        for stream in self.api.agent.streams.values():
+            live = stream.state == "streaming"
+            if live and (stream.channel, stream.thread_ts) == (channel, thread_ts):
+                stream.state = "stopped"
+                stopped.append(stream.ts)
+        event = agent_session_stopped_event(user, channel, thread_ts, stopped)
+        return await self.deliver_event(event)
+
+    def declare_agent(self, refused: str | None = None) -> None:
+        """`refused`: the app is not declared an agent, and every agents.sessions call answers
+        this error (e.g. "not_allowed"); None: it is one again."""
+        self.api.agent.sessions.not_declared = refused
+
+    def subscribe_to_stop(self, subscribed: bool = True) -> None:
+        """Whether the app subscribes to `agent_session_stopped` (not: setStatus warns)."""
+        self.api.agent.sessions.stop_subscribed = subscribed
+
     def refuse_streaming(self, error: str | None = "not_allowed_token_type") -> None:
         """From now on chat.startStream answers `error` (None: streams are allowed again)."""
         self.api.agent.streaming_refused = error
@@ -165,6 +192,17 @@ class AgentSurfaceUsers(EmulatorServer):
         """The streamed message at `ts` (a copy): text, appends, tasks, plan title, state,
         recipient."""
         return self._read(lambda: copy.deepcopy(self.api.agent.streams.get((channel, ts))))
+
+    def session(self, channel: str, thread_ts: str) -> Session | None:
+        """The thread's agent session (a copy): status, title, initiator, status history."""
+        return self._read(
+            lambda: copy.deepcopy(self.api.agent.sessions.sessions.get((channel, thread_ts)))
+        )
+
+    def session_status(self, channel: str, thread_ts: str) -> str | None:
+        """The thread's session status now; None while it has no session."""
+        session = self.session(channel, thread_ts)
+        return session.status if session is not None else None
 
     def home_view(self, user: str) -> JSON | None:
         return self.api.agent.home_views.get(user)

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -220,9 +220,13 @@ class SlackEmulator(AgentSurfaceUsers):
         *,
         thread_ts: str | None = None,
         channel_type: str | None = None,
+        files: Sequence[JSON] = (),
+        attachments: Sequence[JSON] = (),
     ) -> DeliveredEvent:
         """A user posts `text`: stored, then delivered as `message` (+ `app_mention` if the bot
-        is mentioned, as a separate event in `.mention`)."""
+        is mentioned, as a separate event in `.mention`). `files`: file objects from
+        `user_file`, shared with the message (a `file_share` message, as Slack's);
+        `attachments`: forwarded messages, with their own `files`."""
         kind = channel_type or self.store.channel_types.get(channel) or channel_type_of(channel)
         self.store.channel_types[channel] = kind
         self.add_user(user)
@@ -230,6 +234,10 @@ class SlackEmulator(AgentSurfaceUsers):
         message["client_msg_id"] = str(uuid.uuid4())
         if thread_ts:
             message["thread_ts"] = thread_ts
+        if files:
+            message.update(subtype="file_share", upload=False, files=copy.deepcopy(list(files)))
+        if attachments:
+            message["attachments"] = copy.deepcopy(list(attachments))
         stored = self.store.add(channel, message)
         await self._changed()
         event = message_event(self.identity, channel, copy.deepcopy(stored), kind)
@@ -237,6 +245,30 @@ class SlackEmulator(AgentSurfaceUsers):
         if f"<@{self.identity.bot_user_id}>" in text:
             delivered.mention = await self.deliver_event(mention_event(event))
         return delivered
+
+    def user_file(
+        self,
+        user: str,
+        name: str,
+        content: bytes,
+        *,
+        mimetype: str | None = None,
+        size: int | None = None,
+        refuse: str | None = None,
+        with_url: bool = True,
+    ) -> JSON:
+        """A file `user` shares, for `user_message(files=[...])`; served at its
+        `url_private_download` to the bot's token only. `refuse` ("not_in_channel", ...)
+        makes it one the bot may not see: files.info answers that error, a download 403."""
+        return self.shared_files.add(
+            user,
+            name,
+            content,
+            mimetype=mimetype,
+            size=size,
+            refuse=refuse,
+            with_url=with_url,
+        )
 
     async def user_edit(self, user: str, channel: str, ts: str, text: str) -> DeliveredEvent:
         """A user edits their message: stored, then delivered as `message_changed`."""

@@ -293,6 +293,8 @@ def transcript_line(call: ApiCall, width: int = 100) -> str | None:
         "assistant.threads.setStatus": f"#{p.get('channel_id')} thread {p.get('thread_ts')} | "
         f"status: {p.get('status') or '(cleared)'}",
         "assistant.threads.setTitle": f"#{p.get('channel_id')} | title: {p.get('title')}",
+        "agents.sessions.setStatus": f"#{p.get('channel_id')} thread {p.get('thread_ts')} | "
+        f"agent session: {p.get('status')}",
         "views.publish": f"home tab of {p.get('user_id')} | published",
     }
     return lines.get(call.method)

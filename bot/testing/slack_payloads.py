@@ -50,7 +50,8 @@ def message_event(ident: Identity, channel: str, stored: JSON, channel_type: str
 
 def mention_event(message_event: JSON) -> JSON:
     """The `app_mention` event Slack sends next to the `message` event of a mention."""
-    keep = ("user", "text", "ts", "thread_ts", "channel", "event_ts", "team", "client_msg_id")
+    keep = ("user", "text", "ts", "thread_ts", "channel", "event_ts", "team", "client_msg_id",
+            "files", "attachments")  # fmt: skip
     return {"type": "app_mention", **{k: message_event[k] for k in keep if k in message_event}}
 
 
@@ -179,6 +180,21 @@ def assistant_thread_event(
             "channel_id": channel,
             "thread_ts": thread_ts,
         },
+        "event_ts": f"{time.time():.6f}",
+    }
+
+
+def agent_session_stopped_event(
+    user: str, channel: str, thread_ts: str, streaming_message_ts: list[str]
+) -> JSON:
+    """`agent_session_stopped`: `user` pressed Stop on the session of `channel`/`thread_ts`;
+    `streaming_message_ts` are the app's streams Slack stopped (empty when none was live)."""
+    return {
+        "type": "agent_session_stopped",
+        "channel": channel,
+        "thread_ts": thread_ts,
+        "user": user,
+        "streaming_message_ts": streaming_message_ts,
         "event_ts": f"{time.time():.6f}",
     }
 

@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.testing.slack_api import WebApi, user_record
+from bot.testing.slack_files import DOWNLOAD_ROUTE, SharedFiles
 from bot.testing.slack_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ class EmulatorServer:
             self._issue_socket_url,
             lambda file_id: f"{self.base_url}/upload/{file_id}",
         )
+        self.shared_files = SharedFiles(self.identity, lambda: self.base_url)
+        self.api.methods["files.info"] = self.shared_files.info
         self._port = port
         self._calls: list[ApiCall] = []
         self._deliveries: list[DeliveredEvent] = []
@@ -166,6 +169,7 @@ class EmulatorServer:
         app.router.add_get("/socket", self._handle_socket)
         app.router.add_post("/response_url/{rid}", self._handle_response_url)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
+        app.router.add_get(DOWNLOAD_ROUTE, self.shared_files.download)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self._port)

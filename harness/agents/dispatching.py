@@ -21,6 +21,7 @@ from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, LimitError
+from harness.runtime.attachments import Attachment, LeftOut, attachment_note, with_note
 from harness.runtime.host import workspace_request
 from harness.runtime.spec import Hosting
 from harness.tasks.context import compose_prompt
@@ -77,9 +78,13 @@ class Dispatcher:
         parent_id: str | None,
         repository: str | None,
         requested_by: str | None,
+        attachments: tuple[Attachment, ...] = (),
+        left_out: tuple[LeftOut, ...] = (),
     ) -> AgentHandle:
         """See ``Orchestrator.draft``."""
         self.refuse_when_closing()
+        # Kept with the dispatch's prompt: later agents of the task read where the files are.
+        prompt = with_note(prompt, attachment_note(attachments, left_out))
         parent = self._pool.get(parent_id) if parent_id else None
         depth = parent.depth + 1 if parent else 1
         task = await (
@@ -132,7 +137,7 @@ class Dispatcher:
             self._runs.unregister(entry)
             raise
         full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
-        self._runs.start(entry, role, record, full_prompt, request)
+        self._runs.start(entry, role, record, full_prompt, request, attachments=attachments)
         self._events.emit(AgentEvent("queued", task, record))
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
 

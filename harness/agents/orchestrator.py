@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from harness.agents.authority import Authority
@@ -25,6 +25,7 @@ from harness.agents.pull_requests import PullRequestMethods
 from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.agents.recovery import recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
+from harness.agents.shared_files import FileSharingMethods
 from harness.agents.task_methods import TaskMethods
 from harness.clock import SYSTEM, Clock, timestamp
 from harness.config.roles import Role
@@ -35,6 +36,7 @@ from harness.errors import (
     HarnessError,
     UnknownRoleError,
 )
+from harness.runtime.attachments import Attachment, LeftOut
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
 from harness.tasks.journal import said_in
 from harness.tasks.model import (
@@ -56,7 +58,7 @@ logger = logging.getLogger(__name__)
 ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
 
 
-class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
+class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods, FileSharingMethods):
     def __init__(
         self,
         config: Config,
@@ -112,8 +114,9 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
         )
         self._pending = self._runs.pending
         self._init_pull_requests()
-        # A writer that ends on a task with a pull request: its commits go there too.
         self._init_forge_accounts()
+        self._init_file_sharing()
+        # A writer that ends on a task with a pull request: its commits go there too.
         self._events.subscribe(self._on_agent_event)
         self._dispatcher = Dispatcher(
             config,
@@ -183,13 +186,16 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
         parent_id: str | None = None,
         repository: str | None = None,
         requested_by: str | None = None,
+        attachments: Sequence[Attachment] = (),
+        left_out: Sequence[LeftOut] = (),
     ) -> AgentHandle:
         """Start an agent and return once it is queued. Without task_slug a new task is
         created from the prompt (about ``repository``, if given; asked for by
         ``requested_by``). The agent sees the task's history before the prompt, and works in
-        the task's workspace unless its role names a folder of its own. LimitError when the
-        task spent its budget or the drafting agent (``parent_id``) nests too deep, whoever
-        asked."""
+        the task's workspace unless its role names a folder of its own; the files attached
+        to the request are written there and named in its prompt (with those ``left_out``).
+        LimitError when the task spent its budget or the drafting agent (``parent_id``) nests
+        too deep, whoever asked."""
         role = self.role(role_name)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
@@ -200,6 +206,8 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
             parent_id=parent_id,
             repository=repository,
             requested_by=requested_by,
+            attachments=tuple(attachments),
+            left_out=tuple(left_out),
         )
 
     async def run(
@@ -413,11 +421,9 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods):
         still refuses are retried): their dispatches ended, they were not interrupted."""
         await self._store.begin_run()
         finished = await self._pending.apply_spooled()
-        recovered = await recover_interrupted(
+        return await recover_interrupted(
             self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished
         )
-        await self.follow_open_pull_requests()
-        return recovered
 
     # -- internals -------------------------------------------------------------------------
 

@@ -327,12 +327,33 @@ class PullRequestMethods:
                 woken.append(slug)
         return woken
 
-    async def follow_open_pull_requests(self) -> None:
-        """At start: go on following the checks of pull requests still waiting on them."""
+    async def follow_open_pull_requests(self) -> list[str]:
+        """Follows the checks of the pull requests still waiting on them that nobody here
+        follows yet (opened before a restart, or by `harness pr` in another process); their
+        task slugs."""
+        started = []
         for task in await self._store.list():
             pull = task.pull_request
-            if pull is not None and pull.checks in ("unknown", "pending"):
+            waiting = pull is not None and pull.checks in ("unknown", "pending")
+            if waiting and task.slug not in self._pr_followers:
                 self._follow(task.slug)
+                started.append(task.slug)
+        return started
+
+    def keep_following_pull_requests(self, every: float = 60.0) -> None:
+        """For the one front end that says how checks go (the bot): follows the pull
+        requests waiting on checks now, and looks for new ones every ``every`` seconds."""
+
+        async def look() -> None:
+            while True:
+                try:
+                    await self.follow_open_pull_requests()
+                except HarnessError as exc:  # the store unreadable for a moment
+                    logger.warning("could not look for pull requests to follow: %s", exc)
+                await asyncio.sleep(every)
+
+        if "look for pull requests" not in self._pr_followers:
+            self._pr_followers["look for pull requests"] = asyncio.create_task(look())
 
     async def close_pull_requests(self) -> None:
         for follower in list(self._pr_followers.values()):

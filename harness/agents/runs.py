@@ -25,6 +25,7 @@ from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, TaskNotFoundError
 from harness.forge.accounts import KEY_ENV
+from harness.runtime.attachments import Attachment
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import (
     AgentSpec,
@@ -133,13 +134,16 @@ class AgentRuns:
         workspace: WorkspaceRequest | None,
         *,
         adopted_after: int | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> None:
         """Run a registered agent in the background, its host making its ``workspace`` (None:
         a scratch folder, or the role's own). With ``adopted_after`` it is an agent a worker
         runs since before this process started (that many journal lines recorded): it is
-        followed to its end rather than started."""
+        followed to its end rather than started. ``attachments``: the files attached to its
+        request, for its host to write where it places it."""
         run = asyncio.create_task(
-            self._run(entry, role, record, prompt, workspace, adopted_after), name=entry.agent_id
+            self._run(entry, role, record, prompt, workspace, adopted_after, attachments),
+            name=entry.agent_id,
         )
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
@@ -193,6 +197,7 @@ class AgentRuns:
         prompt: str,
         workspace: WorkspaceRequest | None,
         adopted_after: int | None,
+        attachments: tuple[Attachment, ...],
     ) -> None:
         slug = entry.task_slug
         outcome: RunOutcome | None = None
@@ -209,6 +214,7 @@ class AgentRuns:
                     logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
                     self._events.emit(AgentEvent("started", task, record))
                 spec = self._spec(entry, role, prompt, workspace, record)
+                spec = dataclasses.replace(spec, attachments=attachments)
                 outcome = await self._run_on_host(spec, entry, record, adopted_after)
             else:
                 outcome = RunOutcome(status="killed", error=entry.control.kill_reason)

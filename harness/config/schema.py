@@ -133,6 +133,23 @@ UserId = Annotated[str, pydantic.AfterValidator(_user_id)]
 ChannelId = Annotated[str, pydantic.AfterValidator(_channel_id)]
 
 
+class _SlackFiles(_Section):
+    max_bytes: int = Field(
+        10 * 1024 * 1024,
+        alias="maxBytes",
+        ge=1,
+        examples=[10_485_760],
+        description="bytes: the largest file a request may attach or an agent may share",
+    )
+    max_count: int = Field(
+        10,
+        alias="maxCount",
+        ge=0,
+        examples=[10],
+        description="files per message (0: attached files are left out)",
+    )
+
+
 class _Slack(_Section):
     allowed_users: list[UserId] = Field(
         [], alias="allowedUsers", examples=[[_SLACK_ID]], description="empty: everyone"
@@ -145,6 +162,7 @@ class _Slack(_Section):
         examples=[[_SLACK_ID]],
         description="decide any task's approvals, stop any agent and see every task",
     )
+    files: _SlackFiles = Field(default_factory=lambda: _SlackFiles.model_validate({}))
 
 
 # Repository names become folder names and the `repo:NAME` token people type: plain words.

@@ -63,10 +63,19 @@ class McpSettings:
 
 
 @dataclass(frozen=True)
+class FileLimits:
+    """What a request may attach (per file, per message), and what an agent may share."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    max_count: int = 10
+
+
+@dataclass(frozen=True)
 class SlackSettings:
     allowed_users: tuple[str, ...] = ()  # empty: everyone
     allowed_channels: tuple[str, ...] = ()  # empty: every channel
     admins: tuple[str, ...] = ()
+    files: FileLimits = field(default_factory=FileLimits)
 
 
 @dataclass(frozen=True)
@@ -279,6 +288,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             allowed_users=tuple(raw.slack.allowed_users),
             allowed_channels=tuple(raw.slack.allowed_channels),
             admins=tuple(raw.slack.admins),
+            files=FileLimits(raw.slack.files.max_bytes, raw.slack.files.max_count),
         ),
         workspaces=_workspaces(file.parent, raw.workspaces, raw.github),
         withhold_env=tuple(raw.withhold_env),

@@ -44,6 +44,7 @@ from claude_agent_sdk.types import (
 )
 from mcp.server import Server
 
+from harness.runtime.attachments import prompt_input
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
@@ -181,7 +182,7 @@ class ClaudeRuntime:
         login = await asyncio.to_thread(login_folder, model_env)
         try:
             async with self._sandboxed(spec, options, model_env, io.tools, login) as boxed:
-                await self._drive(boxed, spec.prompt, control, io, tracker, stderr_tail)
+                await self._drive(boxed, spec, control, io, tracker, stderr_tail)
         except SandboxUnavailableError as exc:
             tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
         finally:
@@ -264,7 +265,7 @@ class ClaudeRuntime:
     async def _drive(
         self,
         options: ClaudeAgentOptions,
-        prompt: str,
+        spec: AgentSpec,
         control: AgentControl,
         io: RunIO,
         tracker: _RunTracker,
@@ -276,7 +277,8 @@ class ClaudeRuntime:
             await client.connect()
             control.attach(client.interrupt)
             if not control.kill_requested:
-                await client.query(prompt)
+                # The attached images go with the prompt, in its first message.
+                await client.query(prompt_input(spec.prompt, spec.attachments))
                 async for message in client.receive_response():
                     io.on_message(message_to_json(message))
                     tracker.observe(message)

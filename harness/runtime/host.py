@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
+from harness.runtime.attachments import keep_out_of_git, write_attachments
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.files import remove_tree
@@ -78,6 +79,10 @@ class AgentHost:
                 said = f"{exc.message}; {exc.fix}" if exc.fix else exc.message
             return RunOutcome(status="failed", error=f"could not make its workspace: {said}")
         io.on_placed(placed.cwd)
+        try:
+            await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
+        except OSError as exc:
+            return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
             placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
@@ -178,6 +183,12 @@ class AgentHost:
         """Where the agent's work is: a writer's work committed on the task's branch first."""
         request = spec.workspace
         message = None
+        # Attached files stay out of the task's branch, even when the agent removed the
+        # .gitignore that keeps them out.
+        try:
+            await asyncio.to_thread(keep_out_of_git, workspace.path)
+        except OSError as exc:
+            logger.warning("agent %s: attached files not kept out of git: %s", spec.agent_id, exc)
         if spec.role.writes and (request is None or request.commit_work):
             summary = outcome.result.summary if outcome.result else None
             message = commit_message(

@@ -146,6 +146,15 @@ class NatsHosting:
             await run.follow_events()
 
 
+def _too_large(size: int, nc: Any) -> str:
+    mb = 1024 * 1024
+    return (
+        f"its run request ({size / mb:.1f} MB with the files attached to it) is over the NATS "
+        f"server's max_payload ({nc.max_payload / mb:.1f} MB): attach smaller files, or raise "
+        "max_payload in the server's configuration (up to 64 MB)"
+    )
+
+
 @dataclass
 class _Call:
     """A tool call being answered: where to send the answer, and the answer once known."""
@@ -197,6 +206,8 @@ class _RemoteRun:
         try:
             if queue:
                 request = RunRequest(self.spec, self.spec.task_slug).encode()
+                if len(request) > nc.max_payload:  # attached files travel in the request
+                    return RunOutcome(status="failed", error=_too_large(len(request), nc))
                 ack = await js.publish(
                     s.run(self.agent_id), request, headers={"Nats-Msg-Id": self.agent_id}
                 )

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from harness import serialise
 from harness.config.roles import Role
 from harness.config.settings import SandboxSettings
+from harness.runtime.attachments import Attachment
 from harness.tasks.model import AgentResult
 from harness.workspaces.git_view import Bind
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
@@ -109,6 +110,9 @@ class AgentSpec:
     # Set by the host: a folder of this run's own for what the CLI writes when it runs
     # outside the sandbox (transcripts), under the host's data folder; removed after it.
     cli_state: str | None = None
+    # Files a person attached to the request: written into the working folder by the host
+    # that places it, images also shown to the model (``runtime/attachments.py``).
+    attachments: tuple[Attachment, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return serialise.to_json(self)

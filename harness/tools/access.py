@@ -18,8 +18,8 @@ READ_ONLY_TOOLS: tuple[str, ...] = (
     "list_tasks",
     "get_task_context",
 )
-# Talking to the humans of the task: every role may.
-HUMAN_TOOLS: tuple[str, ...] = ("ask_human", "update_progress", "log_decision")
+# Talking to the humans of the task (and sharing a file of its folder there): every role may.
+HUMAN_TOOLS: tuple[str, ...] = ("ask_human", "update_progress", "log_decision", "share_file")
 EVERY_ROLE_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS + HUMAN_TOOLS
 # open_pull_request pushes out of the sandbox (after a human approved it): coordinators only.
 FULL_ONLY_TOOLS: tuple[str, ...] = ("draft_agent", "await_agent", "kill_agent", "open_pull_request")

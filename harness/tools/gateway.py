@@ -18,7 +18,7 @@ from harness.agents.task_methods import AUDIT_LOG
 from harness.config.roles import Role
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.runtime.spec import Approval, ToolDeclaration, ToolReply
-from harness.tools import forge_handlers, handlers, task_handlers
+from harness.tools import file_handlers, forge_handlers, handlers, task_handlers
 from harness.tools.access import ALL_TOOLS, tools_for_category
 from harness.tools.approvals import Approvals
 from harness.tools.registry import TOOLS, Caller
@@ -29,7 +29,7 @@ __all__ = ["AUDIT_LOG", "HarnessTools"]
 logger = logging.getLogger(__name__)
 
 # The handler modules declare their tools in TOOLS as they are imported.
-_DECLARED = (handlers, task_handlers, forge_handlers)
+_DECLARED = (handlers, task_handlers, forge_handlers, file_handlers)
 
 _AUDIT_VALUE_LIMIT = 2000
 

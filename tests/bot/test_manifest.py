@@ -21,6 +21,7 @@ def load() -> dict[str, Any]:
 def test_the_manifest_subscribes_to_the_events_the_bot_handles() -> None:
     settings = load()["settings"]
     assert sorted(settings["event_subscriptions"]["bot_events"]) == [
+        "agent_session_stopped",
         "app_home_opened",
         "app_mention",
         "assistant_thread_context_changed",
@@ -43,6 +44,7 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
         "im:history",
         "chat:write",
         "reactions:write",
+        "files:read",
         "files:write",
         "commands",
         "assistant:write",
@@ -55,6 +57,7 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
     assert home["messages_tab_read_only_enabled"] is False
     assert home["home_tab_enabled"] is True
     assert manifest["features"]["assistant_view"]["assistant_description"]
+    assert manifest["features"]["agent_view"]["agent_description"]  # sessions: an agent app
     [shortcut] = manifest["features"]["shortcuts"]
     assert (shortcut["type"], shortcut["callback_id"]) == ("message", SHORTCUT)
     assert manifest["features"]["bot_user"]["display_name"]

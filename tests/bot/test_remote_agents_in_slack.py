@@ -129,3 +129,34 @@ async def test_harness_kill_stops_a_remote_agents_cli_on_its_worker(remote_rig: 
 
     assert "⏹️ *developer* was stopped by <@U1>" in shown
     assert gone  # the worker's CLI ended before the thread was told
+
+
+async def test_files_in_a_request_reach_an_agent_on_a_worker(remote_rig: RemoteRig) -> None:
+    png = bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c63fccf50000000030001018f3a8f9d0000000049454e44ae426082"
+    )
+    log = b"worker log: disk full\n"
+
+    def reads_the_log(request: ModelRequest) -> Turn:
+        done = request.all_tool_results
+        if not done:
+            cwd = request.system_text.split("Primary working directory: ")[1].split()[0]
+            return Turn.call("Read", file_path=f"{cwd}/.attachments/w.log")
+        return Turn.finish("read it", [done[0].text])
+
+    async with remote_rig(reads_the_log) as remote:
+        r = remote.rig
+        files = [r.slack.user_file("U1", "w.log", log), r.slack.user_file("U1", "w.png", png)]
+        ts = (await r.slack.user_message("U1", "D1", "what broke?", files=files)).event["ts"]
+        assert await r.final_reaction("D1", ts, WAIT) == "white_check_mark"
+        assert "worker log: disk full" in r.bot_text("D1", ts)
+        first = remote.model.main_requests[0].messages[0]["content"]
+        images = [b for b in first if isinstance(b, dict) and b.get("type") == "image"]
+        assert [i["source"]["media_type"] for i in images] == ["image/png"]
+
+        # Files travel in the run request: past the NATS server's max_payload, it says so.
+        big = [r.slack.user_file("U1", "big.log", b"x" * 1_500_000)]
+        ts = (await r.slack.user_message("U1", "D1", "and this?", files=big)).event["ts"]
+        assert await r.final_reaction("D1", ts, WAIT) == "x"
+        assert "over the NATS server's max_payload" in r.bot_text("D1", ts)

@@ -305,3 +305,25 @@ async def test_a_linked_persons_pull_request_is_opened_as_them_until_they_unlink
     await orchestrator.open_pull_request(await worked_task(orchestrator, forge), by="U1")
     bots = forge.github.pulls(FULL_NAME)[1]
     assert bots.user == "harness-bot" and "Opened by the bot for U1" in (bots.body or "")
+
+
+async def test_the_bot_follows_the_checks_of_a_pull_request_another_process_opened(
+    project: Project, forge: Forge
+) -> None:
+    terminal = build_orchestrator(project, ClaudeRuntime())  # as `harness pr` does
+    slug = await worked_task(terminal, forge)
+    pull = await terminal.open_pull_request(slug, by=None)
+    await terminal.shutdown()
+    assert pull.head_commit is not None
+    forge.github.set_check_runs(FULL_NAME, pull.head_commit,
+                                [CheckRun("tests", "completed", "failure")])  # fmt: skip
+
+    bot = build_orchestrator(project, ClaudeRuntime())
+    try:
+        seen = Seen(bot)
+        bot.keep_following_pull_requests(every=0.05)
+        failed = await seen.wait("checks", checks="failed")
+    finally:
+        await bot.shutdown()
+
+    assert failed.task.slug == slug

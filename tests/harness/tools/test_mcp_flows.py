@@ -73,6 +73,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
         "mcp__harness__ask_human",
         "mcp__harness__update_progress",
         "mcp__harness__log_decision",
+        "mcp__harness__share_file",
     }
     # Its prompt holds the task's history first, then the assignment.
     assert dev_request.first_user_text.index("plan: a settings page") < (

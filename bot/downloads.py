@@ -1,0 +1,134 @@
+"""Downloading the files of a person's message for its agent.
+
+Each file comes from its ``url_private_download`` (asked of ``files.info`` when the event
+has none), with the bot token in an Authorization header (the bot needs the ``files:read``
+scope), and only from Slack's own hosts or the host the Web API base points at (the tests'
+emulator): the token is never sent anywhere else. What cannot be had becomes a ``LeftOut``
+whose reason tells the person what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.attachments import UNSUPPORTED, SlackFile, media_type_of, over_size, select
+from bot.poster import CALL_ERRORS, classify
+from harness.config.settings import FileLimits
+from harness.runtime.attachments import Attachment, LeftOut, attachment
+
+logger = logging.getLogger(__name__)
+
+_TIMEOUT = aiohttp.ClientTimeout(total=120, sock_connect=15)
+# Slack's answers to files.info that a person can act on.
+_REASONS = {
+    "file_not_found": "Slack says it does not exist any more (deleted?)",
+    "file_deleted": "it was deleted",
+    "not_in_channel": "I am not in the channel it was shared in: invite me there, or share "
+    "it again here",
+    "access_denied": "I may not see it",
+    "missing_scope": "I lack Slack's `files:read` scope: ask an admin to add it to the app",
+}
+_SCOPE = "(the app needs Slack's `files:read` scope, and to be in the channel it was shared in)"
+
+
+def _trusted(url: str, api_url: str) -> bool:
+    """Whether the bot's token may go to ``url``: Slack's hosts, or the Web API's own."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    api_host = (urlsplit(api_url).hostname or "").lower()
+    if host == api_host and host:
+        return True
+    slack = host == "slack.com" or host.endswith((".slack.com", ".slack-gov.com"))
+    return parts.scheme == "https" and slack
+
+
+class FileDownloads:
+    """Fetches a message's files for its agent, within ``limits``."""
+
+    def __init__(self, client: AsyncWebClient, limits: FileLimits) -> None:
+        self.client = client
+        self.limits = limits
+
+    async def fetch_all(
+        self, files: Sequence[SlackFile]
+    ) -> tuple[tuple[Attachment, ...], tuple[LeftOut, ...]]:
+        """The attachments the agent gets, and the files left out with why, in order."""
+        chosen, left_out = select(files, self.limits)
+        if not chosen:
+            return (), left_out
+        proxy = getattr(self.client, "proxy", None)
+        async with aiohttp.ClientSession(timeout=_TIMEOUT, proxy=proxy) as session:
+            fetched = await asyncio.gather(*(self._fetch(session, f) for f in chosen))
+        attachments: list[Attachment] = []
+        left = list(left_out)
+        for file, got in zip(chosen, fetched, strict=True):
+            if isinstance(got, LeftOut):
+                left.append(got)
+                continue
+            media_type = media_type_of(file, got)
+            if media_type is None:
+                left.append(LeftOut(file.name, UNSUPPORTED))
+                continue
+            taken = [a.name for a in attachments]
+            attachments.append(attachment(file.name, media_type, got, taken))
+        return tuple(attachments), tuple(left)
+
+    async def _url(self, file: SlackFile) -> str | LeftOut:
+        if file.url:
+            return file.url
+        try:
+            response = await self.client.files_info(file=file.id)
+        except CALL_ERRORS as exc:
+            error = classify(exc).error
+            logger.info("files.info of %s failed: %s", file.id, error)
+            reason = _REASONS.get(error, f"Slack would not describe it ({error})")
+            return LeftOut(file.name, f"I cannot read it: {reason}")
+        info = response.get("file")
+        url = None
+        if isinstance(info, dict):
+            url = info.get("url_private_download") or info.get("url_private")
+        if not isinstance(url, str) or not url:
+            return LeftOut(file.name, "I cannot read it: Slack gave no link to download it")
+        return url
+
+    async def _fetch(self, session: aiohttp.ClientSession, file: SlackFile) -> bytes | LeftOut:
+        url = await self._url(file)
+        if isinstance(url, LeftOut):
+            return url
+        if not _trusted(url, self.client.base_url):
+            return LeftOut(file.name, "I cannot read it: its link does not lead to Slack")
+        if not self.client.token:
+            return LeftOut(file.name, "I cannot read it: the bot has no token to download with")
+        headers = {"Authorization": f"Bearer {self.client.token}"}
+        limit = self.limits.max_bytes
+        try:
+            async with session.get(url, headers=headers) as response:
+                if response.status in (401, 403, 404):
+                    what = "no such file" if response.status == 404 else "refused"
+                    logger.info("download of %s: HTTP %d", file.id, response.status)
+                    return LeftOut(
+                        file.name,
+                        f"I cannot read it: Slack {what} (HTTP {response.status}) {_SCOPE}",
+                    )
+                if response.status != 200:
+                    return LeftOut(
+                        file.name, f"I could not download it (HTTP {response.status}): try again"
+                    )
+                if response.content_type == "text/html" and "html" not in file.mimetype:
+                    # Slack's sign-in page, which is what a token without files:read gets.
+                    return LeftOut(file.name, f"I cannot read it: Slack sent a web page {_SCOPE}")
+                content = await response.content.read(limit + 1)
+                while len(content) <= limit and (more := await response.content.read(65_536)):
+                    content += more
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            logger.info("download of %s failed: %r", file.id, exc)
+            return LeftOut(file.name, "I could not download it (the network failed): try again")
+        if len(content) > limit:
+            return over_size(file.name, None, self.limits)
+        return content
