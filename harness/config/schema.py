@@ -15,6 +15,7 @@ import pydantic
 from pydantic import Field
 
 from harness.config.forge_schema import GitHubSection, RepositoryGitHub
+from harness.config.mcp_server_schema import McpServerSection
 from harness.problems import Invalid, NonEmptyStr, did_you_mean
 
 _SLACK_ID = "U012ABCDEF"
@@ -411,3 +412,6 @@ class ConfigFile(_Section):
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
     sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
+    mcp_server: McpServerSection = Field(
+        default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"
+    )

@@ -22,6 +22,7 @@ import pydantic
 import yaml
 
 from harness.config.forge_schema import GitHubSection, RepositoryGitHub
+from harness.config.mcp_server_schema import McpServerSettings, mcp_server_settings
 from harness.config.schema import ConfigFile, RepositoryEntry, WorkspacesSection
 from harness.errors import ConfigError, FileFieldError
 from harness.problems import describe, keys_of, problems
@@ -191,6 +192,8 @@ class Config:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
+    # Who may reach `harness mcp --transport http`: bearer tokens, each a Slack user's.
+    mcp_server: McpServerSettings = field(default_factory=McpServerSettings)
 
 
 def _resolve(base_dir: Path, value: str) -> Path:
@@ -314,6 +317,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             auto_fix_tries=raw.github.auto_fix_tries,
             draft=raw.github.draft,
         ),
+        mcp_server=mcp_server_settings(raw.mcp_server),
     )
 
 

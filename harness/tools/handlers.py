@@ -117,7 +117,7 @@ async def await_agent(
     except TimeoutError:
         current = await orch.record(args.agentId)
         return {"agentId": args.agentId, "status": current.status, "timedOut": True}
-    return _record_json(record)
+    return record_json(record)
 
 
 class AgentIdInput(ToolInput):
@@ -168,7 +168,7 @@ async def list_agents(
         meta = values.get(Path(a.cwd), {})
         listed.append(
             {
-                **_info_json(a),
+                **info_json(a),
                 "metadata_count": len(meta),
                 "metadata": {k: v.value for k, v in meta.items() if k in in_list},
             }
@@ -183,10 +183,10 @@ async def show_agent(
     await check_agent(orch, caller, args.agentId)
     live = orch.agent(args.agentId)
     if live is not None:
-        agent, cwd = _info_json(live), Path(live.cwd)
+        agent, cwd = info_json(live), Path(live.cwd)
     else:
         record = await orch.record(args.agentId)
-        agent, cwd = _record_json(record), Path(record.cwd)
+        agent, cwd = record_json(record), Path(record.cwd)
     meta = (await orch.collect_metadata([cwd])).get(cwd, {}) if cwd.is_dir() else {}
     agent["metadata_count"] = len(meta)
     agent["metadata"] = {name: _field_json(orch, name, v) for name, v in meta.items()}
@@ -205,7 +205,7 @@ def _field_json(orch: Orchestrator, name: str, value: FieldValue) -> dict[str, A
     }
 
 
-def _info_json(a: AgentInfo) -> dict[str, Any]:
+def info_json(a: AgentInfo) -> dict[str, Any]:
     return {
         "id": a.agent_id,
         "role": a.role,
@@ -219,7 +219,7 @@ def _info_json(a: AgentInfo) -> dict[str, Any]:
     }
 
 
-def _record_json(r: DispatchRecord) -> dict[str, Any]:
+def record_json(r: DispatchRecord) -> dict[str, Any]:
     out: dict[str, Any] = {
         "agentId": r.agent_id,
         "role": r.role,
