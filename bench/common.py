@@ -6,6 +6,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
 
@@ -40,3 +41,20 @@ def summary(name: str, samples: list[float]) -> str:
         f"{name:<30} median {statistics.median(samples):.3f} s  "
         f"min {min(samples):.3f}  max {max(samples):.3f}  (n={len(samples)})"
     )
+
+
+async def serve_bot(slack: Any, orchestrator: Any, options: Any = None) -> Any:
+    """The real Bolt app over ``orchestrator``, serving ``slack`` (the emulator) in HTTP
+    mode, started; stop it with ``await server.stop()``."""
+    from bot.app import create_app
+    from bot.server import BotServer
+    from bot.settings import BotOptions, SlackEnv
+
+    identity = slack.identity
+    env = SlackEnv(bot_token=identity.bot_token, signing_secret=identity.signing_secret,
+                   api_url=slack.api_url)  # fmt: skip
+    bot = create_app(orchestrator, env, options=options or BotOptions(stream_replies=False))
+    server = BotServer(bot, "http", host="127.0.0.1", port=0)
+    await server.start()
+    slack.bot_url, slack.delivery = server.url, "http"
+    return server

@@ -32,15 +32,13 @@ import time
 from pathlib import Path
 
 import aiohttp
-from common import copy_project
+from common import copy_project, serve_bot
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.app import create_app  # noqa: E402
 from bot.pull_request_views import OPEN_PR_ACTION  # noqa: E402
 from bot.server import BotServer  # noqa: E402
-from bot.settings import BotOptions, SlackEnv  # noqa: E402
 from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
 from harness.project import Project, build_orchestrator, load_project  # noqa: E402
 from harness.runtime.claude import ClaudeRuntime  # noqa: E402
@@ -153,13 +151,7 @@ async def measure(runs: int, *, webhook: bool) -> tuple[list[float], list[float]
             orchestrator = build_orchestrator(
                 Project(config=config, roles=project.roles), ClaudeRuntime(base_env=model.env())
             )
-            identity = slack.identity
-            env = SlackEnv(bot_token=identity.bot_token, signing_secret=identity.signing_secret,
-                           api_url=slack.api_url)  # fmt: skip
-            bot = create_app(orchestrator, env, options=BotOptions(stream_replies=False))
-            server = BotServer(bot, "http", host="127.0.0.1", port=0)
-            await server.start()
-            slack.bot_url, slack.delivery = server.url, "http"
+            server = await serve_bot(slack, orchestrator)
             try:
                 samples = [await one_run(slack, github, server, n, webhook) for n in range(runs)]
             finally:

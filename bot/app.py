@@ -171,6 +171,7 @@ class HarnessBot:
         self.outbox.start()
         # The bot says how pull requests' checks go, whoever opened them.
         self.orchestrator.keep_following_pull_requests()
+        await self.orchestrator.keep_warm()  # spare agents: requests start at once
         settled = await self.conversations.watcher.resume(self.interrupted)
         if self.sessions is not None:
             await self.sessions.after_restart(self.interrupted)

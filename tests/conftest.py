@@ -35,6 +35,9 @@ def project_dir(tmp_path: Path) -> Iterator[Path]:
     in tmp_path."""
     folder = tmp_path / "project"
     init_project(folder)
+    # No spare agents (each a CLI started ahead) but in the tests about them.
+    config = folder / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "\nspares: {}\n", encoding="utf-8")
     yield folder
 
 

@@ -343,6 +343,27 @@ class AgentRuns:
             hidden=harness_files(self._config),
         )
 
+    async def template(self, role: Role) -> AgentSpec:
+        """A spec of ``role`` as the first agent of a new task in a scratch folder would get
+        it, but for who it is, its task and its prompt: what a spare is made for."""
+        budget = self._config.mcp.task_budget_usd
+        if budget is not None:  # a new task's whole budget is left
+            cap = role.max_budget_usd
+            allowance = budget if cap is None else min(cap, budget)
+            role = dataclasses.replace(role, max_budget_usd=allowance)
+        run_id = await self._store.begin_run()  # this process's run, as its dispatches'
+        return AgentSpec(
+            agent_id="spare",
+            role=role,
+            prompt="",
+            cwd="",
+            harness_tools=self._tools.declarations(role),
+            env={**self._child_env, **({RUN_ID_ENV: run_id} if run_id else {})},
+            withhold_env=withheld_env(self._config),
+            sandbox=self._config.sandbox,
+            hidden=harness_files(self._config),
+        )
+
     def _placed(self, entry: PoolEntry, cwd: str) -> None:
         """Its host's folder for it: what its approvals judge paths by, and its record keeps."""
         if cwd:

@@ -62,3 +62,7 @@ def validate_routing(config: Config, roles: Mapping[str, Role]) -> None:
                 f"known roles: {known}",
                 fix=fix,
             )
+    for name in config.spares or {}:
+        if name not in roles:
+            raise ConfigError(str(config.file), f"spares.{name}", f"unknown role {name!r}; "
+                              f"known roles: {known}", fix=fix)  # fmt: skip

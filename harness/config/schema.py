@@ -412,6 +412,12 @@ class ConfigFile(_Section):
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
     sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
+    spares: dict[NonEmptyStr, Annotated[int, Field(ge=0, le=8)]] | None = Field(
+        None,
+        examples=[{"developer": 1}],
+        description="agents started ahead per role, so a request starts at once (about 200 "
+        "MB each); default: one of the default role; {} keeps none",
+    )
     mcp_server: McpServerSection = Field(
         default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"
     )

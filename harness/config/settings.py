@@ -192,6 +192,14 @@ class Config:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
+    # Agents started ahead per role (spares); None: one of the default role.
+    spares: Mapping[str, int] | None = None
+
+    @property
+    def spare_counts(self) -> Mapping[str, int]:
+        """How many spares of each role the harness keeps."""
+        return self.spares if self.spares is not None else {self.default_role: 1}
+
     # Who may reach `harness mcp --transport http`: bearer tokens, each a Slack user's.
     mcp_server: McpServerSettings = field(default_factory=McpServerSettings)
 
@@ -308,6 +316,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         sandbox=SandboxSettings(
             enabled=raw.sandbox.enabled, network_allow=tuple(raw.sandbox.network.allow)
         ),
+        spares=dict(raw.spares) if raw.spares is not None else None,
         github=GitHubSettings(
             api_url=raw.github.api_url,
             web_url=raw.github.web_url,

@@ -10,51 +10,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-import mcp.types as mt
 from claude_agent_sdk import (
-    AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
     ClaudeSDKError,
     HookContext,
     HookMatcher,
-    Message,
-    ResultMessage,
-    SystemMessage,
-    TextBlock,
-    ToolUseBlock,
 )
 from claude_agent_sdk._errors import ResultError
 from claude_agent_sdk.types import (
-    McpSdkServerConfig,
     PermissionResultAllow,
     PermissionResultDeny,
     SyncHookJSONOutput,
     ToolPermissionContext,
 )
-from mcp.server import Server
 
+from harness.errors import HarnessError
+from harness.runtime.agent_stream import (
+    RunTracker,
+    build_server,
+    describe_result_error,
+    message_to_json,
+    retry_limit,
+)
 from harness.runtime.attachments import prompt_input
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
-    MODEL_API_RETRIES_ENV,
     SERVER_NAME,
     AgentControl,
     AgentSpec,
+    Approval,
     RunIO,
     RunOutcome,
     ToolGateway,
+    ToolReply,
     ToolUse,
     ToolUseSink,
 )
@@ -65,8 +65,9 @@ from harness.sandbox.runner import (
     check_sandbox,
     open_sandbox,
 )
-from harness.tasks.journal import api_retry_cause, api_retry_in
-from harness.tasks.model import RESULT_SCHEMA, AgentResult
+from harness.tasks.model import RESULT_SCHEMA
+
+__all__ = ["ClaudeRuntime", "WarmAgent", "message_to_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +81,48 @@ def _withheld(environ: Mapping[str, str], patterns: tuple[str, ...]) -> dict[str
     return {name: "" for name in environ if any(fnmatchcase(name, p) for p in patterns)}
 
 
-def message_to_json(message: Message) -> dict[str, Any]:
-    """An SDK message as a JSON-ready dict for the journal."""
-    body = dataclasses.asdict(message) if dataclasses.is_dataclass(message) else {}
-    return {"type": type(message).__name__, **body}
+class _NotYet:
+    """A spare's gateway before it is given its dispatch: it makes no call before then."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        error = {"code": "INVALID_AGENT_STATE", "message": "no task yet", "suggestion": ""}
+        return ToolReply({"error": error}, is_error=True)
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        return Approval(False, "the agent has no task yet")
+
+
+async def _no_tool_use(_use: ToolUse) -> None:
+    return None
+
+
+@dataclass
+class Binding:
+    """Whose agent the CLI is: its calls are made as ``agent_id`` through ``tools``. Set
+    when it starts, or, for a spare, when it is given its dispatch."""
+
+    agent_id: str
+    tools: ToolGateway = field(default_factory=_NotYet)
+    on_tool_use: ToolUseSink = _no_tool_use
+
+
+@dataclass
+class WarmAgent:
+    """A CLI started ahead, in its sandbox, connected and waiting for its prompt; made for
+    ``template`` (role, environment, tools, folder). One use: ``run_warm`` closes it."""
+
+    template: AgentSpec
+    client: ClaudeSDKClient
+    binding: Binding
+    stderr_tail: deque[str]
+    stack: contextlib.AsyncExitStack
+    model_env: Mapping[str, str]
+
+    async def close(self) -> None:
+        try:
+            await self.client.disconnect()
+        finally:
+            await self.stack.aclose()
 
 
 class ClaudeRuntime:
@@ -107,11 +146,7 @@ class ClaudeRuntime:
             self._cli_path = await asyncio.to_thread(guarded_cli)
 
     def options_for(
-        self,
-        spec: AgentSpec,
-        tools: ToolGateway,
-        on_tool_use: ToolUseSink,
-        stderr: Callable[[str], None],
+        self, spec: AgentSpec, binding: Binding, stderr: Callable[[str], None]
     ) -> ClaudeAgentOptions:
         role = spec.role
 
@@ -123,7 +158,7 @@ class ClaudeRuntime:
                 name=str(hook_input.get("tool_name", "")),
                 input=dict(hook_input.get("tool_input") or {}),
             )
-            await on_tool_use(use)
+            await binding.on_tool_use(use)
             return {}
 
         env = {**self._base_env, **spec.env, **_withheld(os.environ, spec.withhold_env)}
@@ -134,7 +169,7 @@ class ClaudeRuntime:
         ) -> PermissionResultAllow | PermissionResultDeny:
             if tool in harness_tools:  # its access profile already decided
                 return PermissionResultAllow()
-            approval = await tools.approve(spec.agent_id, tool, tool_input)
+            approval = await binding.tools.approve(binding.agent_id, tool, tool_input)
             if approval.allowed:
                 return PermissionResultAllow()
             return PermissionResultDeny(message=approval.message)
@@ -151,7 +186,7 @@ class ClaudeRuntime:
             # Deny rules hold in the CLI too, before it would even ask (the SDK joins them
             # with commas: a rule holding one stays with the harness's own deny check).
             disallowed_tools=[rule.text for rule in role.deny if "," not in rule.text],
-            mcp_servers={SERVER_NAME: build_server(spec, tools)} if spec.harness_tools else {},
+            mcp_servers={SERVER_NAME: build_server(spec, binding)} if spec.harness_tools else {},
             permission_mode="plan" if role.permission_mode == "plan" else "default",
             max_turns=role.max_turns,
             max_budget_usd=role.max_budget_usd,
@@ -167,27 +202,82 @@ class ClaudeRuntime:
             cli_path=self._cli_path,
         )
 
+    def _tracker(self, control: AgentControl, model_env: Mapping[str, str]) -> RunTracker:
+        return RunTracker(
+            control,
+            # The limit as configured, even where the CLI is kept from seeing it.
+            retry_limit=retry_limit(model_env),
+            model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
+        )
+
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         started = time.monotonic()
         await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
-        options = self.options_for(spec, io.tools, io.on_tool_use, stderr_tail.append)
+        binding = Binding(spec.agent_id, io.tools, io.on_tool_use)
+        options = self.options_for(spec, binding, stderr_tail.append)
         model_env = {**os.environ, **self._base_env, **spec.env}  # as configured
-        tracker = _RunTracker(
-            control,
-            # The limit as configured, even where the CLI is kept from seeing it.
-            retry_limit=_retry_limit(model_env),
-            model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
-        )
+        tracker = self._tracker(control, model_env)
         login = await asyncio.to_thread(login_folder, model_env)
         try:
-            async with self._sandboxed(spec, options, model_env, io.tools, login) as boxed:
-                await self._drive(boxed, spec, control, io, tracker, stderr_tail)
+            async with self._sandboxed(spec, options, model_env, binding, login) as boxed:
+                client = ClaudeSDKClient(boxed)
+                try:
+                    if await self._connect(client, stderr_tail, tracker):
+                        await self._converse(client, spec, control, io, tracker, stderr_tail)
+                finally:
+                    await client.disconnect()
         except SandboxUnavailableError as exc:
             tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
         finally:
             if login is not None and tracker.session_id:  # its transcript left the login's
                 await asyncio.to_thread(remove_session, login, tracker.session_id)
+        return tracker.outcome(int((time.monotonic() - started) * 1000))
+
+    async def warm(self, template: AgentSpec) -> WarmAgent:
+        """A CLI for ``template``, started in its sandbox and connected: what every start
+        pays before the prompt, paid ahead. SandboxUnavailableError where there is none
+        (only sandboxed agents are kept warm), ClaudeSDKError when the CLI fails."""
+        await self._prepare_cli()
+        if not template.sandbox.enabled:
+            raise SandboxUnavailableError("spares run in the OS sandbox only", fix="")
+        await check_sandbox()
+        stderr_tail: deque[str] = deque(maxlen=5)
+        binding = Binding(template.agent_id)
+        options = self.options_for(template, binding, stderr_tail.append)
+        model_env = {**os.environ, **self._base_env, **template.env}
+        stack = contextlib.AsyncExitStack()
+        try:
+            boxed = await stack.enter_async_context(
+                self._sandboxed(template, options, model_env, binding, None)
+            )
+            client = ClaudeSDKClient(boxed)
+            await client.connect()
+        except ClaudeSDKError as exc:
+            await stack.aclose()
+            raise HarnessError(
+                _cli_failed(exc, stderr_tail), fix="dispatches start the CLI anew meanwhile"
+            ) from exc
+        except BaseException:
+            await stack.aclose()
+            raise
+        return WarmAgent(template, client, binding, stderr_tail, stack, model_env)
+
+    async def run_warm(
+        self, warm: WarmAgent, spec: AgentSpec, control: AgentControl, io: RunIO
+    ) -> RunOutcome:
+        """Runs ``spec`` on a spare made for a template it fits: the spare becomes this
+        agent (its calls are made as it from now on), is sent the prompt, and is closed
+        at the end as any agent's CLI is."""
+        started = time.monotonic()
+        warm.binding.agent_id = spec.agent_id
+        warm.binding.tools = io.tools
+        warm.binding.on_tool_use = io.on_tool_use
+        tracker = self._tracker(control, warm.model_env)
+        try:
+            await self._converse(warm.client, spec, control, io, tracker, warm.stderr_tail)
+        finally:
+            await warm.close()
         return tracker.outcome(int((time.monotonic() - started) * 1000))
 
     @staticmethod
@@ -206,7 +296,7 @@ class ClaudeRuntime:
         spec: AgentSpec,
         options: ClaudeAgentOptions,
         model_env: Mapping[str, str],
-        tools: ToolGateway,
+        binding: Binding,
         login: Path | None,
     ) -> AsyncIterator[ClaudeAgentOptions]:
         """The options that start the CLI in the agent's sandbox, for as long as it runs.
@@ -242,7 +332,7 @@ class ClaudeRuntime:
             # else its humans, and "Allow for this task" remembers the domain.
             url = f"https://{host}/" if port == 443 else f"https://{host}:{port}/"
             use = {"url": url, "prompt": "a connection from the agent's sandbox"}
-            return (await tools.approve(spec.agent_id, "WebFetch", use)).allowed
+            return (await binding.tools.approve(binding.agent_id, "WebFetch", use)).allowed
 
         async with open_sandbox(
             cwd=spec.cwd,
@@ -262,19 +352,30 @@ class ClaudeRuntime:
                 env={**options.env, **dict.fromkeys(MODEL_VARIABLES, "")},
             )
 
-    async def _drive(
+    @staticmethod
+    async def _connect(
+        client: ClaudeSDKClient, stderr_tail: deque[str], tracker: RunTracker
+    ) -> bool:
+        """Starts the CLI; False when it did not (the tracker says why)."""
+        try:
+            await client.connect()
+        except ClaudeSDKError as exc:
+            tracker.error = _cli_failed(exc, stderr_tail)
+            return False
+        return True
+
+    async def _converse(
         self,
-        options: ClaudeAgentOptions,
+        client: ClaudeSDKClient,
         spec: AgentSpec,
         control: AgentControl,
         io: RunIO,
-        tracker: _RunTracker,
+        tracker: RunTracker,
         stderr_tail: deque[str],
     ) -> None:
-        client = ClaudeSDKClient(options)
+        """From the prompt to the result, on a connected CLI."""
         stopped = False
         try:
-            await client.connect()
             control.attach(client.interrupt)
             if not control.kill_requested:
                 # The attached images go with the prompt, in its first message.
@@ -286,157 +387,15 @@ class ClaudeRuntime:
                         stopped = True  # a CLI that retries past the limit: stop it now
                         await client.interrupt()
         except ResultError as exc:
-            tracker.error = _describe_result_error(exc)
+            tracker.error = describe_result_error(exc)
         except ClaudeSDKError as exc:
-            tracker.error = f"the Claude Code CLI failed: {exc}"
-            if stderr_tail:
-                tracker.error += " (stderr: " + " | ".join(s.strip() for s in stderr_tail) + ")"
+            tracker.error = _cli_failed(exc, stderr_tail)
         finally:
             control.attach(None)
-            await client.disconnect()
 
 
-def _retry_limit(env: Mapping[str, str]) -> int | None:
-    """The model API retries an agent may make (modelApiRetries, given to the CLI too)."""
-    value = env.get(MODEL_API_RETRIES_ENV, "").strip()
-    return int(value) if value.isdigit() else None
-
-
-class _RunTracker:
-    """Folds the message stream into an outcome. Each retry notice of the CLI (its model API
-    call failed) shows at once as the agent's activity; one past ``retry_limit`` means the CLI
-    did not honour the limit, and the run is to be stopped (``over_retry_limit``)."""
-
-    def __init__(
-        self,
-        control: AgentControl,
-        *,
-        retry_limit: int | None = None,
-        model_api: str | None = None,  # ANTHROPIC_BASE_URL as the CLI sees it, if set
-    ) -> None:
-        self.control = control
-        self.retry_limit = retry_limit
-        self.model_api = model_api
-        self.over_retry_limit = False
-        self.last_text: str | None = None
-        self.result_message: ResultMessage | None = None
-        self.error: str | None = None
-        # The CLI's last retry notice of a failing model API call (the orchestrator shows
-        # each as progress); None again once the model answers.
-        self.last_retry: dict[str, Any] | None = None
-        self.api_error: str | None = None  # the CLI's "API Error: ..." once it gave up
-        self.session_id: str | None = None
-
-    def observe(self, message: Message) -> None:
-        if isinstance(message, AssistantMessage):
-            texts = [b.text for b in message.content if isinstance(b, TextBlock) and b.text]
-            if message.error is None:  # the model answered
-                self.last_retry = None
-            else:  # the CLI's own "API Error: ..." when it gives up on the model API
-                self.api_error = "\n".join(texts) or message.error
-            if texts:
-                self.last_text = "\n".join(texts)
-            tools = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
-            if tools:
-                self.control.activity = f"using {tools[-1]}"
-            elif texts:
-                self.control.activity = "writing"
-        elif isinstance(message, ResultMessage):
-            self.result_message = message
-            self.session_id = message.session_id or self.session_id
-        elif isinstance(message, SystemMessage) and message.subtype == "init":
-            self.session_id = str(message.data.get("session_id") or "") or None
-        elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
-            self.last_retry = message.data
-            self.control.activity = api_retry_in(message_to_json(message)) or "retrying"
-            attempt = message.data.get("attempt")
-            if self.retry_limit is not None and isinstance(attempt, int):
-                self.over_retry_limit = self.over_retry_limit or attempt > self.retry_limit
-
-    def _unreachable(self, retry: dict[str, Any], error: str) -> str:
-        retries = retry.get("attempt", "?")
-        said = f"The CLI said: {error}"
-        if self.over_retry_limit and self.retry_limit is not None:
-            retries = self.retry_limit
-            tried = f"{retry.get('attempt')}/{retry.get('max_retries')}"
-            said = f"The CLI went on retrying ({tried}) and was stopped."
-        cause = api_retry_cause(retry)
-        if self.model_api:
-            cause += f" {'to' if cause == 'no connection' else 'from'} {self.model_api}"
-        return (
-            f"the model API was unreachable after {retries} "
-            f"{'retry' if retries == 1 else 'retries'} ({cause}; the limit is modelApiRetries "
-            f"in config.yaml): check ANTHROPIC_BASE_URL, the network and the API's status. {said}"
-        )
-
-    def outcome(self, duration_ms: int) -> RunOutcome:
-        rm = self.result_message
-        base = RunOutcome(
-            status="completed",
-            result=AgentResult.from_json(rm.structured_output) if rm is not None else None,
-            last_text=self.last_text,
-            cost_usd=rm.total_cost_usd if rm is not None else None,
-            turns=rm.num_turns if rm is not None else None,
-            duration_ms=rm.duration_ms if rm is not None and rm.duration_ms else duration_ms,
-        )
-        if self.control.kill_reason is not None:
-            return dataclasses.replace(base, status="killed", error=self.control.kill_reason)
-        error = self.error
-        if error is None and rm is not None and rm.is_error:
-            error = _describe_result(rm.subtype, rm.errors, rm.result)
-        if error is None and base.result is None:
-            error = (
-                "the agent ended without a structured result (it never called "
-                "StructuredOutput); its last text is kept"
-                if rm is not None
-                else "the agent ended without a result message"
-            )
-        if error is not None and self.last_retry is not None and base.result is None:
-            error = self._unreachable(self.last_retry, self.api_error or error)
-        if error is not None:
-            return dataclasses.replace(base, status="failed", error=error)
-        return base
-
-
-def _describe_result(subtype: str | None, errors: list[str] | None, text: str | None) -> str:
-    reasons = {
-        "error_max_turns": "it reached the role's maxTurns limit",
-        "error_max_budget_usd": "it reached the role's maxBudgetUsd limit",
-        "error_max_structured_output_retries": (
-            "its structured result did not match the schema after 5 tries"
-        ),
-        "error_during_execution": "the run failed during execution",
-    }
-    reason = reasons.get(subtype or "", f"the run ended with {subtype}")
-    details = "; ".join(e for e in (errors or []) if e) or (text or "")
-    return f"{reason}: {details}" if details else reason
-
-
-def _describe_result_error(exc: ResultError) -> str:
-    return _describe_result(exc.subtype, exc.errors, exc.result)
-
-
-def build_server(spec: AgentSpec, tools: ToolGateway) -> McpSdkServerConfig:
-    """The agent's own in-process ``harness`` MCP server: it offers the spec's tools and
-    forwards each call to the gateway in this agent's name, so the caller is never guessed."""
-    offered = [
-        mt.Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
-        for t in spec.harness_tools
-    ]
-
-    async def on_list_tools(
-        _ctx: Any, _params: mt.PaginatedRequestParams | None
-    ) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=offered)
-
-    async def on_call_tool(_ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        reply = await tools.call(spec.agent_id, params.name, params.arguments or {})
-        text = json.dumps(reply.payload, ensure_ascii=False)
-        return mt.CallToolResult(
-            content=[mt.TextContent(type="text", text=text)], is_error=reply.is_error
-        )
-
-    server: Server[Any] = Server(
-        SERVER_NAME, version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool
-    )
-    return McpSdkServerConfig(type="sdk", name=SERVER_NAME, instance=server)
+def _cli_failed(exc: ClaudeSDKError, stderr_tail: deque[str]) -> str:
+    said = f"the Claude Code CLI failed: {exc}"
+    if stderr_tail:
+        said += " (stderr: " + " | ".join(s.strip() for s in stderr_tail) + ")"
+    return said

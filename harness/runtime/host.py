@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
 from harness.runtime.attachments import keep_out_of_git, write_attachments
 from harness.runtime.orphans import RUN_ID_ENV
+from harness.runtime.spares import Spare, SparePool, WarmRuntime
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
@@ -68,10 +70,33 @@ class AgentHost:
         self._runtime = runtime
         self._workspaces = workspaces
         self._run_id = run_id
+        # Agents started ahead, where the runtime can start them so (``spares.py``).
+        self._spares = SparePool(runtime, workspaces) if isinstance(runtime, WarmRuntime) else None
+
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+        """Keeps spare agents of these templates (a count each) from now on."""
+        if self._spares is None:
+            return
+        if any(not t.sandbox.enabled for t, n in templates if n):
+            logger.info("no spare agents: they run in the OS sandbox, which config turns off")
+        kept = [(self._as_placed(t), n) for t, n in templates if t.sandbox.enabled]
+        self._spares.keep(kept)
+
+    def _as_placed(self, spec: AgentSpec) -> AgentSpec:
+        """The environment a new scratch task's agent gets here (``_place``)."""
+        folder = Workspace(spec.task_slug or "_", self._workspaces.root / (spec.task_slug or "_"))
+        return dataclasses.replace(spec, env={**spec.env, **self._run_env(), **folder.env})
+
+    @property
+    def spares(self) -> SparePool | None:
+        return self._spares
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
-            placed, workspace = await self._place(spec)
+            spare, placed = await self._spare_for(spec)
+            workspace = None
+            if placed is None:
+                placed, workspace = await self._place(spec)
         except (HarnessError, OSError) as exc:  # a bad request or folder fails this run alone
             logger.warning("agent %s: no workspace: %s", spec.agent_id, exc)
             said = str(exc)
@@ -82,18 +107,14 @@ class AgentHost:
         try:
             await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
         except OSError as exc:
+            if spare is not None:
+                await spare.warm.close()
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
             placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
-        state = self._workspaces.cli_state(spec.task_slug or "_", spec.agent_id)
-        try:
-            await asyncio.to_thread(state.mkdir, parents=True, exist_ok=True)
-            placed = dataclasses.replace(placed, cli_state=str(state))
-            outcome = await self._runtime.run(placed, control, io)
-        finally:  # the journal keeps every message: the CLI's own copy goes
-            await asyncio.to_thread(remove_tree, state)
+        outcome = await self._run_placed(placed, control, io, spare)
         if workspace is None:
             return outcome
         try:
@@ -108,6 +129,61 @@ class AgentHost:
             error = f"its commits could not be brought out of its sandbox: {exc.message}"
             return dataclasses.replace(outcome, status="failed", error=error)
         return dataclasses.replace(outcome, work=work)
+
+    async def _run_placed(
+        self, placed: AgentSpec, control: AgentControl, io: RunIO, spare: Spare | None
+    ) -> RunOutcome:
+        """Runs the placed agent, on its spare when it has one. A sandboxed agent in a
+        scratch folder is shown the folder at a view path, as a spare is (``views.py``)."""
+        view = spare.view if spare is not None else await self._view_for(placed)
+        shown = dataclasses.replace(placed, cwd=str(view)) if view is not None else placed
+        state = self._workspaces.cli_state(placed.task_slug or "_", placed.agent_id)
+        try:
+            await asyncio.to_thread(state.mkdir, parents=True, exist_ok=True)
+            shown = dataclasses.replace(shown, cli_state=str(state))
+            if spare is not None:
+                assert isinstance(self._runtime, WarmRuntime)
+                return await self._runtime.run_warm(spare.warm, shown, control, io)
+            return await self._runtime.run(shown, control, io)
+        finally:  # the journal keeps every message: the CLI's own copy goes
+            await asyncio.to_thread(remove_tree, state)
+            if view is not None:
+                await self._workspaces.drop_view(view)
+
+    def _may_view(self, spec: AgentSpec) -> bool:
+        """A sandboxed agent of a scratch task, on a runtime that keeps spares."""
+        return (
+            self._spares is not None
+            and spec.sandbox.enabled
+            and spec.workspace is None
+            and spec.role.cwd is None
+        )
+
+    async def _view_for(self, placed: AgentSpec) -> Path | None:
+        if not self._may_view(placed):
+            return None
+        return await self._workspaces.view(Path(placed.cwd))
+
+    async def _spare_for(self, spec: AgentSpec) -> tuple[Spare | None, AgentSpec | None]:
+        """A spare for the first agent of a new scratch task, with the spec as placed in
+        the spare's folder (now the task's); (None, None) when none fits."""
+        if self._spares is None or not self._may_view(spec) or not self._spares.ready:
+            return None, None
+        if await self._workspaces.find(spec.task_slug) is not None:
+            return None, None  # a follow-up: its agent works in the folder the task has
+        expected = self._as_placed(spec)
+        spare = self._spares.take(expected)
+        if spare is None:
+            return None, None
+        workspace = await self._workspaces.adopt_spare(spare.view, spec.task_slug)
+        if workspace is None:  # made meanwhile by another agent of the task
+            await spare.warm.close()
+            await self._workspaces.drop_view(spare.view)
+            return None, None
+        return spare, dataclasses.replace(expected, cwd=str(workspace.path))
+
+    def _run_env(self) -> dict[str, str]:
+        return {RUN_ID_ENV: self._run_id} if self._run_id else {}
 
     async def _show_git(self, spec: AgentSpec, workspace: Workspace | None) -> AgentSpec:
         """The spec with what its sandbox shows of the worktree's git: a writer gets the
@@ -138,12 +214,13 @@ class AgentHost:
         )
 
     async def close(self) -> None:
-        return None
+        if self._spares is not None:
+            await self._spares.close()
 
     async def _place(self, spec: AgentSpec) -> tuple[AgentSpec, Workspace | None]:
         """The spec with its working folder here: the role's own folder, else the task's git
         worktree or scratch folder; the workspace when it is a git one."""
-        env = {**spec.env, **({RUN_ID_ENV: self._run_id} if self._run_id else {})}
+        env = {**spec.env, **self._run_env()}
         if spec.role.cwd is not None:
             return dataclasses.replace(spec, cwd=str(spec.role.cwd), env=env), None
         request = spec.workspace

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,9 @@ class NatsHosting:
                     self.settings, name="harness orchestrator", on_reconnect=self._reconnected
                 )
             return self._link
+
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+        """Workers do not keep spares yet: their agents start cold."""
 
     async def close(self) -> None:
         if self._link is not None:

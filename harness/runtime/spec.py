@@ -9,7 +9,7 @@ SDK, so front ends that never run an agent stay light.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -210,6 +210,11 @@ class Hosting(Protocol):
     ) -> RunOutcome:
         """Follows an agent that runs since before this process started, to its end; its
         first ``seen_messages`` journal lines were recorded already."""
+        ...
+
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+        """Keeps agents of these templates started ahead (spares), a count each, where the
+        hosts can; a dispatch that fits one starts at once."""
         ...
 
     async def close(self) -> None:

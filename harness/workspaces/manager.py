@@ -68,6 +68,7 @@ from harness.workspaces.values import (
     task_branch,
     unknown_repository,
 )
+from harness.workspaces.views import adopt_view, drop_view, empty_view, link_view, prune_views
 
 __all__ = [
     "Changes",
@@ -364,6 +365,34 @@ class Workspaces:
         found = await asyncio.gather(*(info(slug) for slug in await self._slugs()))
         return [item for item in found if item is not None]
 
+    # --- views (what a sandboxed agent is shown its scratch folder as) -------------------
+
+    async def view(self, folder: Path) -> Path:
+        """A path of this run's own that links to the task's folder (``views.py``)."""
+        return await asyncio.to_thread(link_view, self.root, folder)
+
+    async def spare_folder(self) -> Path:
+        """An empty scratch folder made ahead, for a spare agent, at a view path."""
+        path = await asyncio.to_thread(empty_view, self.root)
+        await git("init", "--quiet", cwd=path)
+        return path
+
+    async def adopt_spare(self, view: Path, slug: str) -> Workspace | None:
+        """A spare's folder becomes the new task ``slug``'s scratch folder; None when the
+        task has a folder already (the spare does not fit it)."""
+        validate_slug(slug)
+        path = self.root / slug
+        async with self._lock(f"task:{slug}"):
+            if await asyncio.to_thread(folder_kind, path) != "missing":
+                return None
+            await asyncio.to_thread(adopt_view, view, path)
+            await asyncio.to_thread(touch, path)
+        logger.info("workspace of %s: %s (scratch, made ahead)", slug, path)
+        return Workspace(slug, path)
+
+    async def drop_view(self, view: Path) -> None:
+        await asyncio.to_thread(drop_view, view)
+
     def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
         """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs
         outside the OS sandbox (its host removes it after the run; prune, a crash's
@@ -378,7 +407,7 @@ class Workspaces:
             except FileNotFoundError:
                 return []
 
-        # Dot folders (.repos, .patches, .sandbox, .cli) never match a slug.
+        # Dot folders (.repos, .patches, .sandbox, .cli, .views) never match a slug.
         return [name for name in await asyncio.to_thread(names) if SLUG_RE.match(name)]
 
     async def _info(self, slug: str) -> WorkspaceInfo | None:
@@ -428,6 +457,8 @@ class Workspaces:
                     await asyncio.to_thread(remove_tree, self.cli_state(slug))
                 outcomes.append(outcome)
         await pruner.finish()
+        if not dry_run:  # what a harness stopped mid-run left
+            await asyncio.to_thread(prune_views, self.root, age.total_seconds())
         report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
         return report

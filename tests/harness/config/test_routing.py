@@ -110,3 +110,18 @@ def test_validate_routing_rejects_a_rule_with_an_unknown_role(tmp_path: Path) ->
     assert caught.value.field == "routing[1].role"
     assert "'deployer'" in caught.value.problem
     assert "developer, reviewer" in caught.value.problem
+
+
+def test_spares_default_to_one_of_the_default_role_and_must_name_known_roles(
+    tmp_path: Path,
+) -> None:
+    roles = {"developer": make_role("developer")}
+    assert make_config(tmp_path, {}).spare_counts == {"developer": 1}
+    assert make_config(tmp_path, {"spares": {}}).spare_counts == {}
+    ghost = make_config(tmp_path, {"spares": {"ghost": 2}})
+
+    with pytest.raises(ConfigError) as caught:
+        validate_routing(ghost, roles)
+
+    assert caught.value.field == "spares.ghost"
+    assert "known roles: developer" in caught.value.problem

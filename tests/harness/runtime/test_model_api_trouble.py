@@ -20,7 +20,8 @@ from harness.agents.events import AgentEvent
 from harness.config.settings import parse_config
 from harness.errors import ConfigError
 from harness.project import Project, build_orchestrator
-from harness.runtime.claude import ClaudeRuntime, _RunTracker
+from harness.runtime.agent_stream import RunTracker
+from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.spec import AgentControl
 from harness.tasks.journal import api_retry_in
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
@@ -83,7 +84,7 @@ def _ended(subtype: str) -> ResultMessage:
 
 def test_each_retry_notice_is_the_agent_activity_at_once() -> None:
     control = AgentControl()
-    tracker = _RunTracker(control, retry_limit=10)
+    tracker = RunTracker(control, retry_limit=10)
 
     tracker.observe(_retry(3, 10))
 
@@ -92,7 +93,7 @@ def test_each_retry_notice_is_the_agent_activity_at_once() -> None:
 
 
 def test_a_run_that_ends_after_its_last_retry_blames_the_unreachable_model_api() -> None:
-    tracker = _RunTracker(AgentControl(), retry_limit=2, model_api="http://127.0.0.1:9")
+    tracker = RunTracker(AgentControl(), retry_limit=2, model_api="http://127.0.0.1:9")
     for message in (_retry(1, 2), _retry(2, 2), _said("API Error: refused", error="unknown")):
         tracker.observe(message)
     tracker.observe(_ended("success"))
@@ -107,7 +108,7 @@ def test_a_run_that_ends_after_its_last_retry_blames_the_unreachable_model_api()
 
 
 def test_a_cli_that_retries_past_the_limit_is_to_be_stopped_and_blamed_at_the_limit() -> None:
-    tracker = _RunTracker(AgentControl(), retry_limit=2)
+    tracker = RunTracker(AgentControl(), retry_limit=2)
     for attempt in (1, 2):
         tracker.observe(_retry(attempt, 10))
         assert not tracker.over_retry_limit
@@ -123,7 +124,7 @@ def test_a_cli_that_retries_past_the_limit_is_to_be_stopped_and_blamed_at_the_li
 
 
 def test_a_run_whose_model_api_recovered_does_not_blame_it_for_a_later_failure() -> None:
-    tracker = _RunTracker(AgentControl())
+    tracker = RunTracker(AgentControl())
     for message in (_retry(1, 10), _said("working on it"), _ended("error_max_turns")):
         tracker.observe(message)
 

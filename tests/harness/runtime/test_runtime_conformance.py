@@ -4,6 +4,7 @@ against the scripted model) and the held one the fast tests use."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,9 +12,11 @@ import pytest
 from harness.agents.orchestrator import Orchestrator
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.host import AgentHost
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.workspaces.manager import Workspaces
 from tests.harness.runtime.suite import RuntimeConformance
 
 
@@ -97,3 +100,38 @@ class TestHeldRuntime(RuntimeConformance):
             yield HeldSubject(orchestrator, held)
         finally:
             await orchestrator.shutdown()
+
+
+class WarmClaudeSubject(ClaudeSubject):
+    """The CLI's agents started ahead: each test's agent is served by a spare."""
+
+    host: AgentHost
+
+    async def reached(self, agent_id: str, timeout: float) -> bool:
+        reached = await super().reached(agent_id, timeout)
+        # The spare that replaces the one used is not this agent's process: none is kept.
+        self.host.keep_warm([])
+        assert self.host.spares is not None
+        await self.host.spares.settled(timeout)
+        return reached
+
+
+@pytest.mark.slow
+class TestWarmClaudeRuntime(RuntimeConformance):
+    @pytest.fixture
+    async def subject(self, project: Project) -> AsyncIterator[WarmClaudeSubject]:
+        subject = WarmClaudeSubject()
+        config = dataclasses.replace(project.config, spares={"developer": 1})
+        async with ScriptedModel(subject.script) as subject.model:
+            runtime = ClaudeRuntime(base_env=subject.model.env())
+            subject.host = AgentHost(runtime, Workspaces(config.workspaces))
+            warm = dataclasses.replace(project, config=config)
+            subject.orchestrator = build_orchestrator(warm, subject.host)
+            await subject.orchestrator.keep_warm()
+            assert subject.host.spares is not None
+            await subject.host.spares.wait_ready(1, 60)
+            try:
+                yield subject
+                assert subject.host.spares.served == 1  # the test's agent started warm
+            finally:
+                await subject.orchestrator.shutdown()

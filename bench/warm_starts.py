@@ -1,0 +1,194 @@
+"""Warm starts: from a DM's Slack event to its agent's first request to the model.
+
+The real Bolt app (HTTP mode) against our Slack emulator, its agents the real Claude Code CLI
+(in the OS sandbox) against the scripted model, in this process; the time from the moment
+the event is sent to the bot to the model receiving the agent's first request.
+
+  cold:          no spares (`spares: {}`), one DM at a time
+  warm:          one spare of the default role, one DM at a time (its replacement is made
+                 between DMs)
+  warm burst:    ten spares, ten DMs at once
+  bare query():  a bare `claude_agent_sdk.query()` from its start to its first request
+  CLI floor:     a warm CLI from `query()` to its first request (what no spare can save)
+  memory:        the resident memory of the bot process and of its spares' processes, idle
+
+Usage: .venv/bin/python bench/warm_starts.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from common import bare_query, copy_project, serve_bot
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
+from harness.cli.offline import scripted_env  # noqa: E402
+from harness.project import Project, build_orchestrator, load_project  # noqa: E402
+from harness.runtime.claude import ClaudeRuntime  # noqa: E402
+from harness.runtime.host import AgentHost  # noqa: E402
+from harness.runtime.spec import (  # noqa: E402
+    AgentControl,
+    AgentSpec,
+    Approval,
+    RunIO,
+    ToolReply,
+    ToolUse,
+)
+from harness.testing.processes import claude_children  # noqa: E402
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+from harness.workspaces.manager import Workspaces  # noqa: E402
+
+
+def script(request: ModelRequest) -> Turn:
+    return Turn.finish("done")
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of ``pid`` and its descendants, in MB."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/status", encoding="utf-8") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            with open(f"/proc/{current}/task/{current}/children", encoding="utf-8") as kids:
+                todo += [int(k) for k in kids.read().split()]
+        except OSError:
+            continue
+    return total / 1024
+
+
+def first_request_after(model: ScriptedModel, sent: float, tag: str) -> float | None:
+    for request in model.main_requests:
+        if tag in request.first_user_text:
+            return request.received_at - sent
+    return None
+
+
+async def measure(
+    project: Project, model: ScriptedModel, spares: int, dms: int, *, burst: bool
+) -> tuple[list[float], float | None]:
+    # A burst of ten runs at once: the concurrency cap must not queue it.
+    mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
+    config = dataclasses.replace(project.config, spares={"developer": spares}, mcp=mcp)
+    host = AgentHost(
+        ClaudeRuntime(base_env=scripted_env(model.env())), Workspaces(config.workspaces)
+    )
+    orchestrator = build_orchestrator(dataclasses.replace(project, config=config), host)
+    samples: list[float] = []
+    memory = None
+    async with SlackEmulator() as slack:
+        server = await serve_bot(slack, orchestrator)
+        try:
+            if spares and host.spares is not None:
+                await host.spares.wait_ready(spares, 180)
+                memory = sum(rss_mb(p) for p in claude_children())
+            tag = f"s{spares}{'b' if burst else ''}"
+
+            async def one(n: int) -> None:
+                text = f"write {tag}-{n}"
+                sent = time.time()  # the scripted model stamps requests with time.time()
+                await slack.user_message("U1", f"D{tag}{n}", text)
+                got = await slack.wait_for(lambda: first_request_after(model, sent, text), 60)
+                samples.append(got)
+
+            if burst:
+                await asyncio.gather(*(one(n) for n in range(dms)))
+            else:
+                for n in range(dms):
+                    if spares and host.spares is not None:
+                        await host.spares.wait_ready(spares, 60)
+                    await one(n)
+        finally:
+            await server.stop()
+    return samples, memory
+
+
+async def floor(project: Project, model: ScriptedModel, runs: int) -> list[float]:
+    """From a warm CLI's query() to its first request: what the CLI itself takes."""
+    runtime = ClaudeRuntime(base_env=scripted_env(model.env()))
+    workspaces = Workspaces(project.config.workspaces)
+    role = project.roles["developer"]
+    samples = []
+    for n in range(runs):
+        folder = await workspaces.spare_folder()
+        template = AgentSpec(agent_id="spare", role=role, prompt="", cwd=str(folder))
+        warm = await runtime.warm(template)
+        text = f"floor {n}"
+        spec = dataclasses.replace(template, agent_id=f"a{n:010d}", prompt=text)
+        io = RunIO(NoTools(), lambda _m: None, nothing, lambda _cwd: None)
+        started = time.time()
+        await runtime.run_warm(warm, spec, AgentControl(), io)
+        got = first_request_after(model, started, text)
+        assert got is not None
+        samples.append(got)
+    return samples
+
+
+class NoTools:
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        return ToolReply({}, is_error=True)
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        return Approval(False, "no")
+
+
+async def nothing(_use: ToolUse) -> None:
+    return None
+
+
+async def bare(model: ScriptedModel, runs: int) -> list[float]:
+    samples = []
+    for n in range(runs):
+        text = f"bare {n}"
+        started = time.time()
+        await bare_query(scripted_env(model.env()), text)
+        got = first_request_after(model, started, text)
+        assert got is not None
+        samples.append(got)
+    return samples
+
+
+def line(name: str, samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return (f"{name:<32} p50 {statistics.median(samples) * 1000:6.0f} ms  p99 {p99 * 1000:6.0f}"
+            f"  min {min(samples) * 1000:5.0f}  max {max(samples) * 1000:5.0f}")  # fmt: skip
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        project = load_project(copy_project(Path(folder)))
+        async with ScriptedModel(script) as model:
+            cold, _ = await measure(project, model, 0, args.runs, burst=False)
+            print(line("cold (no spares)", cold), flush=True)
+            warm, memory = await measure(project, model, 1, args.runs, burst=False)
+            print(line("warm (1 spare)", warm), flush=True)
+            burst, burst_memory = await measure(project, model, 10, 10, burst=True)
+            print(line("warm burst of 10 (10 spares)", burst), flush=True)
+            print(line("bare query() start", await bare(model, args.runs)), flush=True)
+            print(line("warm CLI: query() -> request", await floor(project, model, 5)), flush=True)
+    print(f"bot process: {rss_mb(os.getpid()):.0f} MB resident (with the emulator and model)")
+    print(f"idle spares: 1 = {memory or 0:.0f} MB, 10 = {burst_memory or 0:.0f} MB")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

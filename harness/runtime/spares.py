@@ -1,0 +1,183 @@
+"""Spare agents: per template (a role as the orchestrator would start it for a new task), a
+CLI started ahead in its OS sandbox and in a scratch folder made ahead, connected and
+waiting. A dispatch that fits one binds its identity and task and sends the prompt: the
+start every agent pays (about 0.3 s) was paid before the request came.
+
+One use each: a spare serves one dispatch and closes with it; it is replaced in the
+background. Spares whose template is no longer wanted (a role file or the config changed)
+are closed; so are all of them when their host closes. Their CLIs are guarded as any
+agent's (they die with the harness), and each holds about 200 MB while it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.errors import HarnessError
+from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
+from harness.workspaces.manager import Workspaces
+
+logger = logging.getLogger(__name__)
+
+SPARE_ID = "spare"
+
+
+class WarmAgent(Protocol):
+    """A runtime's agent started ahead for ``template``, waiting for its dispatch."""
+
+    template: AgentSpec
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class WarmRuntime(Protocol):
+    """A runtime that can start agents ahead. ``warm`` raises HarnessError when it cannot
+    (dispatches then start cold)."""
+
+    async def warm(self, template: AgentSpec) -> WarmAgent: ...
+
+    async def run_warm(
+        self, warm: Any, spec: AgentSpec, control: AgentControl, io: RunIO
+    ) -> RunOutcome: ...
+
+
+def _as_template(spec: AgentSpec) -> AgentSpec:
+    return dataclasses.replace(
+        spec, agent_id=SPARE_ID, prompt="", cwd="", task_slug="", attachments=(), cli_state=None
+    )
+
+
+def fits(template: AgentSpec, spec: AgentSpec) -> bool:
+    """Whether an agent made for ``template`` is the agent ``spec`` asks for, but for who it
+    is, its task, its prompt and its folder (pure)."""
+    return _as_template(template) == _as_template(spec)
+
+
+@dataclass
+class Spare:
+    view: Path  # its folder, at the path its agent is shown (``workspaces/views.py``)
+    warm: WarmAgent
+
+
+class SparePool:
+    def __init__(self, runtime: WarmRuntime, workspaces: Workspaces) -> None:
+        self._runtime = runtime
+        self._workspaces = workspaces
+        self._wanted: list[tuple[AgentSpec, int]] = []
+        self._ready: list[Spare] = []
+        self._making: dict[asyncio.Task[None], AgentSpec] = {}
+        self._failed: list[AgentSpec] = []  # templates whose spare could not be made
+        self._closed = False
+        self._changed = asyncio.Condition()
+        self.served = 0  # dispatches a spare served
+        self._notes: set[asyncio.Future[None]] = set()
+
+    def keep(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+        """Keeps ``count`` spares of each template from now on; spares of templates no
+        longer wanted are closed."""
+        self._wanted = [(_as_template(t), n) for t, n in templates if n > 0]
+        self._failed = []
+        stale = [s for s in self._ready if not self._wants(s.warm.template)]
+        self._ready = [s for s in self._ready if s not in stale]
+        for spare in stale:
+            self._spawn_close(spare)
+        self._replenish()
+
+    def _wants(self, template: AgentSpec) -> bool:
+        return any(fits(t, template) for t, _ in self._wanted)
+
+    def take(self, spec: AgentSpec) -> Spare | None:
+        """A ready spare that fits ``spec`` (its environment as placed), no longer a spare."""
+        for spare in self._ready:
+            if fits(spare.warm.template, spec):
+                self._ready.remove(spare)
+                self.served += 1
+                self._replenish()
+                return spare
+        return None
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    async def wait_ready(self, count: int, timeout: float) -> None:
+        """Until ``count`` spares are ready (tests and benchmarks); TimeoutError after."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self._ready) >= count)
+
+    def _replenish(self) -> None:
+        if self._closed:
+            return
+        for template, count in self._wanted:
+            if any(fits(t, template) for t in self._failed):
+                continue
+            have = sum(fits(s.warm.template, template) for s in self._ready)
+            have += sum(fits(t, template) for t in self._making.values())
+            for _ in range(count - have):
+                task = asyncio.create_task(self._make(template), name="spare agent")
+                self._making[task] = template
+                task.add_done_callback(self._made)
+
+    def _made(self, task: asyncio.Task[None]) -> None:
+        self._making.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("making a spare agent failed", exc_info=task.exception())
+        note = asyncio.ensure_future(self._notify())
+        self._notes.add(note)  # kept until it ran
+        note.add_done_callback(self._notes.discard)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def settled(self, timeout: float) -> None:
+        """Until no spare is being made or closed (tests and benchmarks)."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: not self._making)
+
+    async def _make(self, template: AgentSpec) -> None:
+        view = await self._workspaces.spare_folder()
+        try:
+            warm = await self._runtime.warm(dataclasses.replace(template, cwd=str(view)))
+        except (HarnessError, OSError) as exc:  # no spare: dispatches start cold
+            logger.warning("no spare %s agent: %s", template.role.name, exc)
+            self._failed.append(template)
+            await self._workspaces.drop_view(view)
+            return
+        warm.template = template  # what it fits: the template as wanted, not its folder
+        spare = Spare(view, warm)
+        if self._closed or not self._wants(template):
+            await self._close(spare)
+            return
+        async with self._changed:
+            self._ready.append(spare)
+            self._changed.notify_all()
+        logger.info("a spare %s agent is ready", template.role.name)
+
+    def _spawn_close(self, spare: Spare) -> None:
+        task = asyncio.create_task(self._close(spare), name="closing a spare agent")
+        self._making[task] = spare.warm.template
+        task.add_done_callback(self._made)
+
+    async def _close(self, spare: Spare) -> None:
+        try:
+            await spare.warm.close()
+        finally:
+            await self._workspaces.drop_view(spare.view)
+
+    async def close(self) -> None:
+        """Closes every spare (their CLIs end) and stops making new ones."""
+        self._closed = True
+        making = list(self._making)
+        for task in making:
+            task.cancel()
+        await asyncio.gather(*making, return_exceptions=True)
+        ready, self._ready = self._ready, []
+        await asyncio.gather(*(self._close(s) for s in ready), return_exceptions=True)

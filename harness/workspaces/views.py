@@ -1,0 +1,73 @@
+"""The path an agent in the OS sandbox is shown its scratch folder at: ``<root>/.views/<id>``.
+
+A spare agent is started before its task exists, in an empty folder made ahead at such a
+path; when it is given a new task, that folder becomes the task's (``<root>/<slug>``) and
+its old path a link to it. So that an agent started cold is shown its folder exactly as a
+spare is, every sandboxed scratch run is shown the folder at a path of that kind too (a
+link to the task's folder, for as long as the run lasts). On the host, where approvals and
+the harness's own git look, links resolve to the task's folder. Blocking; callers use a
+thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+from harness.workspaces.files import make_scratch, remove_tree
+
+VIEWS = ".views"
+
+
+def _new_path(root: Path) -> Path:
+    # Lowercase letters and digits: the same shape as any folder the harness makes.
+    return root / VIEWS / secrets.token_hex(6)
+
+
+def link_view(root: Path, folder: Path) -> Path:
+    """A new view path that links to ``folder``."""
+    path = _new_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(folder, path.parent), path)
+    return path
+
+
+def empty_view(root: Path) -> Path:
+    """A new, empty folder at a view path (for a spare)."""
+    path = _new_path(root)
+    make_scratch(path)
+    return path
+
+
+def adopt_view(view: Path, folder: Path) -> None:
+    """The folder at ``view`` becomes ``folder`` (which must not exist yet), and ``view`` a
+    link to it: a process whose working folder it is keeps it."""
+    os.rename(view, folder)  # fails, and changes nothing, when ``folder`` exists
+    os.symlink(os.path.relpath(folder, view.parent), view)
+
+
+def drop_view(view: Path) -> None:
+    """Removes a view: the link, or a spare's folder that was never adopted."""
+    if view.is_symlink():
+        view.unlink(missing_ok=True)
+    else:
+        remove_tree(view)
+
+
+def prune_views(root: Path, older_than_seconds: float) -> int:
+    """Removes the views left by a harness that stopped mid-run (older than the limit);
+    how many."""
+    folder = root / VIEWS
+    removed = 0
+    cutoff = time.time() - older_than_seconds
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+            drop_view(Path(entry.path))
+            removed += 1
+    return removed
