@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.project import Project, load_project
 from harness.testing.fake_github import FakeGitHub
 from tests.support import git, make_repository
 
@@ -39,6 +40,13 @@ class Forge:
         """The commit ``branch`` is at on the remote, None when it is not there."""
         found = git(self.remote, "for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}")
         return found or None
+
+
+def with_forge(project_dir: Path, forge: Forge) -> Project:
+    """The shipped project in ``project_dir`` with the repository ``web`` and its GitHub."""
+    config = project_dir / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + forge.config(), encoding="utf-8")
+    return load_project(config)
 
 
 @pytest.fixture

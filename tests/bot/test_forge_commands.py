@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.project import Project, load_project
+from harness.project import Project
 from harness.testing.fake_github import FakeGitHub
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory
-from tests.forge_support import Forge, forge
+from tests.forge_support import Forge, forge, with_forge
 
 pytestmark = pytest.mark.anyio
 __all__ = ["forge"]  # the fixture, used by name
@@ -26,10 +26,8 @@ CLIENT_ID = "Iv1.harness-tests"  # what Forge.config() sets as github.clientId
 
 @pytest.fixture
 def project(project_dir: Path, forge: Forge) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + forge.config(), encoding="utf-8")
     forge.github.add_oauth_app(CLIENT_ID)
-    return load_project(config)
+    return with_forge(project_dir, forge)
 
 
 async def shown(slack: SlackEmulator, needle: str, user: str = "U1") -> dict[str, Any]:

@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 
 from bot.pull_request_views import FIX_CHECKS_ACTION, OPEN_PR_ACTION
-from harness.project import Project, load_project
+from harness.project import Project
 from harness.testing.fake_github import CheckRun
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory
-from tests.forge_support import FULL_NAME, Forge, forge
+from tests.forge_support import FULL_NAME, Forge, forge, with_forge
 from tests.support import latest_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -33,9 +33,7 @@ _CWD = re.compile(r"Primary working directory: (\S+)")
 
 @pytest.fixture
 def project(project_dir: Path, forge: Forge) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + forge.config(), encoding="utf-8")
-    return load_project(config)
+    return with_forge(project_dir, forge)
 
 
 def developer(request: ModelRequest) -> Turn:

@@ -16,13 +16,13 @@ import pytest
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pull_requests import PullRequestEvent
 from harness.errors import ForgeError, NotAllowedError
-from harness.project import Project, build_orchestrator, load_project
+from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.tasks.model import AgentResult, ThreadRef
 from harness.testing.fake_github import CheckRun
 from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, Turn
-from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge
+from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge, with_forge
 from tests.harness.conftest import HarnessFactory
 from tests.support import git
 
@@ -35,9 +35,7 @@ THREAD_URL = "https://acme.slack.com/archives/C1/p1700000000000100"
 
 @pytest.fixture
 def project(project_dir: Path, forge: Forge) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + forge.config(), encoding="utf-8")
-    return load_project(config)
+    return with_forge(project_dir, forge)
 
 
 @pytest.fixture

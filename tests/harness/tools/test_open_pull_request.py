@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from harness.agents.orchestrator import Orchestrator
-from harness.project import Project, load_project
+from harness.project import Project
 from harness.tasks.model import DispatchRecord, ThreadRef
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.tools.gateway import HarnessTools
 from harness.tools.registry import Caller
-from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge
+from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge, with_forge
 from tests.harness.conftest import HarnessFactory
 from tests.support import AnsweringHumans, git
 
@@ -27,9 +27,7 @@ OPEN = "mcp__harness__open_pull_request"
 
 @pytest.fixture
 def project(project_dir: Path, forge: Forge) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + forge.config(), encoding="utf-8")
-    return load_project(config)
+    return with_forge(project_dir, forge)
 
 
 def analyst(request: ModelRequest) -> Turn:
