@@ -20,14 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import copy_project
+from common import copy_project, serve_bot
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.app import create_app  # noqa: E402
-from bot.server import BotServer  # noqa: E402
-from bot.settings import BotOptions, SlackEnv  # noqa: E402
+from bot.settings import BotOptions  # noqa: E402
 from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
 from harness.project import build_orchestrator, load_project  # noqa: E402
 from harness.runtime.claude import ClaudeRuntime  # noqa: E402
@@ -99,19 +97,13 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = copy_project(Path(tmp))
+        # Only the agent Stop ends runs: no spare beside it (its CLI would stay).
+        config.write_text(config.read_text(encoding="utf-8") + "\nspares: {}\n", encoding="utf-8")
         async with ScriptedModel(working) as model, SlackEmulator() as slack:
             orchestrator = build_orchestrator(
                 load_project(config), ClaudeRuntime(base_env=model.env())
             )
-            env = SlackEnv(
-                bot_token=slack.identity.bot_token,
-                signing_secret=slack.identity.signing_secret,
-                api_url=slack.api_url,
-            )
-            bot = create_app(orchestrator, env, options=BotOptions())
-            server = BotServer(bot, "http", host="127.0.0.1", port=0)
-            await server.start()
-            slack.bot_url, slack.delivery = server.url, "http"
+            server = await serve_bot(slack, orchestrator, BotOptions())
             try:
                 await one_stop(slack, model, 0)  # warm-up, not counted
                 runs = [await one_stop(slack, model, n) for n in range(1, args.runs + 1)]
