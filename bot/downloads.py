@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
+from yarl import URL
 
 from bot.attachments import UNSUPPORTED, SlackFile, media_type_of, over_size, select
 from bot.poster import CALL_ERRORS, classify
@@ -97,18 +98,24 @@ class FileDownloads:
             return LeftOut(file.name, "I cannot read it: Slack gave no link to download it")
         return url
 
-    async def _fetch(self, session: aiohttp.ClientSession, file: SlackFile) -> bytes | LeftOut:
-        url = await self._url(file)
-        if isinstance(url, LeftOut):
-            return url
-        if not _trusted(url, self.client.base_url):
-            return LeftOut(file.name, "I cannot read it: its link does not lead to Slack")
-        if not self.client.token:
-            return LeftOut(file.name, "I cannot read it: the bot has no token to download with")
-        headers = {"Authorization": f"Bearer {self.client.token}"}
-        limit = self.limits.max_bytes
-        try:
-            async with session.get(url, headers=headers) as response:
+    async def _get(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        headers: dict[str, str],
+        file: SlackFile,
+        limit: int,
+    ) -> bytes | LeftOut:
+        """The file's bytes (up to ``limit`` + 1). Redirects are followed by hand, a few hops
+        at most: the token goes with each request, so each hop is checked before it."""
+        for _ in range(4):
+            if not _trusted(url, self.client.base_url):
+                return LeftOut(file.name, "I cannot read it: its link leads away from Slack")
+            async with session.get(url, headers=headers, allow_redirects=False) as response:
+                location = response.headers.get("Location")
+                if response.status in (301, 302, 303, 307, 308) and location:
+                    url = str(response.url.join(URL(location)))
+                    continue
                 if response.status in (401, 403, 404):
                     what = "no such file" if response.status == 404 else "refused"
                     logger.info("download of %s: HTTP %d", file.id, response.status)
@@ -126,6 +133,24 @@ class FileDownloads:
                 content = await response.content.read(limit + 1)
                 while len(content) <= limit and (more := await response.content.read(65_536)):
                     content += more
+                return content
+        return LeftOut(file.name, "I could not download it (too many redirects): try again")
+
+    async def _fetch(self, session: aiohttp.ClientSession, file: SlackFile) -> bytes | LeftOut:
+        url = await self._url(file)
+        if isinstance(url, LeftOut):
+            return url
+        if not _trusted(url, self.client.base_url):
+            return LeftOut(file.name, "I cannot read it: its link does not lead to Slack")
+        if not self.client.token:
+            return LeftOut(file.name, "I cannot read it: the bot has no token to download with")
+        headers = {"Authorization": f"Bearer {self.client.token}"}
+        limit = self.limits.max_bytes
+        try:
+            got = await self._get(session, url, headers, file, limit)
+            if isinstance(got, LeftOut):
+                return got
+            content = got
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             logger.info("download of %s failed: %r", file.id, exc)
             return LeftOut(file.name, "I could not download it (the network failed): try again")

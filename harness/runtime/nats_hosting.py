@@ -39,6 +39,7 @@ from harness.runtime.spec import (
     ToolReply,
 )
 from harness.runtime.wire import (
+    SPARES_KEY,
     WORKING,
     Event,
     RunRequest,
@@ -47,6 +48,7 @@ from harness.runtime.wire import (
     encode_done,
     encode_reply,
     outcome_from_json,
+    spares_json,
     tool_use_from_json,
 )
 
@@ -67,6 +69,7 @@ class NatsHosting:
         self._link: NatsLink | None = None
         self._connecting = asyncio.Lock()
         self._runs: set[_RemoteRun] = set()
+        self._telling: set[asyncio.Future[None]] = set()
 
     async def link(self) -> NatsLink:
         async with self._connecting:
@@ -77,7 +80,20 @@ class NatsHosting:
             return self._link
 
     def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
-        """Workers do not keep spares yet: their agents start cold."""
+        """Tells the workers which spares to keep: the latest word stays in a key-value
+        bucket, so a worker that starts later keeps them too."""
+        task = asyncio.ensure_future(self._tell_spares(spares_json(templates)))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
+
+    async def _tell_spares(self, data: bytes) -> None:
+        failures: tuple[type[BaseException], ...] = (HarnessError, *nats_errors())
+        try:
+            link = await self.link()
+            bucket = await link.spares_bucket()
+            await bucket.put(SPARES_KEY, data)
+        except failures as exc:  # the workers start their agents cold
+            logger.warning("could not tell the workers which spares to keep: %s", exc)
 
     async def close(self) -> None:
         if self._link is not None:

@@ -18,6 +18,7 @@ from harness.runtime.wire import Subjects
 if TYPE_CHECKING:
     from nats.aio.client import Client
     from nats.js.client import JetStreamContext
+    from nats.js.kv import KeyValue
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +209,17 @@ class NatsLink:
                 ) from exc
             except APIError as exc:  # an existing stream with other settings: keep it
                 logger.debug("stream %s: %s", config.name, exc)
+
+    async def spares_bucket(self) -> KeyValue:
+        """The key-value bucket of the spares workers keep (made on first use)."""
+        from nats.js.api import KeyValueConfig
+        from nats.js.errors import BucketNotFoundError
+
+        name = self.subjects.spares_bucket
+        try:
+            return await self.js.key_value(name)
+        except BucketNotFoundError:
+            return await self.js.create_key_value(KeyValueConfig(bucket=name, history=1))
 
     async def close(self) -> None:
         """Closes the connection, within a few seconds, whether NATS is there or not."""

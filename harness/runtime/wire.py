@@ -32,7 +32,7 @@ one that does not read raises ``serialise.DecodeError``, a ValueError.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,6 +57,11 @@ class Subjects:
     @property
     def runs_stream(self) -> str:
         return f"{self._stream_prefix}_RUNS"
+
+    @property
+    def spares_bucket(self) -> str:
+        """The key-value bucket whose key ``SPARES_KEY`` holds the spares workers keep."""
+        return f"{self._stream_prefix}_SPARES"
 
     @property
     def events_stream(self) -> str:
@@ -202,3 +207,20 @@ def _load(data: bytes) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ValueError("expected a JSON object")
     return raw
+
+
+SPARES_KEY = "templates"
+
+
+def spares_json(templates: Sequence[tuple[AgentSpec, int]]) -> bytes:
+    """The spares the orchestrator asks workers to keep: each template and its count."""
+    return json.dumps([{"spec": t.to_json(), "count": n} for t, n in templates]).encode()
+
+
+def decode_spares(data: bytes) -> list[tuple[AgentSpec, int]]:
+    """What ``spares_json`` wrote; [] for anything else (an older harness's, a damaged one)."""
+    try:
+        items = json.loads(data)
+        return [(AgentSpec.from_json(i["spec"]), int(i["count"])) for i in items]
+    except (ValueError, TypeError, KeyError):
+        return []

@@ -39,6 +39,7 @@ from harness.runtime.spec import (
     ToolUse,
 )
 from harness.runtime.wire import (
+    SPARES_KEY,
     Event,
     EventKind,
     RunRequest,
@@ -46,6 +47,7 @@ from harness.runtime.wire import (
     decode_answer,
     decode_approval,
     decode_reply,
+    decode_spares,
     outcome_json,
     tool_use_json,
 )
@@ -233,6 +235,7 @@ class Worker:
             return
         self.link = link
         free = asyncio.Semaphore(self.slots)
+        spares: asyncio.Task[None] | None = None
         try:
             from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -246,6 +249,7 @@ class Worker:
             logger.info("worker %s: taking agents from %s (%d slots)", self.name,
                         self.settings.url, self.slots)  # fmt: skip
             ready()
+            spares = asyncio.get_running_loop().create_task(self._keep_spares(link))
             while not stop.is_set():
                 if await _unless_stopped(free.acquire(), stop) is None:
                     break
@@ -266,7 +270,22 @@ class Worker:
                                    "%g s; stopping anyway", self.name, STOP_SECONDS)  # fmt: skip
                     task.cancel()
                 await asyncio.gather(*runs, return_exceptions=True)
+            if spares is not None:
+                await cancel_surely(spares)
+            await self.host.close()  # its spares end with it
             await link.close()
+
+    async def _keep_spares(self, link: NatsLink) -> None:
+        """Keeps the spares the orchestrator asks for (the latest word in the bucket, and
+        each new one), for as long as the worker serves."""
+        try:
+            bucket = await link.spares_bucket()
+            watcher = await bucket.watch(SPARES_KEY)
+            async for entry in watcher:
+                if entry is not None and entry.value:
+                    self.host.keep_warm(decode_spares(entry.value))
+        except nats_errors() as exc:  # its agents start cold
+            logger.warning("worker %s keeps no spares: %s", self.name, exc)
 
     async def _next_run(self, queue: Any, stop: asyncio.Event) -> Msg | None:
         from nats.errors import TimeoutError as NatsTimeout

@@ -4,8 +4,11 @@ fetched file is for the agent. Pure."""
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.attachments import SlackFile, files_of, left_out_text, media_type_of, select
+from bot.downloads import FileDownloads
 from harness.config.settings import FileLimits
 from harness.runtime.attachments import LeftOut
 
@@ -65,3 +68,38 @@ def test_the_thread_hears_what_was_left_out() -> None:
         "I left out these 2 files:\n• `a.zip`: not an image\n• `b.log`: too big\n"
         "I went ahead with the rest of your message and files."
     )
+
+
+@pytest.mark.anyio
+async def test_a_download_redirected_away_from_slack_is_not_followed_with_the_token() -> None:
+    hits: list[str] = []
+
+    async def file(request: web.Request) -> web.Response:
+        hits.append(f"file {request.headers.get('Authorization')}")
+        away = f"http://localhost:{request.url.port}/away"  # another host than the API's
+        raise web.HTTPFound(away)
+
+    async def away(request: web.Request) -> web.Response:
+        hits.append(f"away {request.headers.get('Authorization')}")
+        return web.Response(text="stolen")
+
+    app = web.Application()
+    app.router.add_get("/files/log.txt", file)
+    app.router.add_get("/away", away)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        client = AsyncWebClient(token="xoxb-secret", base_url=f"http://127.0.0.1:{port}/api/")
+        url = f"http://127.0.0.1:{port}/files/log.txt"
+        got, left = await FileDownloads(client, FileLimits()).fetch_all(
+            [SlackFile("F1", "log.txt", "text/plain", 5, url)]
+        )
+    finally:
+        await runner.cleanup()
+
+    assert got == ()
+    assert [f.reason for f in left] == ["I cannot read it: its link leads away from Slack"]
+    assert hits == ["file Bearer xoxb-secret"]  # the token never went to the other host

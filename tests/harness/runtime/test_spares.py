@@ -18,6 +18,8 @@ from harness.config.roles import Role
 from harness.config.settings import WorkspaceSettings
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.host import AgentHost
+from harness.runtime.nats_hosting import NatsHosting
+from harness.runtime.nats_link import NatsSettings
 from harness.runtime.spares import fits
 from harness.runtime.spec import (
     AgentControl,
@@ -28,6 +30,8 @@ from harness.runtime.spec import (
     ToolReply,
     ToolUse,
 )
+from harness.runtime.worker import Worker
+from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.workspaces.manager import Workspaces
@@ -172,3 +176,37 @@ async def test_closing_the_host_ends_its_spares(rig: Rig) -> None:
 
     assert not spares & claude_children()
     assert [p for p in (rig.root / ".views").iterdir()] == []
+
+
+async def test_a_worker_keeps_the_spares_its_orchestrator_asks_for_and_serves_with_them(
+    tmp_path: Path,
+) -> None:
+    async with NatsServer(tmp_path / "nats") as server, ScriptedModel(script) as model:
+        runtime = ClaudeRuntime(base_env=scripted_env(model.env()))
+        worker = Worker(NatsSettings(server.url), runtime, name="w1", slots=2,
+                        workspaces=tmp_path / "worker")  # fmt: skip
+        stop, ready = asyncio.Event(), asyncio.Event()
+        serving = asyncio.create_task(worker.serve(stop, ready.set))
+        await asyncio.wait_for(ready.wait(), WAIT)
+        hosting = NatsHosting(NatsSettings(server.url), lost_after=5.0)
+        try:
+            hosting.keep_warm([(template(), 1)])
+            assert worker.host.spares is not None
+            await worker.host.spares.wait_ready(1, WAIT)
+            spare = claude_children()
+
+            async def seen(_use: ToolUse) -> None:
+                return None
+
+            io = RunIO(Tools(), lambda _m: None, seen, lambda _cwd: None)
+            spec = spec_for("t-far", "task t-far: write it")
+            done = await asyncio.wait_for(hosting.run(spec, AgentControl(), io), WAIT)
+
+            assert done.status == "completed", done.error
+            assert worker.host.spares.served == 1
+            assert (tmp_path / "worker" / "t-far" / "out.txt").exists()
+        finally:
+            await hosting.close()
+            stop.set()
+            await asyncio.wait_for(serving, WAIT)
+    assert not spare & claude_children()  # the worker's spares ended with it
