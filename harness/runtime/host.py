@@ -175,11 +175,16 @@ class AgentHost:
         spare = self._spares.take(expected)
         if spare is None:
             return None, None
-        workspace = await self._workspaces.adopt_spare(spare.view, spec.task_slug)
-        if workspace is None:  # made meanwhile by another agent of the task
+        try:
+            workspace = await self._workspaces.adopt_spare(spare.view, spec.task_slug)
+        except OSError as exc:  # its folder went (a prune while it waited): start cold
+            logger.warning("spare for %s unusable: %s", spec.agent_id, exc)
+            workspace = None
+        if workspace is None:  # or the task's folder was made meanwhile by another agent
             await spare.warm.close()
             await self._workspaces.drop_view(spare.view)
             return None, None
+        self._spares.served += 1
         return spare, dataclasses.replace(expected, cwd=str(workspace.path))
 
     def _run_env(self) -> dict[str, str]:

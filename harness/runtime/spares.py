@@ -76,7 +76,7 @@ class SparePool:
         self._failed: list[AgentSpec] = []  # templates whose spare could not be made
         self._closed = False
         self._changed = asyncio.Condition()
-        self.served = 0  # dispatches a spare served
+        self.served = 0  # dispatches a spare served (counted by its host)
         self._notes: set[asyncio.Future[None]] = set()
 
     def keep(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
@@ -98,7 +98,6 @@ class SparePool:
         for spare in self._ready:
             if fits(spare.warm.template, spec):
                 self._ready.remove(spare)
-                self.served += 1
                 self._replenish()
                 return spare
         return None

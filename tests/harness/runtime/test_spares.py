@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,19 @@ async def test_a_worker_keeps_the_spares_its_orchestrator_asks_for_and_serves_wi
             stop.set()
             await asyncio.wait_for(serving, WAIT)
     assert not spare & claude_children()  # the worker's spares ended with it
+
+
+async def test_a_spare_whose_folder_was_pruned_meanwhile_gives_way_to_a_cold_start(
+    rig: Rig,
+) -> None:
+    rig.host.keep_warm([(template(), 1)])
+    assert rig.host.spares is not None
+    await rig.host.spares.wait_ready(1, WAIT)
+    [folder] = [p for p in (rig.root / ".views").iterdir() if p.is_dir()]
+    shutil.rmtree(folder)  # `workspaces prune` while it waited a long time
+
+    done = await rig.run(spec_for("t-late", "task t-late: write it"))
+
+    assert done.status == "completed", done.error
+    assert rig.host.spares.served == 0
+    assert (rig.root / "t-late" / "out.txt").read_text(encoding="utf-8") == "made\n"
