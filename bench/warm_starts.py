@@ -8,6 +8,7 @@ the event is sent to the bot to the model receiving the agent's first request.
   warm:          one spare of the default role, one DM at a time (its replacement is made
                  between DMs)
   warm burst:    ten spares, ten DMs at once
+  follow-up:     a reply in a thread whose agent completed, served by its task's spare
   bare query():  a bare `claude_agent_sdk.query()` from its start to its first request
   CLI floor:     a warm CLI from `query()` to its first request (what no spare can save)
   memory:        the resident memory of the bot process and of its spares' processes, idle
@@ -85,7 +86,9 @@ async def measure(
 ) -> tuple[list[float], float | None]:
     # A burst of ten runs at once: the concurrency cap must not queue it.
     mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
-    config = dataclasses.replace(project.config, spares={"developer": spares}, mcp=mcp)
+    config = dataclasses.replace(
+        project.config, spares={"developer": spares}, follow_up_spares=0, mcp=mcp
+    )
     host = AgentHost(
         ClaudeRuntime(base_env=scripted_env(model.env())), Workspaces(config.workspaces)
     )
@@ -117,6 +120,35 @@ async def measure(
         finally:
             await server.stop()
     return samples, memory
+
+
+async def follow_ups(project: Project, model: ScriptedModel, runs: int) -> list[float]:
+    """A follow-up in a thread whose agent completed: its task's follow-up spare serves it."""
+    config = dataclasses.replace(project.config, spares={}, follow_up_spares=1)
+    runtime = ClaudeRuntime(base_env=scripted_env(model.env()))
+    host = AgentHost(runtime, Workspaces(config.workspaces))
+    orchestrator = build_orchestrator(dataclasses.replace(project, config=config), host)
+    assert host.follow_ups is not None
+    spares = host.follow_ups
+
+    async def one(slack: SlackEmulator, n: int) -> float:
+        channel = f"DF{n}"
+        ts = (await slack.user_message("U1", channel, f"write f{n}")).event["ts"]
+        await slack.wait_for(lambda: "white_check_mark" in slack.reactions(channel, ts), 60)
+        [slug] = [t.slug for t in await orchestrator.task_summaries()
+                  if t.thread is not None and t.thread.channel == channel]  # fmt: skip
+        await spares.wait_for(slug, 60)
+        text = f"and more f{n}"
+        sent = time.time()
+        await slack.user_message("U1", channel, text, thread_ts=ts)
+        return await slack.wait_for(lambda: first_request_after(model, sent, text), 60)
+
+    async with SlackEmulator() as slack:
+        server = await serve_bot(slack, orchestrator)
+        try:
+            return [await one(slack, n) for n in range(runs)]
+        finally:
+            await server.stop()
 
 
 async def floor(project: Project, model: ScriptedModel, runs: int) -> list[float]:
@@ -184,6 +216,8 @@ async def main() -> None:
             print(line("warm (1 spare)", warm), flush=True)
             burst, burst_memory = await measure(project, model, 10, 10, burst=True)
             print(line("warm burst of 10 (10 spares)", burst), flush=True)
+            followed = await follow_ups(project, model, args.runs)
+            print(line("warm follow-up (its task's spare)", followed), flush=True)
             print(line("bare query() start", await bare(model, args.runs)), flush=True)
             print(line("warm CLI: query() -> request", await floor(project, model, 5)), flush=True)
     print(f"bot process: {rss_mb(os.getpid()):.0f} MB resident (with the emulator and model)")

@@ -37,7 +37,9 @@ def project_dir(tmp_path: Path) -> Iterator[Path]:
     init_project(folder)
     # No spare agents (each a CLI started ahead) but in the tests about them.
     config = folder / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + "\nspares: {}\n", encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8") + "\nspares: {}\nfollowUpSpares: 0\n", encoding="utf-8"
+    )
     yield folder
 
 

@@ -222,14 +222,15 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods, FileSha
         return await self.wait(handle.agent_id)
 
     async def keep_warm(self) -> None:
-        """Keeps the spares config.yaml asks for (``spares``; one of the default role when
-        it says nothing) started ahead, so that requests start at once. For a long-lived
-        front end (the bot); their CLIs end with the orchestrator."""
+        """Keeps the spares config.yaml asks for (``spares``: one of the default role when
+        it says nothing; ``followUpSpares`` for follow-ups) started ahead, so that requests
+        start at once. For a long-lived front end (the bot); their CLIs end with the
+        orchestrator."""
         templates = [
             (await self._runs.template(self.role(name)), count)
             for name, count in self._config.spare_counts.items()
         ]
-        self._hosting.keep_warm(templates)
+        self._hosting.keep_warm(templates, follow_ups=self._config.follow_up_spares)
 
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
         """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""

@@ -418,6 +418,15 @@ class ConfigFile(_Section):
         description="agents started ahead per role, so a request starts at once (about 200 "
         "MB each); default: one of the default role; {} keeps none",
     )
+    follow_up_spares: int = Field(
+        1,
+        alias="followUpSpares",
+        ge=0,
+        le=8,
+        examples=[1],
+        description="scratch tasks last worked on whose next follow-up has a spare waiting in "
+        "the task's folder (about 200 MB each); 0 keeps none",
+    )
     mcp_server: McpServerSection = Field(
         default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"
     )

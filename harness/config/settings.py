@@ -194,6 +194,8 @@ class Config:
     github: GitHubSettings = field(default_factory=GitHubSettings)
     # Agents started ahead per role (spares); None: one of the default role.
     spares: Mapping[str, int] | None = None
+    # Tasks last worked on whose next follow-up has a spare waiting in the task's folder.
+    follow_up_spares: int = 1
 
     @property
     def spare_counts(self) -> Mapping[str, int]:
@@ -317,6 +319,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             enabled=raw.sandbox.enabled, network_allow=tuple(raw.sandbox.network.allow)
         ),
         spares=dict(raw.spares) if raw.spares is not None else None,
+        follow_up_spares=raw.follow_up_spares,
         github=GitHubSettings(
             api_url=raw.github.api_url,
             web_url=raw.github.web_url,

@@ -22,7 +22,7 @@ from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
 from harness.runtime.attachments import keep_out_of_git, write_attachments
 from harness.runtime.orphans import RUN_ID_ENV
-from harness.runtime.spares import Spare, SparePool, WarmRuntime
+from harness.runtime.spares import FollowUpSpares, Spare, SparePool, WarmRuntime
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
@@ -71,12 +71,18 @@ class AgentHost:
         self._workspaces = workspaces
         self._run_id = run_id
         # Agents started ahead, where the runtime can start them so (``spares.py``).
-        self._spares = SparePool(runtime, workspaces) if isinstance(runtime, WarmRuntime) else None
+        self._spares: SparePool | None = None
+        self._follow_ups: FollowUpSpares | None = None
+        if isinstance(runtime, WarmRuntime):
+            self._spares = SparePool(runtime, workspaces)
+            self._follow_ups = FollowUpSpares(runtime, workspaces)
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
-        """Keeps spare agents of these templates (a count each) from now on."""
-        if self._spares is None:
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
+        """Keeps spare agents of these templates (a count each) from now on, and one for
+        the next follow-up of each of the ``follow_ups`` scratch tasks last worked on."""
+        if self._spares is None or self._follow_ups is None:
             return
+        self._follow_ups.limit = follow_ups
         if any(not t.sandbox.enabled for t, n in templates if n):
             logger.info("no spare agents: they run in the OS sandbox, which config turns off")
         kept = [(self._as_placed(t), n) for t, n in templates if t.sandbox.enabled]
@@ -90,6 +96,10 @@ class AgentHost:
     @property
     def spares(self) -> SparePool | None:
         return self._spares
+
+    @property
+    def follow_ups(self) -> FollowUpSpares | None:
+        return self._follow_ups
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
@@ -115,6 +125,13 @@ class AgentHost:
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
+        if (
+            self._follow_ups is not None
+            and outcome.status == "completed"
+            and self._may_view(placed)
+        ):
+            # Its task's next agent may start at once.
+            self._follow_ups.prepare(self._as_placed(spec), Path(placed.cwd))
         if workspace is None:
             return outcome
         try:
@@ -165,13 +182,19 @@ class AgentHost:
         return await self._workspaces.view(Path(placed.cwd))
 
     async def _spare_for(self, spec: AgentSpec) -> tuple[Spare | None, AgentSpec | None]:
-        """A spare for the first agent of a new scratch task, with the spec as placed in
-        the spare's folder (now the task's); (None, None) when none fits."""
-        if self._spares is None or not self._may_view(spec) or not self._spares.ready:
+        """A spare for the agent (the first of a new scratch task, or a follow-up whose
+        task's last agent left one), with the spec as placed in its folder (the task's);
+        (None, None) when none fits."""
+        if self._spares is None or self._follow_ups is None or not self._may_view(spec):
             return None, None
-        if await self._workspaces.find(spec.task_slug) is not None:
-            return None, None  # a follow-up: its agent works in the folder the task has
         expected = self._as_placed(spec)
+        found = await self._workspaces.find(spec.task_slug)
+        if found is not None:  # a follow-up: in the folder the task has
+            spare = await self._follow_ups.take(expected)
+            if spare is None:
+                return None, None
+            self._follow_ups.served += 1
+            return spare, dataclasses.replace(expected, cwd=str(found.path))
         spare = self._spares.take(expected)
         if spare is None:
             return None, None
@@ -221,6 +244,8 @@ class AgentHost:
     async def close(self) -> None:
         if self._spares is not None:
             await self._spares.close()
+        if self._follow_ups is not None:
+            await self._follow_ups.close()
 
     async def _place(self, spec: AgentSpec) -> tuple[AgentSpec, Workspace | None]:
         """The spec with its working folder here: the role's own folder, else the task's git

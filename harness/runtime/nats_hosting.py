@@ -79,9 +79,10 @@ class NatsHosting:
                 )
             return self._link
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
         """Tells the workers which spares to keep: the latest word stays in a key-value
-        bucket, so a worker that starts later keeps them too."""
+        bucket, so a worker that starts later keeps them too. (No follow-up spares on
+        workers: a task's next agent may run on another one.)"""
         task = asyncio.ensure_future(self._tell_spares(spares_json(templates)))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)

@@ -166,10 +166,7 @@ class SparePool:
         task.add_done_callback(self._made)
 
     async def _close(self, spare: Spare) -> None:
-        try:
-            await spare.warm.close()
-        finally:
-            await self._workspaces.drop_view(spare.view)
+        await _close(spare, self._workspaces)
 
     async def close(self) -> None:
         """Closes every spare (their CLIs end) and stops making new ones."""
@@ -180,3 +177,83 @@ class SparePool:
         await asyncio.gather(*making, return_exceptions=True)
         ready, self._ready = self._ready, []
         await asyncio.gather(*(self._close(s) for s in ready), return_exceptions=True)
+
+
+class FollowUpSpares:
+    """A spare per recently active scratch task, started in that task's folder, so that
+    its next follow-up starts at once; at most ``limit``, the oldest giving way. Made after
+    an agent of the task completed; one that no longer fits the follow-up is closed."""
+
+    def __init__(self, runtime: WarmRuntime, workspaces: Workspaces) -> None:
+        self._runtime = runtime
+        self._workspaces = workspaces
+        self.limit = 0
+        self.served = 0  # follow-ups a spare served (counted by its host)
+        self._by_task: dict[str, Spare] = {}  # oldest first
+        self._making: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._changed = asyncio.Condition()
+
+    async def wait_for(self, slug: str, timeout: float) -> None:
+        """Until task ``slug`` has a follow-up spare (tests and benchmarks)."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: slug in self._by_task)
+
+    def prepare(self, spec: AgentSpec, folder: Path) -> None:
+        """After an agent of ``spec``'s task: a spare for the task's next agent."""
+        if self.limit <= 0 or self._closed:
+            return
+        task = asyncio.create_task(self._make(spec, folder), name="follow-up spare")
+        self._making.add(task)
+        task.add_done_callback(self._making.discard)
+
+    async def _make(self, spec: AgentSpec, folder: Path) -> None:
+        slug = spec.task_slug
+        view = await self._workspaces.view(folder)
+        template = _as_template(spec)
+        try:
+            warm = await self._runtime.warm(dataclasses.replace(spec, cwd=str(view)))
+        except (HarnessError, OSError) as exc:
+            logger.info("no follow-up spare for %s: %s", slug, exc)
+            await self._workspaces.drop_view(view)
+            return
+        warm.template = template
+        spare = Spare(view, warm)
+        if self._closed:
+            await _close(spare, self._workspaces)
+            return
+        old = self._by_task.pop(slug, None)
+        async with self._changed:
+            self._by_task[slug] = spare
+            self._changed.notify_all()
+        gone = [old] if old is not None else []
+        while len(self._by_task) > self.limit:
+            gone.append(self._by_task.pop(next(iter(self._by_task))))
+        for each in gone:
+            await _close(each, self._workspaces)
+
+    async def take(self, spec: AgentSpec) -> Spare | None:
+        """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None."""
+        spare = self._by_task.pop(spec.task_slug, None)
+        if spare is None:
+            return None
+        if fits(spare.warm.template, spec) and spare.view.exists():
+            return spare
+        await _close(spare, self._workspaces)
+        return None
+
+    async def close(self) -> None:
+        self._closed = True
+        making = list(self._making)
+        for task in making:
+            task.cancel()
+        await asyncio.gather(*making, return_exceptions=True)
+        spares, self._by_task = list(self._by_task.values()), {}
+        await asyncio.gather(*(_close(s, self._workspaces) for s in spares), return_exceptions=True)
+
+
+async def _close(spare: Spare, workspaces: Workspaces) -> None:
+    try:
+        await spare.warm.close()
+    finally:
+        await workspaces.drop_view(spare.view)

@@ -212,9 +212,10 @@ class Hosting(Protocol):
         first ``seen_messages`` journal lines were recorded already."""
         ...
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
         """Keeps agents of these templates started ahead (spares), a count each, where the
-        hosts can; a dispatch that fits one starts at once."""
+        hosts can, and one for the next follow-up of each of the ``follow_ups`` tasks last
+        worked on; a dispatch that fits one starts at once."""
         ...
 
     async def close(self) -> None:

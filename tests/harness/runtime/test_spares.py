@@ -227,3 +227,19 @@ async def test_a_spare_whose_folder_was_pruned_meanwhile_gives_way_to_a_cold_sta
     assert done.status == "completed", done.error
     assert rig.host.spares.served == 0
     assert (rig.root / "t-late" / "out.txt").read_text(encoding="utf-8") == "made\n"
+
+
+async def test_a_follow_up_starts_on_the_spare_its_tasks_last_agent_left(rig: Rig) -> None:
+    rig.host.keep_warm([], follow_ups=1)
+    assert rig.host.follow_ups is not None
+    first = await rig.run(spec_for("t-thread", "task t-thread: write it"))
+    await rig.host.follow_ups.wait_for("t-thread", WAIT)
+
+    again = await rig.run(spec_for("t-thread", "task t-thread: and more"))
+
+    assert (first.status, again.status) == ("completed", "completed"), again.error
+    assert rig.host.follow_ups.served == 1
+    later = next(r for r in rig.model.main_requests if "and more" in r.first_user_text)
+    cwd = re.search(r"Primary working directory: (\S+)", later.system_text)
+    assert cwd is not None and "/.views/" in cwd.group(1)  # shown as a cold start is
+    assert (rig.root / "t-thread" / "out.txt").read_text(encoding="utf-8") == "made\n"
