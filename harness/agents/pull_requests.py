@@ -149,7 +149,7 @@ class PullRequestMethods:
     # -- the steps -----------------------------------------------------------------------
 
     async def _open(self, task: Task, by: str | None, thread_url: str | None) -> PullRequest:
-        repo = self._forge_or_error(task)
+        repo = self.forge_or_error(task)
         assert repo.github is not None
         branch = f"harness/{task.slug}"
         bot_token = await self._bot_token(repo)
@@ -205,7 +205,7 @@ class PullRequestMethods:
         self._follow(slug)
 
     async def _fix(self, task: Task, *, requested_by: str | None) -> str:
-        pull, repo = task.pull_request, self._forge_or_error(task)
+        pull, repo = task.pull_request, self.forge_or_error(task)
         if pull is None or pull.checks != "failed":
             raise HarnessError(
                 f"task {task.slug} has no pull request with failed checks",
@@ -366,7 +366,8 @@ class PullRequestMethods:
 
     # -- identities ----------------------------------------------------------------------
 
-    def _forge_or_error(self, task: Task) -> RepositorySettings:
+    def forge_or_error(self, task: Task) -> RepositorySettings:
+        """The task's repository with its forge; ForgeError saying why there is none."""
         if task.repository is None:
             raise ForgeError(
                 "no-branch",

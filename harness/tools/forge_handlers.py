@@ -13,7 +13,6 @@ from typing import Any
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
 from harness.errors import ForgeError, ForgeFailure, NotAllowedError, ToolError
-from harness.tasks.model import Task
 from harness.tools.registry import Caller, TaskSlug, check_task, require_agent, tool
 from harness.tools.validation import ToolInput
 
@@ -57,8 +56,12 @@ async def open_pull_request(
     caller = require_agent(caller, "open_pull_request")
     slug = args.taskSlug or caller.task_slug
     check_task(caller, slug)
-    task = await orch.task(slug)
-    full_name = _forge_of(orch, task)
+    try:  # before anyone is asked: a task with no forge has nothing to open
+        forge = orch.forge_or_error(await orch.task(slug)).github
+    except ForgeError as exc:
+        raise ToolError(_CODES[exc.failure], exc.message, exc.fix) from exc
+    assert forge is not None
+    full_name = forge.full_name
     question = (
         f"{caller.role} `{caller.agent_id}` asks to push branch `harness/{slug}` to "
         f"{full_name} and open (or update) its pull request. Allow it?"
@@ -99,25 +102,3 @@ async def open_pull_request(
         "branch": pull.branch,
         "openedBy": pull.opened_by,
     }
-
-
-def _forge_of(orch: Orchestrator, task: Task) -> str:
-    """The repository on the forge the task's branch would go to; a tool error, before
-    anyone is asked, when there is none."""
-    if task.repository is None:
-        raise ToolError(
-            "INVALID_AGENT_STATE",
-            f"task {task.slug} has no repository: its agents worked in a scratch folder, so "
-            "there is no branch to push",
-            "finish with your result; the humans can ask again in a thread that names a "
-            "repository (`repo:NAME`)",
-        )
-    repo = orch.forge_of(task)
-    if repo is None or repo.github is None:
-        raise ToolError(
-            "INVALID_AGENT_STATE",
-            f"repository {task.repository} has no forge to open pull requests on",
-            "say so in your result: an admin adds `github: OWNER/NAME` under "
-            f"workspaces.repositories.{task.repository} in config.yaml",
-        )
-    return repo.github.full_name

@@ -42,7 +42,7 @@ from harness.workspaces.git import (
     has_uncommitted_work,
     head_branch,
 )
-from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
+from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
 from harness.workspaces.repos import (
     add_worktree,
@@ -56,6 +56,7 @@ from harness.workspaces.repos import (
     store_base,
     stored_base,
 )
+from harness.workspaces.sandbox_folders import SandboxFolders
 from harness.workspaces.values import (
     BRANCH_PREFIX,
     COMMIT_EMAIL,
@@ -68,7 +69,7 @@ from harness.workspaces.values import (
     task_branch,
     unknown_repository,
 )
-from harness.workspaces.views import adopt_view, drop_view, empty_view, link_view, prune_views
+from harness.workspaces.views import prune_views
 
 __all__ = [
     "Changes",
@@ -93,9 +94,6 @@ __all__ = [
     "unknown_repository",
 ]
 
-# Under the root: the CLI's own files for runs outside the OS sandbox, per task and agent.
-CLI_STATE = ".cli"
-
 logger = logging.getLogger(__name__)
 
 # Listing runs a few git commands per workspace: enough at once to hide their latency, few
@@ -103,7 +101,7 @@ logger = logging.getLogger(__name__)
 _LIST_CONCURRENCY = 8
 
 
-class Workspaces:
+class Workspaces(SandboxFolders):
     def __init__(self, settings: WorkspaceSettings) -> None:
         self.settings = settings
         self.root = settings.root
@@ -245,14 +243,18 @@ class Workspaces:
     async def _name_of(self, common: Path) -> str | None:
         """The configured repository whose git directory is ``common``."""
         for name, repo in self.settings.repositories.items():
-            if name not in self._common_dirs:
-                found = await common_dir(repo.path or repo.cache)
-                if found is None:
-                    continue
-                self._common_dirs[name] = found
-            if self._common_dirs[name] == common:
+            if await self._common_dir(name, repo) == common:
                 return name
         return None
+
+    async def _common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
+        """The git directory of the configured repository ``name`` (kept once found)."""
+        if name not in self._common_dirs:
+            found = await common_dir(repo.path or repo.cache)
+            if found is None:
+                return None
+            self._common_dirs[name] = found
+        return self._common_dirs[name]
 
     async def commit(self, workspace: Workspace, message: str, *, author: str) -> str | None:
         """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
@@ -285,50 +287,6 @@ class Workspaces:
             return None
         diff = await self.patch(workspace) if changes.files else ""
         return WorkReport(changes.branch, changes.head, changes.stat(), diff)
-
-    # --- the agents' sandboxes --------------------------------------------------------------
-
-    async def sandbox_view(self, workspace: Workspace, *, writes: bool = True) -> GitView | None:
-        """What the OS sandbox of an agent in ``workspace`` must show of its git, the
-        repository itself read-only (``git_view.open_view``; ``writes`` false: a reader's,
-        all read-only); None for a scratch folder."""
-        dirs = await self._sandbox_dirs(workspace)
-        if dirs is None:
-            return None
-        async with self._lock(f"task:{workspace.slug}"):
-            return await open_view(workspace, *dirs, writes=writes)
-
-    async def settle_sandbox_view(self, workspace: Workspace) -> None:
-        """Bring what a writer's agent committed in its sandbox into the repository: its
-        objects, and its branch moved (``git_view.close_view``); nothing for a scratch
-        folder. Before ``commit`` or ``report``, which need those objects."""
-        dirs = await self._sandbox_dirs(workspace)
-        if dirs is not None:
-            async with self._lock(f"task:{workspace.slug}"):
-                await close_view(workspace, *dirs)
-
-    async def _sandbox_dirs(self, workspace: Workspace) -> tuple[Path, Path] | None:
-        """The git directory of the worktree's repository, found from the configuration
-        (never from the worktree, whose ``.git`` links its agent can rewrite), and the
-        task's private folder for its sandbox's git."""
-        if workspace.git_dir is None:
-            return None
-        name = workspace.repository
-        if name is None:
-            raise WorkspaceError(
-                f"task {workspace.slug}'s worktree belongs to no configured repository",
-                fix="configure its repository again in `workspaces.repositories`",
-            )
-        if name not in self._common_dirs:
-            repo = self._repository(name)
-            found = await common_dir(repo.path or repo.cache)
-            if found is None:
-                raise WorkspaceError(
-                    f"repository {name!r} of task {workspace.slug} is gone",
-                    fix="restore it, or prepare the task again",
-                )
-            self._common_dirs[name] = found
-        return self._common_dirs[name], self.root / SANDBOXES / workspace.slug
 
     # --- reading --------------------------------------------------------------------------
 
@@ -364,41 +322,6 @@ class Workspaces:
 
         found = await asyncio.gather(*(info(slug) for slug in await self._slugs()))
         return [item for item in found if item is not None]
-
-    # --- views (what a sandboxed agent is shown its scratch folder as) -------------------
-
-    async def view(self, folder: Path) -> Path:
-        """A path of this run's own that links to the task's folder (``views.py``)."""
-        return await asyncio.to_thread(link_view, self.root, folder)
-
-    async def spare_folder(self) -> Path:
-        """An empty scratch folder made ahead, for a spare agent, at a view path."""
-        path = await asyncio.to_thread(empty_view, self.root)
-        await git("init", "--quiet", cwd=path)
-        return path
-
-    async def adopt_spare(self, view: Path, slug: str) -> Workspace | None:
-        """A spare's folder becomes the new task ``slug``'s scratch folder; None when the
-        task has a folder already (the spare does not fit it)."""
-        validate_slug(slug)
-        path = self.root / slug
-        async with self._lock(f"task:{slug}"):
-            if await asyncio.to_thread(folder_kind, path) != "missing":
-                return None
-            await asyncio.to_thread(adopt_view, view, path)
-            await asyncio.to_thread(touch, path)
-        logger.info("workspace of %s: %s (scratch, made ahead)", slug, path)
-        return Workspace(slug, path)
-
-    async def drop_view(self, view: Path) -> None:
-        await asyncio.to_thread(drop_view, view)
-
-    def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
-        """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs
-        outside the OS sandbox (its host removes it after the run; prune, a crash's
-        leftovers)."""
-        folder = self.root / CLI_STATE / slug
-        return folder / agent_id if agent_id else folder
 
     async def _slugs(self) -> builtins.list[str]:
         def names() -> builtins.list[str]:

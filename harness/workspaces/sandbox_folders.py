@@ -1,0 +1,117 @@
+"""The parts of ``Workspaces`` about agents in the OS sandbox: what a sandbox shows of a
+worktree's git (``git_view.py``) and brings back from it (``git_settle.py``), the view paths
+a sandboxed agent is shown its scratch folder at and spare agents' folders made ahead
+(``views.py``), and where the CLI keeps its own files for a run outside the sandbox. Mixed
+into ``Workspaces``; callers use them there."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.tasks.common import validate_slug
+from harness.workspaces.files import folder_kind, touch
+from harness.workspaces.git import WorkspaceError, git
+from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
+from harness.workspaces.values import Workspace
+from harness.workspaces.views import adopt_view, drop_view, empty_view, link_view
+
+if TYPE_CHECKING:
+    from harness.config.settings import RepositorySettings
+
+logger = logging.getLogger(__name__)
+
+# Under the root: the CLI's own files for runs outside the OS sandbox, per task and agent.
+CLI_STATE = ".cli"
+
+
+class SandboxFolders:
+    """Mixed into ``Workspaces``, whose parts these are."""
+
+    root: Path
+
+    if TYPE_CHECKING:  # the workspaces' own methods these use
+
+        def _lock(self, key: str) -> asyncio.Lock: ...
+
+        def _repository(self, name: str) -> RepositorySettings: ...
+
+        async def _common_dir(self, name: str, repo: RepositorySettings) -> Path | None: ...
+
+    # --- the agents' sandboxes --------------------------------------------------------------
+
+    async def sandbox_view(self, workspace: Workspace, *, writes: bool = True) -> GitView | None:
+        """What the OS sandbox of an agent in ``workspace`` must show of its git, the
+        repository itself read-only (``git_view.open_view``; ``writes`` false: a reader's,
+        all read-only); None for a scratch folder."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is None:
+            return None
+        async with self._lock(f"task:{workspace.slug}"):
+            return await open_view(workspace, *dirs, writes=writes)
+
+    async def settle_sandbox_view(self, workspace: Workspace) -> None:
+        """Bring what a writer's agent committed in its sandbox into the repository: its
+        objects, and its branch moved (``git_view.close_view``); nothing for a scratch
+        folder. Before ``commit`` or ``report``, which need those objects."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is not None:
+            async with self._lock(f"task:{workspace.slug}"):
+                await close_view(workspace, *dirs)
+
+    async def _sandbox_dirs(self, workspace: Workspace) -> tuple[Path, Path] | None:
+        """The git directory of the worktree's repository, found from the configuration
+        (never from the worktree, whose ``.git`` links its agent can rewrite), and the
+        task's private folder for its sandbox's git."""
+        if workspace.git_dir is None:
+            return None
+        name = workspace.repository
+        if name is None:
+            raise WorkspaceError(
+                f"task {workspace.slug}'s worktree belongs to no configured repository",
+                fix="configure its repository again in `workspaces.repositories`",
+            )
+        found = await self._common_dir(name, self._repository(name))
+        if found is None:
+            raise WorkspaceError(
+                f"repository {name!r} of task {workspace.slug} is gone",
+                fix="restore it, or prepare the task again",
+            )
+        return found, self.root / SANDBOXES / workspace.slug
+
+    # --- views (what a sandboxed agent is shown its scratch folder as) -------------------
+
+    async def view(self, folder: Path) -> Path:
+        """A path of this run's own that links to the task's folder (``views.py``)."""
+        return await asyncio.to_thread(link_view, self.root, folder)
+
+    async def spare_folder(self) -> Path:
+        """An empty scratch folder made ahead, for a spare agent, at a view path."""
+        path = await asyncio.to_thread(empty_view, self.root)
+        await git("init", "--quiet", cwd=path)
+        return path
+
+    async def adopt_spare(self, view: Path, slug: str) -> Workspace | None:
+        """A spare's folder becomes the new task ``slug``'s scratch folder; None when the
+        task has a folder already (the spare does not fit it)."""
+        validate_slug(slug)
+        path = self.root / slug
+        async with self._lock(f"task:{slug}"):
+            if await asyncio.to_thread(folder_kind, path) != "missing":
+                return None
+            await asyncio.to_thread(adopt_view, view, path)
+            await asyncio.to_thread(touch, path)
+        logger.info("workspace of %s: %s (scratch, made ahead)", slug, path)
+        return Workspace(slug, path)
+
+    async def drop_view(self, view: Path) -> None:
+        await asyncio.to_thread(drop_view, view)
+
+    def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
+        """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs
+        outside the OS sandbox (its host removes it after the run; prune, a crash's
+        leftovers)."""
+        folder = self.root / CLI_STATE / slug
+        return folder / agent_id if agent_id else folder
