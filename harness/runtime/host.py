@@ -22,7 +22,7 @@ from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
 from harness.runtime.attachments import keep_out_of_git, write_attachments
 from harness.runtime.orphans import RUN_ID_ENV
-from harness.runtime.spares import FollowUpSpares, Spare, SparePool, WarmRuntime
+from harness.runtime.spares import FollowUpSpares, Spare, SparePool, WarmRuntime, close_spare
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
@@ -118,7 +118,7 @@ class AgentHost:
             await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
         except OSError as exc:
             if spare is not None:
-                await spare.warm.close()
+                await close_spare(spare, self._workspaces)
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
             placed = await self._show_git(placed, workspace)
@@ -187,6 +187,8 @@ class AgentHost:
         (None, None) when none fits."""
         if self._spares is None or self._follow_ups is None or not self._may_view(spec):
             return None, None
+        if not self._spares.ready and not self._follow_ups.has(spec.task_slug):
+            return None, None  # none to look for: the cold path alone
         expected = self._as_placed(spec)
         found = await self._workspaces.find(spec.task_slug)
         if found is not None:  # a follow-up: in the folder the task has
@@ -204,8 +206,7 @@ class AgentHost:
             logger.warning("spare for %s unusable: %s", spec.agent_id, exc)
             workspace = None
         if workspace is None:  # or the task's folder was made meanwhile by another agent
-            await spare.warm.close()
-            await self._workspaces.drop_view(spare.view)
+            await close_spare(spare, self._workspaces)
             return None, None
         self._spares.served += 1
         return spare, dataclasses.replace(expected, cwd=str(workspace.path))

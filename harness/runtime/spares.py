@@ -153,7 +153,7 @@ class SparePool:
         warm.template = template  # what it fits: the template as wanted, not its folder
         spare = Spare(view, warm)
         if self._closed or not self._wants(template):
-            await self._close(spare)
+            await close_spare(spare, self._workspaces)
             return
         async with self._changed:
             self._ready.append(spare)
@@ -161,12 +161,10 @@ class SparePool:
         logger.info("a spare %s agent is ready", template.role.name)
 
     def _spawn_close(self, spare: Spare) -> None:
-        task = asyncio.create_task(self._close(spare), name="closing a spare agent")
+        closing = close_spare(spare, self._workspaces)
+        task = asyncio.create_task(closing, name="closing a spare agent")
         self._making[task] = spare.warm.template
         task.add_done_callback(self._made)
-
-    async def _close(self, spare: Spare) -> None:
-        await _close(spare, self._workspaces)
 
     async def close(self) -> None:
         """Closes every spare (their CLIs end) and stops making new ones."""
@@ -176,7 +174,8 @@ class SparePool:
             task.cancel()
         await asyncio.gather(*making, return_exceptions=True)
         ready, self._ready = self._ready, []
-        await asyncio.gather(*(self._close(s) for s in ready), return_exceptions=True)
+        closing = (close_spare(s, self._workspaces) for s in ready)
+        await asyncio.gather(*closing, return_exceptions=True)
 
 
 class FollowUpSpares:
@@ -193,6 +192,9 @@ class FollowUpSpares:
         self._making: set[asyncio.Task[None]] = set()
         self._closed = False
         self._changed = asyncio.Condition()
+
+    def has(self, slug: str) -> bool:
+        return slug in self._by_task
 
     async def wait_for(self, slug: str, timeout: float) -> None:
         """Until task ``slug`` has a follow-up spare (tests and benchmarks)."""
@@ -220,7 +222,7 @@ class FollowUpSpares:
         warm.template = template
         spare = Spare(view, warm)
         if self._closed:
-            await _close(spare, self._workspaces)
+            await close_spare(spare, self._workspaces)
             return
         old = self._by_task.pop(slug, None)
         async with self._changed:
@@ -230,7 +232,7 @@ class FollowUpSpares:
         while len(self._by_task) > self.limit:
             gone.append(self._by_task.pop(next(iter(self._by_task))))
         for each in gone:
-            await _close(each, self._workspaces)
+            await close_spare(each, self._workspaces)
 
     async def take(self, spec: AgentSpec) -> Spare | None:
         """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None."""
@@ -239,7 +241,7 @@ class FollowUpSpares:
             return None
         if fits(spare.warm.template, spec) and spare.view.exists():
             return spare
-        await _close(spare, self._workspaces)
+        await close_spare(spare, self._workspaces)
         return None
 
     async def close(self) -> None:
@@ -249,10 +251,13 @@ class FollowUpSpares:
             task.cancel()
         await asyncio.gather(*making, return_exceptions=True)
         spares, self._by_task = list(self._by_task.values()), {}
-        await asyncio.gather(*(_close(s, self._workspaces) for s in spares), return_exceptions=True)
+        await asyncio.gather(
+            *(close_spare(s, self._workspaces) for s in spares), return_exceptions=True
+        )
 
 
-async def _close(spare: Spare, workspaces: Workspaces) -> None:
+async def close_spare(spare: Spare, workspaces: Workspaces) -> None:
+    """Ends a spare: its CLI, and the path its folder is shown at."""
     try:
         await spare.warm.close()
     finally:
