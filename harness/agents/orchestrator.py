@@ -223,14 +223,27 @@ class Orchestrator(TaskMethods, PullRequestMethods, ForgeAccountMethods, FileSha
 
     async def keep_warm(self) -> None:
         """Keeps the spares config.yaml asks for (``spares``: one of the default role when
-        it says nothing; ``followUpSpares`` for follow-ups) started ahead, so that requests
-        start at once. For a long-lived front end (the bot); their CLIs end with the
-        orchestrator."""
+        it says nothing, in the workspace a new task gets by default or in named
+        repositories' worktrees; ``followUpSpares`` for follow-ups) started ahead, so that
+        requests start at once. For a long-lived front end (the bot); their CLIs end with
+        the orchestrator."""
         templates = [
             (await self._runs.template(self.role(name)), count)
             for name, count in self._config.spare_counts.items()
         ]
+        templates += [
+            (await self._runs.template(self.role(name), repository), count)
+            for (name, repository), count in self._config.repository_spare_counts.items()
+        ]
         self._hosting.keep_warm(templates, follow_ups=self._config.follow_up_spares)
+
+    async def start_ahead(self, role_name: str, repository: str | None = None) -> None:
+        """Starts the CLI of the next new task's agent of ``role_name`` now (in a worktree
+        of ``repository``, or where a new task goes by default), so that it starts while
+        the task is made (``harness run``); it ends with the orchestrator if no dispatch
+        takes it."""
+        template = await self._runs.template(self.role(role_name), repository)
+        self._hosting.start_ahead(template)
 
     async def wait(self, agent_id: str, timeout: float | None = None) -> DispatchRecord:
         """The agent's final record; waits while it runs. TimeoutError after ``timeout``."""

@@ -26,6 +26,7 @@ from harness.config.settings import Config
 from harness.errors import HarnessError, TaskNotFoundError
 from harness.forge.accounts import KEY_ENV
 from harness.runtime.attachments import Attachment
+from harness.runtime.host import workspace_request
 from harness.runtime.orphans import RUN_ID_ENV
 from harness.runtime.spec import (
     AgentSpec,
@@ -40,6 +41,7 @@ from harness.tasks.common import upsert
 from harness.tasks.journal import api_retry_in, said_in
 from harness.tasks.model import DispatchRecord, Progress, Task
 from harness.tasks.store import Store, diff_file_name
+from harness.workspaces.choice import default_repository
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 logger = logging.getLogger(__name__)
@@ -343,15 +345,18 @@ class AgentRuns:
             hidden=harness_files(self._config),
         )
 
-    async def template(self, role: Role) -> AgentSpec:
-        """A spec of ``role`` as the first agent of a new task in a scratch folder would get
-        it, but for who it is, its task and its prompt: what a spare is made for."""
+    async def template(self, role: Role, repository: str | None = None) -> AgentSpec:
+        """A spec of ``role`` as the first agent of a new task in ``repository`` would get
+        it (None: in the workspace a new task gets by default, its default repository's
+        worktree, else a scratch folder), but for who it is, its task and its prompt: what a
+        spare is made for."""
         budget = self._config.mcp.task_budget_usd
         if budget is not None:  # a new task's whole budget is left
             cap = role.max_budget_usd
             allowance = budget if cap is None else min(cap, budget)
             role = dataclasses.replace(role, max_budget_usd=allowance)
         run_id = await self._store.begin_run()  # this process's run, as its dispatches'
+        settings = self._config.workspaces
         return AgentSpec(
             agent_id="spare",
             role=role,
@@ -360,6 +365,7 @@ class AgentRuns:
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **({RUN_ID_ENV: run_id} if run_id else {})},
             withhold_env=withheld_env(self._config),
+            workspace=workspace_request(settings, repository or default_repository(settings)),
             sandbox=self._config.sandbox,
             hidden=harness_files(self._config),
         )

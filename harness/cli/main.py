@@ -138,6 +138,12 @@ async def _command(project: Project, args: argparse.Namespace) -> int:
                 await hosting.close()
                 raise
             runtime = hosting
+        elif args.command == "run":
+            # Its agent's CLI starts ahead, while the task is made (``_run``): the runtime
+            # that can do so, imported now rather than on the first run.
+            from harness.runtime.claude import ClaudeRuntime
+
+            runtime = ClaudeRuntime()
         return await _on(build_orchestrator(project, runtime, simulated_costs=scripted), args)
 
 
@@ -270,7 +276,6 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
-    await orchestrator.recover_interrupted()
     repository = None
     if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
         choice = orchestrator.choose_repository(prompt)
@@ -278,6 +283,9 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
         if problem is not None:
             raise HarnessError(problem, fix="name the repository in the request: repo:NAME")
         prompt, repository = choice.text, choice.repository
+        role = role or orchestrator.route(prompt)
+        await orchestrator.start_ahead(role, repository)  # its CLI starts while the task is made
+    await orchestrator.recover_interrupted()
     if role is None:
         task = await orchestrator.task(slug) if slug else None
         role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)

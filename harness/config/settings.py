@@ -192,15 +192,30 @@ class Config:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
-    # Agents started ahead per role (spares); None: one of the default role.
-    spares: Mapping[str, int] | None = None
+    # Agents started ahead per role (spares), in the workspace a new task gets by default
+    # (a count) or in named repositories' worktrees (a count each); None: one of the
+    # default role.
+    spares: Mapping[str, int | Mapping[str, int]] | None = None
     # Tasks last worked on whose next follow-up has a spare waiting in the task's folder.
     follow_up_spares: int = 1
 
     @property
     def spare_counts(self) -> Mapping[str, int]:
-        """How many spares of each role the harness keeps."""
-        return self.spares if self.spares is not None else {self.default_role: 1}
+        """How many spares of each role the harness keeps in the workspace a new task gets
+        by default."""
+        spares = self.spares if self.spares is not None else {self.default_role: 1}
+        return {role: count for role, count in spares.items() if isinstance(count, int)}
+
+    @property
+    def repository_spare_counts(self) -> Mapping[tuple[str, str], int]:
+        """How many spares of a role the harness keeps in a named repository's worktrees:
+        (role, repository) -> count."""
+        return {
+            (role, repository): count
+            for role, counts in (self.spares or {}).items()
+            if not isinstance(counts, int)
+            for repository, count in counts.items()
+        }
 
     # Who may reach `harness mcp --transport http`: bearer tokens, each a Slack user's.
     mcp_server: McpServerSettings = field(default_factory=McpServerSettings)

@@ -26,6 +26,7 @@ from harness.runtime.spares import FollowUpSpares, Spare, SparePool, WarmRuntime
 from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
 from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
+    GitView,
     TamperedWorkspaceError,
     WorkReport,
     Workspace,
@@ -86,7 +87,17 @@ class AgentHost:
         if any(not t.sandbox.enabled for t, n in templates if n):
             logger.info("no spare agents: they run in the OS sandbox, which config turns off")
         kept = [(self._as_placed(t), n) for t, n in templates if t.sandbox.enabled]
+        for template, _ in kept:
+            if template.workspace is not None:  # a worker learns it from the templates
+                self._know(template.workspace)
         self._spares.keep(kept)
+
+    def start_ahead(self, template: AgentSpec) -> None:
+        if self._spares is None or not template.sandbox.enabled:
+            return
+        if template.workspace is not None:
+            self._know(template.workspace)
+        self._spares.keep([(self._as_placed(template), 1)], refill=False)
 
     def _as_placed(self, spec: AgentSpec) -> AgentSpec:
         """The environment a new scratch task's agent gets here (``_place``)."""
@@ -107,6 +118,8 @@ class AgentHost:
             workspace = None
             if placed is None:
                 placed, workspace = await self._place(spec)
+            elif spec.workspace is not None:  # the spare's worktree, the task's now
+                workspace = await self._workspaces.find(spec.task_slug)
         except (HarnessError, OSError) as exc:  # a bad request or folder fails this run alone
             logger.warning("agent %s: no workspace: %s", spec.agent_id, exc)
             said = str(exc)
@@ -151,13 +164,17 @@ class AgentHost:
         self, placed: AgentSpec, control: AgentControl, io: RunIO, spare: Spare | None
     ) -> RunOutcome:
         """Runs the placed agent, on its spare when it has one. A sandboxed agent in a
-        scratch folder is shown the folder at a view path, as a spare is (``views.py``)."""
+        task's workspace is shown it at a view path, as a spare is (``views.py``)."""
         view = spare.view if spare is not None else await self._view_for(placed)
         shown = dataclasses.replace(placed, cwd=str(view)) if view is not None else placed
         state = self._workspaces.cli_state(placed.task_slug or "_", placed.agent_id)
         try:
             await asyncio.to_thread(state.mkdir, parents=True, exist_ok=True)
             shown = dataclasses.replace(shown, cli_state=str(state))
+            if view is not None and spare is None and placed.mounts:  # its worktree's git too
+                git_view = GitView(placed.mounts, placed.mount_env)
+                moved = await self._workspaces.shown_in_view(git_view, placed.task_slug, view)
+                shown = dataclasses.replace(shown, mounts=moved.binds, mount_env=moved.env)
             if spare is not None:
                 assert isinstance(self._runtime, WarmRuntime)
                 return await self._runtime.run_warm(spare.warm, shown, control, io)
@@ -168,13 +185,9 @@ class AgentHost:
                 await self._workspaces.drop_view(view)
 
     def _may_view(self, spec: AgentSpec) -> bool:
-        """A sandboxed agent of a scratch task, on a runtime that keeps spares."""
-        return (
-            self._spares is not None
-            and spec.sandbox.enabled
-            and spec.workspace is None
-            and spec.role.cwd is None
-        )
+        """A sandboxed agent in its task's workspace (a scratch folder or a worktree), on a
+        runtime that keeps spares."""
+        return self._spares is not None and spec.sandbox.enabled and spec.role.cwd is None
 
     async def _view_for(self, placed: AgentSpec) -> Path | None:
         if not self._may_view(placed):
@@ -187,9 +200,9 @@ class AgentHost:
         (None, None) when none fits."""
         if self._spares is None or self._follow_ups is None or not self._may_view(spec):
             return None, None
-        if not self._spares.ready and not self._follow_ups.has(spec.task_slug):
-            return None, None  # none to look for: the cold path alone
         expected = self._as_placed(spec)
+        if not self._spares.may_have(expected) and not self._follow_ups.has(spec.task_slug):
+            return None, None  # none to look for: the cold path alone
         found = await self._workspaces.find(spec.task_slug)
         if found is not None:  # a follow-up: in the folder the task has
             spare = await self._follow_ups.take(expected)
@@ -197,7 +210,7 @@ class AgentHost:
                 return None, None
             self._follow_ups.served += 1
             return spare, dataclasses.replace(expected, cwd=str(found.path))
-        spare = self._spares.take(expected)
+        spare = await self._spares.take(expected)
         if spare is None:
             return None, None
         try:
@@ -209,6 +222,7 @@ class AgentHost:
             await close_spare(spare, self._workspaces)
             return None, None
         self._spares.served += 1
+        logger.info("agent %s starts on a spare, started ahead", spec.agent_id)
         return spare, dataclasses.replace(expected, cwd=str(workspace.path))
 
     def _run_env(self) -> dict[str, str]:

@@ -87,6 +87,9 @@ class NatsHosting:
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 
+    def start_ahead(self, template: AgentSpec) -> None:
+        """Nothing: the agent runs on a worker, which keeps the spares the bot asks for."""
+
     async def _tell_spares(self, data: bytes) -> None:
         failures: tuple[type[BaseException], ...] = (HarnessError, *nats_errors())
         try:

@@ -1,6 +1,7 @@
 """Spare agents: per template (a role as the orchestrator would start it for a new task), a
-CLI started ahead in its OS sandbox and in a scratch folder made ahead, connected and
-waiting. A dispatch that fits one binds its identity and task and sends the prompt: the
+CLI started ahead in its OS sandbox and in a scratch folder (or a worktree of the
+repository the template asks for, ``workspaces/spare_worktrees.py``) made ahead, connected
+and waiting. A dispatch that fits one binds its identity and task and sends the prompt: the
 start every agent pays (about 0.3 s) was paid before the request came.
 
 One use each: a spare serves one dispatch and closes with it; it is replaced in the
@@ -26,6 +27,7 @@ from harness.workspaces.manager import Workspaces
 logger = logging.getLogger(__name__)
 
 SPARE_ID = "spare"
+REFILL_DELAY = 1.0  # seconds
 
 
 class WarmAgent(Protocol):
@@ -72,17 +74,26 @@ class SparePool:
         self._workspaces = workspaces
         self._wanted: list[tuple[AgentSpec, int]] = []
         self._ready: list[Spare] = []
-        self._making: dict[asyncio.Task[None], AgentSpec] = {}
+        self._making: dict[asyncio.Task[Spare | None], AgentSpec] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._failed: list[AgentSpec] = []  # templates whose spare could not be made
         self._closed = False
         self._changed = asyncio.Condition()
         self.served = 0  # dispatches a spare served (counted by its host)
         self._notes: set[asyncio.Future[None]] = set()
+        self._claimed: set[asyncio.Task[Spare | None]] = set()  # each promised to a dispatch
+        self._refill = True
+        # A used spare's replacement starts this long after: a CLI starting takes about
+        # 0.3 s of CPU, which would otherwise compete with the agent just given the spare
+        # for its first turn (and, in a burst, with every other one).
+        self.refill_delay = REFILL_DELAY
 
-    def keep(self, templates: Sequence[tuple[AgentSpec, int]]) -> None:
+    def keep(self, templates: Sequence[tuple[AgentSpec, int]], *, refill: bool = True) -> None:
         """Keeps ``count`` spares of each template from now on; spares of templates no
-        longer wanted are closed."""
+        longer wanted are closed. ``refill`` false: a used spare is not replaced (a
+        process that lives for one agent)."""
         self._wanted = [(_as_template(t), n) for t, n in templates if n > 0]
+        self._refill = refill
         self._failed = []
         stale = [s for s in self._ready if not self._wants(s.warm.template)]
         self._ready = [s for s in self._ready if s not in stale]
@@ -93,14 +104,44 @@ class SparePool:
     def _wants(self, template: AgentSpec) -> bool:
         return any(fits(t, template) for t, _ in self._wanted)
 
-    def take(self, spec: AgentSpec) -> Spare | None:
-        """A ready spare that fits ``spec`` (its environment as placed), no longer a spare."""
+    async def take(self, spec: AgentSpec) -> Spare | None:
+        """A spare that fits ``spec`` (its environment as placed), no longer a spare: a
+        ready one, else one still starting that no other dispatch was promised (it is
+        further along than a start now would be); None when there is neither, or when the
+        one awaited could not be made."""
         for spare in self._ready:
             if fits(spare.warm.template, spec):
                 self._ready.remove(spare)
-                self._replenish()
+                self._used()
                 return spare
+        for task, template in self._making.items():
+            if task not in self._claimed and not task.done() and fits(template, spec):
+                self._claimed.add(task)
+                try:
+                    await asyncio.wait({task})
+                except asyncio.CancelledError:  # the dispatch ended first: the spare too
+                    task.cancel()
+                    await _close_made(task, self._workspaces)
+                    raise
+                made = _made_spare(task)
+                if made is not None:
+                    self._used()
+                return made
         return None
+
+    def _used(self) -> None:
+        if not self._refill:
+            return
+        if self.refill_delay <= 0:
+            self._replenish()
+        else:
+            asyncio.get_running_loop().call_later(self.refill_delay, self._replenish)
+
+    def may_have(self, spec: AgentSpec) -> bool:
+        """Whether ``take`` might find a spare for ``spec`` (cheap: no folder is looked at)."""
+        if any(fits(s.warm.template, spec) for s in self._ready):
+            return True
+        return any(fits(t, spec) and task not in self._claimed for task, t in self._making.items())
 
     @property
     def ready(self) -> int:
@@ -124,8 +165,10 @@ class SparePool:
                 self._making[task] = template
                 task.add_done_callback(self._made)
 
-    def _made(self, task: asyncio.Task[None]) -> None:
+    def _made(self, task: asyncio.Task[Any]) -> None:
         self._making.pop(task, None)
+        self._closing.discard(task)
+        self._claimed.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("making a spare agent failed", exc_info=task.exception())
         note = asyncio.ensure_future(self._notify())
@@ -139,38 +182,48 @@ class SparePool:
     async def settled(self, timeout: float) -> None:
         """Until no spare is being made or closed (tests and benchmarks)."""
         async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: not self._making)
+            await self._changed.wait_for(lambda: not self._making and not self._closing)
 
-    async def _make(self, template: AgentSpec) -> None:
-        view = await self._workspaces.spare_folder()
+    async def _make(self, template: AgentSpec) -> Spare | None:
+        """A new spare of ``template``: ready, or handed to the dispatch it was promised to
+        (the return value); None when none could be made."""
+        view = await _folder_for(template, self._workspaces)
+        if view is None:  # no spare: dispatches start cold
+            self._failed.append(template)
+            return None
         try:
-            warm = await self._runtime.warm(dataclasses.replace(template, cwd=str(view)))
+            warm = await self._runtime.warm(_in_folder(template, view, self._workspaces))
         except (HarnessError, OSError) as exc:  # no spare: dispatches start cold
             logger.warning("no spare %s agent: %s", template.role.name, exc)
             self._failed.append(template)
             await self._workspaces.drop_view(view)
-            return
+            return None
+        except BaseException:  # cancelled (the pool closes): its folder goes too
+            await self._workspaces.drop_view(view)
+            raise
         warm.template = template  # what it fits: the template as wanted, not its folder
         spare = Spare(view, warm)
+        if asyncio.current_task() in self._claimed:
+            return spare
         if self._closed or not self._wants(template):
             await close_spare(spare, self._workspaces)
-            return
+            return None
         async with self._changed:
             self._ready.append(spare)
             self._changed.notify_all()
         logger.info("a spare %s agent is ready", template.role.name)
+        return None
 
     def _spawn_close(self, spare: Spare) -> None:
-        closing = close_spare(spare, self._workspaces)
-        task = asyncio.create_task(closing, name="closing a spare agent")
-        self._making[task] = spare.warm.template
+        task = asyncio.create_task(close_spare(spare, self._workspaces), name="closing a spare")
+        self._closing.add(task)
         task.add_done_callback(self._made)
 
     async def close(self) -> None:
         """Closes every spare (their CLIs end) and stops making new ones."""
         self._closed = True
-        making = list(self._making)
-        for task in making:
+        making = [*self._making, *self._closing]
+        for task in self._making:
             task.cancel()
         await asyncio.gather(*making, return_exceptions=True)
         ready, self._ready = self._ready, []
@@ -190,11 +243,14 @@ class FollowUpSpares:
         self.served = 0  # follow-ups a spare served (counted by its host)
         self._by_task: dict[str, Spare] = {}  # oldest first
         self._making: set[asyncio.Task[None]] = set()
+        # Task slug -> its spare starting, and the template it is made for.
+        self._making_for: dict[str, tuple[asyncio.Task[None], AgentSpec]] = {}
         self._closed = False
         self._changed = asyncio.Condition()
 
     def has(self, slug: str) -> bool:
-        return slug in self._by_task
+        """Whether task ``slug`` has a spare, ready or starting."""
+        return slug in self._by_task or slug in self._making_for
 
     async def wait_for(self, slug: str, timeout: float) -> None:
         """Until task ``slug`` has a follow-up spare (tests and benchmarks)."""
@@ -203,11 +259,19 @@ class FollowUpSpares:
 
     def prepare(self, spec: AgentSpec, folder: Path) -> None:
         """After an agent of ``spec``'s task: a spare for the task's next agent."""
-        if self.limit <= 0 or self._closed:
-            return
+        if self.limit <= 0 or self._closed or spec.workspace is not None:
+            return  # scratch tasks only: a worktree's git view is opened per run
+        slug = spec.task_slug
         task = asyncio.create_task(self._make(spec, folder), name="follow-up spare")
         self._making.add(task)
-        task.add_done_callback(self._making.discard)
+        self._making_for[slug] = (task, _as_template(spec))
+
+        def made(task: asyncio.Task[None]) -> None:
+            self._making.discard(task)
+            if self._making_for.get(slug, (None,))[0] is task:
+                del self._making_for[slug]
+
+        task.add_done_callback(made)
 
     async def _make(self, spec: AgentSpec, folder: Path) -> None:
         slug = spec.task_slug
@@ -235,7 +299,12 @@ class FollowUpSpares:
             await close_spare(each, self._workspaces)
 
     async def take(self, spec: AgentSpec) -> Spare | None:
-        """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None."""
+        """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None. One
+        still starting is waited for: it is further along than a start now would be (a
+        coordinator drafts its next agent as soon as the last one's result is in)."""
+        making = self._making_for.get(spec.task_slug)
+        if making is not None and fits(making[1], spec):
+            await asyncio.wait({making[0]})
         spare = self._by_task.pop(spec.task_slug, None)
         if spare is None:
             return None
@@ -262,3 +331,37 @@ async def close_spare(spare: Spare, workspaces: Workspaces) -> None:
         await spare.warm.close()
     finally:
         await workspaces.drop_view(spare.view)
+
+
+def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:
+    """The spare ``task`` made, if it is done and made one (not cancelled: the pool closed)."""
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    return None
+
+
+async def _close_made(task: asyncio.Task[Spare | None], workspaces: Workspaces) -> None:
+    """Ends the spare ``task`` made for a dispatch that is no longer there, if it made one."""
+    spare = _made_spare(task)
+    if spare is not None:
+        await close_spare(spare, workspaces)
+
+
+async def _folder_for(template: AgentSpec, workspaces: Workspaces) -> Path | None:
+    """A folder made ahead for a spare of ``template``: a scratch folder, or a worktree of
+    the repository it asks for; None (logged) when none can be made."""
+    repository = template.workspace.repository if template.workspace is not None else None
+    try:
+        return await workspaces.spare_folder(repository, writes=template.role.writes)
+    except (HarnessError, OSError) as exc:
+        logger.warning("no spare %s agent: no folder for it: %s", template.role.name, exc)
+        return None
+
+
+def _in_folder(template: AgentSpec, view: Path, workspaces: Workspaces) -> AgentSpec:
+    """``template`` placed in the spare's folder, with what its sandbox shows of its git."""
+    placed = dataclasses.replace(template, cwd=str(view))
+    git_view = workspaces.spare_git(view)
+    if git_view is None:
+        return placed
+    return dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)

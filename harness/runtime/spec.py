@@ -218,6 +218,11 @@ class Hosting(Protocol):
         worked on; a dispatch that fits one starts at once."""
         ...
 
+    def start_ahead(self, template: AgentSpec) -> None:
+        """Starts one agent of ``template`` ahead for a dispatch about to be made, where
+        it would run here (a process that lives for one agent): not replaced once used."""
+        ...
+
     async def close(self) -> None:
         """Lets go of the agents (those that outlive the harness go on)."""
         ...

@@ -25,6 +25,17 @@ API (all of it; the modules behind it are internal)::
     await workspaces.settle_sandbox_view(workspace)
         After a writer's sandboxed run, before ``commit``/``report``: brings the objects
         it made and its branch into the repository.
+    await workspaces.view(folder) -> Path / await workspaces.drop_view(view)
+        A path of a run's own (``.views/<id>``) its sandboxed agent is shown the folder at.
+    await workspaces.shown_in_view(git_view, slug, view) -> GitView
+        A worktree's ``sandbox_view`` as shown at such a path (the paths a spare's has).
+    await workspaces.spare_folder(repository=None, writes=True) -> Path
+        A folder made ahead for a spare agent at a view path: scratch, or a worktree of
+        ``repository`` on a placeholder branch (``spare_worktrees``; ``spare_git(view)``
+        is what its sandbox shows of its git). ``drop_view`` removes it all.
+    await workspaces.adopt_spare(view, slug) -> Workspace | None
+        The spare's folder becomes the new task's workspace; None when it does not fit
+        (the task has one, or the base branch moved since the worktree was made).
     await workspaces.list() -> list[WorkspaceInfo]
     await workspaces.prune(older_than=None, keep=()) -> PruneReport
 
@@ -52,6 +63,9 @@ On disk, under ``root``::
     .repos/<name>/                   the clone of a `url` repository (its default cache)
     .patches/<slug>-<UTC time>.patch uncommitted work prune saved before removing a workspace
     .sandbox/<slug>/                 the git of the task's sandboxed agents: objects, refs, logs
+    .views/<id>                      where a sandboxed agent is shown its folder: a spare's
+                                     folder (worktree), else a link to the task's folder
+    .sandbox/_<id>/                  a spare worktree's P (its branch: harness/_<id>)
 
 Rules:
 
@@ -69,7 +83,9 @@ Rules:
 - "Idle" is the newest modification time of anything in the workspace; ``prepare`` touches the
   folder, so a follow-up counts as activity. ``prune`` never deletes uncommitted work
   silently: uncommitted and untracked files (not ignored ones) go to a patch file first,
-  ``git apply`` re-applies it on the kept branch; a scratch folder's files likewise.
+  ``git apply`` re-applies it on the kept branch; a scratch folder's files likewise. What a
+  harness that stopped mid-run left of views and spares (folders, placeholder branches, P)
+  goes with views older than the limit.
 """
 
 from harness.workspaces.git_view import Bind

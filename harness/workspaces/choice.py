@@ -97,3 +97,11 @@ def choose_repository(
         if name is not None and name in settings.repositories:
             return RepositoryChoice("chosen", rest, repository=name, source=source)
     return RepositoryChoice("ambiguous", rest, candidates=known)
+
+
+def default_repository(settings: WorkspaceSettings) -> str | None:
+    """The repository a new task gets when neither its message nor its channel names one
+    (``workspaces.default``, else the only one configured): what spares are made in. None
+    when no repository is configured (a scratch folder) or a person would be asked."""
+    choice = choose_repository(settings, "")
+    return choice.repository if choice.status == "chosen" else None

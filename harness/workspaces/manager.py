@@ -108,6 +108,7 @@ class Workspaces(SandboxFolders):
         self._locks: dict[str, asyncio.Lock] = {}  # "task:<slug>", "repo:<name>"
         self._fetched: dict[str, float] = {}  # repository -> monotonic time its fetch began
         self._common_dirs: dict[str, Path] = {}  # repository -> its git common dir
+        self._spare_worktrees = {}  # view path -> a worktree made ahead for a spare agent
 
     def add_repository(self, repo: RepositorySettings) -> None:
         """Makes ``repo`` known: a worker learns the repositories from the runs it takes."""
@@ -382,6 +383,7 @@ class Workspaces(SandboxFolders):
         await pruner.finish()
         if not dry_run:  # what a harness stopped mid-run left
             await asyncio.to_thread(prune_views, self.root, age.total_seconds())
+            await self.prune_spare_leftovers(age.total_seconds())
         report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
         return report

@@ -1,25 +1,22 @@
 """The parts of ``Workspaces`` about agents in the OS sandbox: what a sandbox shows of a
 worktree's git (``git_view.py``) and brings back from it (``git_settle.py``), the view paths
-a sandboxed agent is shown its scratch folder at and spare agents' folders made ahead
-(``views.py``), and where the CLI keeps its own files for a run outside the sandbox. Mixed
-into ``Workspaces``; callers use them there."""
+a sandboxed agent is shown its workspace at and spare agents' folders made ahead
+(``views.py``; worktrees, ``spare_worktrees.py``), and where the CLI keeps its own files for
+a run outside the sandbox. Mixed into ``Workspaces``; callers use them there."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.tasks.common import validate_slug
-from harness.workspaces.files import folder_kind, touch
+from harness.workspaces.files import folder_kind, touch, worktree_admin_dir
 from harness.workspaces.git import WorkspaceError, git
 from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
+from harness.workspaces.spare_worktrees import SpareWorktrees, shown_in_view, write_gitdir_file
 from harness.workspaces.values import Workspace
 from harness.workspaces.views import adopt_view, drop_view, empty_view, link_view
-
-if TYPE_CHECKING:
-    from harness.config.settings import RepositorySettings
 
 logger = logging.getLogger(__name__)
 
@@ -27,18 +24,10 @@ logger = logging.getLogger(__name__)
 CLI_STATE = ".cli"
 
 
-class SandboxFolders:
+class SandboxFolders(SpareWorktrees):
     """Mixed into ``Workspaces``, whose parts these are."""
 
     root: Path
-
-    if TYPE_CHECKING:  # the workspaces' own methods these use
-
-        def _lock(self, key: str) -> asyncio.Lock: ...
-
-        def _repository(self, name: str) -> RepositorySettings: ...
-
-        async def _common_dir(self, name: str, repo: RepositorySettings) -> Path | None: ...
 
     # --- the agents' sandboxes --------------------------------------------------------------
 
@@ -87,16 +76,39 @@ class SandboxFolders:
         """A path of this run's own that links to the task's folder (``views.py``)."""
         return await asyncio.to_thread(link_view, self.root, folder)
 
-    async def spare_folder(self) -> Path:
-        """An empty scratch folder made ahead, for a spare agent, at a view path."""
+    async def spare_folder(self, repository: str | None = None, *, writes: bool = True) -> Path:
+        """A folder made ahead for a spare agent, at a view path: an empty scratch folder,
+        or a worktree of ``repository`` (``spare_worktrees.py``; ``spare_git`` says what its
+        sandbox shows of its git, ``writes`` false: a reader's)."""
+        if repository is not None:
+            return (await self.make_spare_worktree(repository, writes=writes)).view
         path = await asyncio.to_thread(empty_view, self.root)
         await git("init", "--quiet", cwd=path)
         return path
 
+    def spare_git(self, view: Path) -> GitView | None:
+        """What the sandbox of the spare whose folder is ``view`` shows of its git; None for
+        a scratch folder."""
+        spare = self.spare_worktree(view)
+        return spare.git if spare is not None else None
+
+    async def shown_in_view(self, git_view: GitView, slug: str, view: Path) -> GitView:
+        """``git_view`` of task ``slug``'s worktree as shown to an agent at ``view``, the
+        paths a spare's would have (``spare_worktrees.shown_in_view``)."""
+        worktree, private = self.root / slug, self.root / SANDBOXES / slug
+        admin = await asyncio.to_thread(worktree_admin_dir, worktree)
+        await asyncio.to_thread(write_gitdir_file, view)
+        admin_path = Path(admin) if admin is not None else None
+        return shown_in_view(git_view, worktree, private, view, admin_path)
+
     async def adopt_spare(self, view: Path, slug: str) -> Workspace | None:
-        """A spare's folder becomes the new task ``slug``'s scratch folder; None when the
-        task has a folder already (the spare does not fit it)."""
+        """A spare's folder becomes the new task ``slug``'s workspace (scratch, or the
+        worktree made ahead); None when the spare does not fit it (the task has a folder
+        already; for a worktree, ``adopt_spare_worktree`` says more)."""
         validate_slug(slug)
+        spare = self.spare_worktree(view)
+        if spare is not None:
+            return await self.adopt_spare_worktree(spare, slug)
         path = self.root / slug
         async with self._lock(f"task:{slug}"):
             if await asyncio.to_thread(folder_kind, path) != "missing":
@@ -107,7 +119,12 @@ class SandboxFolders:
         return Workspace(slug, path)
 
     async def drop_view(self, view: Path) -> None:
-        await asyncio.to_thread(drop_view, view)
+        """Removes a view: a run's link, or a spare's folder (its worktree) no task took."""
+        spare = self.spare_worktree(view)
+        if spare is not None:
+            await self.drop_spare_worktree(spare)
+        else:
+            await asyncio.to_thread(drop_view, view)
 
     def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
         """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs

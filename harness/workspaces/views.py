@@ -1,12 +1,12 @@
-"""The path an agent in the OS sandbox is shown its scratch folder at: ``<root>/.views/<id>``.
+"""The path an agent in the OS sandbox is shown its workspace at: ``<root>/.views/<id>``.
 
-A spare agent is started before its task exists, in an empty folder made ahead at such a
-path; when it is given a new task, that folder becomes the task's (``<root>/<slug>``) and
-its old path a link to it. So that an agent started cold is shown its folder exactly as a
-spare is, every sandboxed scratch run is shown the folder at a path of that kind too (a
-link to the task's folder, for as long as the run lasts). On the host, where approvals and
-the harness's own git look, links resolve to the task's folder. Blocking; callers use a
-thread.
+A spare agent is started before its task exists, in an empty folder (or a repository's
+worktree, ``spare_worktrees.py``) made ahead at such a path; when it is given a new task,
+that folder becomes the task's (``<root>/<slug>``) and its old path a link to it. So that an
+agent started cold is shown its folder exactly as a spare is, every sandboxed run in a
+task's workspace is shown the folder at a path of that kind too (a link to the task's
+folder, for as long as the run lasts). On the host, where approvals and the harness's own
+git look, links resolve to the task's folder. Blocking; callers use a thread.
 """
 
 from __future__ import annotations
@@ -19,16 +19,18 @@ from pathlib import Path
 from harness.workspaces.files import make_scratch, remove_tree
 
 VIEWS = ".views"
+GITDIR_SUFFIX = ".gitdir"
 
 
-def _new_path(root: Path) -> Path:
+def new_view_path(root: Path) -> Path:
+    """A view path not used yet (nothing is made there)."""
     # Lowercase letters and digits: the same shape as any folder the harness makes.
     return root / VIEWS / secrets.token_hex(6)
 
 
 def link_view(root: Path, folder: Path) -> Path:
     """A new view path that links to ``folder``."""
-    path = _new_path(root)
+    path = new_view_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.relpath(folder, path.parent), path)
     return path
@@ -36,7 +38,7 @@ def link_view(root: Path, folder: Path) -> Path:
 
 def empty_view(root: Path) -> Path:
     """A new, empty folder at a view path (for a spare)."""
-    path = _new_path(root)
+    path = new_view_path(root)
     make_scratch(path)
     return path
 
@@ -48,12 +50,20 @@ def adopt_view(view: Path, folder: Path) -> None:
     os.symlink(os.path.relpath(folder, view.parent), view)
 
 
+def gitdir_file(view: Path) -> Path:
+    """Beside a view of a worktree: what the sandbox shows as the worktree's link back from
+    its admin folder (``spare_worktrees.py``); it goes with the view."""
+    return view.with_name(view.name + GITDIR_SUFFIX)
+
+
 def drop_view(view: Path) -> None:
     """Removes a view: the link, or a spare's folder that was never adopted."""
-    if view.is_symlink():
+    if view.is_symlink() or view.is_file():
         view.unlink(missing_ok=True)
     else:
         remove_tree(view)
+    if not view.name.endswith(GITDIR_SUFFIX):
+        gitdir_file(view).unlink(missing_ok=True)
 
 
 def prune_views(root: Path, older_than_seconds: float) -> int:
@@ -67,7 +77,9 @@ def prune_views(root: Path, older_than_seconds: float) -> int:
     except FileNotFoundError:
         return 0
     for entry in entries:
+        if not os.path.lexists(entry.path):  # a view's gitdir file, gone with its view
+            continue
         if entry.stat(follow_symlinks=False).st_mtime < cutoff:
             drop_view(Path(entry.path))
-            removed += 1
+            removed += not entry.name.endswith(GITDIR_SUFFIX)
     return removed

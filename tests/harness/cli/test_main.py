@@ -104,6 +104,17 @@ def test_run_then_follow_up_with_task_then_list_and_show(
 
 
 @pytest.mark.slow
+def test_run_starts_its_agents_cli_while_it_makes_the_task(
+    project_dir: Path, model: ScriptedModel
+) -> None:
+    run = harness(project_dir, model, "run", "-v", "plan a settings page")
+
+    assert run.returncode == 0, run.stderr
+    assert "Summary: Settings page planned" in run.stdout
+    assert "starts on a spare, started ahead" in run.stderr
+
+
+@pytest.mark.slow
 def test_a_plan_goes_to_the_analyst_which_drafts_and_awaits_a_developer(
     project_dir: Path, model: ScriptedModel
 ) -> None:

@@ -165,6 +165,31 @@ async def test_a_burst_larger_than_the_spares_starts_the_rest_cold(rig: Rig) -> 
     assert rig.host.spares.served == 1
 
 
+async def test_a_dispatch_while_the_spare_still_starts_is_served_by_it(rig: Rig) -> None:
+    rig.host.keep_warm([(template(), 1)])
+    assert rig.host.spares is not None and rig.host.spares.ready == 0  # still starting
+
+    done = await rig.run(spec_for("t-early", "task t-early: write it"))
+
+    assert done.status == "completed", done.error
+    assert rig.host.spares.served == 1
+    assert (rig.root / "t-early" / "out.txt").read_text(encoding="utf-8") == "made\n"
+
+
+async def test_an_agent_started_ahead_serves_the_next_dispatch_and_is_not_replaced(
+    rig: Rig,
+) -> None:
+    assert rig.host.spares is not None
+    rig.host.spares.refill_delay = 0  # a replacement, were there one, would start at once
+    rig.host.start_ahead(template())
+
+    done = await rig.run(spec_for("t-once", "task t-once: write it"))
+    await rig.host.spares.settled(WAIT)
+
+    assert done.status == "completed", done.error
+    assert (rig.host.spares.served, rig.host.spares.ready) == (1, 0)
+
+
 async def test_closing_the_host_ends_its_spares(rig: Rig) -> None:
     before = claude_children()
     rig.host.keep_warm([(template(), 2)])
