@@ -9,6 +9,8 @@ the event is sent to the bot to the model receiving the agent's first request.
                  between DMs)
   warm burst:    ten spares, ten DMs at once
   follow-up:     a reply in a thread whose agent completed, served by its task's spare
+  repository:    cold and warm again, the task's workspace a worktree of a repository of
+                 2,000 files (the warm one made ahead on a placeholder branch)
   bare query():  a bare `claude_agent_sdk.query()` from its start to its first request
   CLI floor:     a warm CLI from `query()` to its first request (what no spare can save)
   memory:        the resident memory of the bot process and of its spares' processes, idle
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from common import bare_query, copy_project, serve_bot
+from workspaces import ENV_CONFIG, build_repository
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -203,13 +206,35 @@ def line(name: str, samples: list[float]) -> str:
             f"  min {min(samples) * 1000:5.0f}  max {max(samples) * 1000:5.0f}")  # fmt: skip
 
 
+def with_repository(folder: Path, files: int) -> Path:
+    """A project whose tasks get worktrees of a repository of ``files`` files; its config."""
+    folder.mkdir()
+    gitconfig = folder / "gitconfig"
+    gitconfig.write_text(ENV_CONFIG, encoding="utf-8")
+    os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+    build_repository(folder / "web", files)
+    (folder / "project").mkdir()
+    config = copy_project(folder / "project")
+    with config.open("a", encoding="utf-8") as out:
+        out.write(f"\nworkspaces:\n  repositories:\n    web: {{path: {folder / 'web'}}}\n")
+    return config
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--only-repository", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         project = load_project(copy_project(Path(folder)))
+        in_repository = load_project(with_repository(Path(folder) / "repository", 2000))
         async with ScriptedModel(script) as model:
+            cold, _ = await measure(in_repository, model, 0, args.runs, burst=False)
+            print(line("repository: cold (no spares)", cold), flush=True)
+            warm, _ = await measure(in_repository, model, 1, args.runs, burst=False)
+            print(line("repository: warm (1 spare)", warm), flush=True)
+            if args.only_repository:
+                return
             cold, _ = await measure(project, model, 0, args.runs, burst=False)
             print(line("cold (no spares)", cold), flush=True)
             warm, memory = await measure(project, model, 1, args.runs, burst=False)

@@ -114,12 +114,9 @@ class AgentHost:
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
-            spare, placed = await self._spare_for(spec)
-            workspace = None
+            spare, placed, workspace = await self._spare_for(spec)
             if placed is None:
                 placed, workspace = await self._place(spec)
-            elif spec.workspace is not None:  # the spare's worktree, the task's now
-                workspace = await self._workspaces.find(spec.task_slug)
         except (HarnessError, OSError) as exc:  # a bad request or folder fails this run alone
             logger.warning("agent %s: no workspace: %s", spec.agent_id, exc)
             said = str(exc)
@@ -134,7 +131,8 @@ class AgentHost:
                 await close_spare(spare, self._workspaces)
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
-            placed = await self._show_git(placed, workspace)
+            if spare is None:  # a spare's sandbox shows its git already
+                placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
@@ -194,25 +192,28 @@ class AgentHost:
             return None
         return await self._workspaces.view(Path(placed.cwd))
 
-    async def _spare_for(self, spec: AgentSpec) -> tuple[Spare | None, AgentSpec | None]:
-        """A spare for the agent (the first of a new scratch task, or a follow-up whose
-        task's last agent left one), with the spec as placed in its folder (the task's);
-        (None, None) when none fits."""
+    async def _spare_for(
+        self, spec: AgentSpec
+    ) -> tuple[Spare | None, AgentSpec | None, Workspace | None]:
+        """A spare for the agent (the first of a new task, or a follow-up whose scratch
+        task's last agent left one), with the spec as placed in its folder (the task's) and
+        the task's git workspace when it has one; (None, None, None) when none fits."""
         if self._spares is None or self._follow_ups is None or not self._may_view(spec):
-            return None, None
+            return None, None, None
         expected = self._as_placed(spec)
         if not self._spares.may_have(expected) and not self._follow_ups.has(spec.task_slug):
-            return None, None  # none to look for: the cold path alone
+            return None, None, None  # none to look for: the cold path alone
         found = await self._workspaces.find(spec.task_slug)
         if found is not None:  # a follow-up: in the folder the task has
             spare = await self._follow_ups.take(expected)
             if spare is None:
-                return None, None
+                return None, None, None
             self._follow_ups.served += 1
-            return spare, dataclasses.replace(expected, cwd=str(found.path))
+            return spare, dataclasses.replace(expected, cwd=str(found.path)), None
         spare = await self._spares.take(expected)
         if spare is None:
-            return None, None
+            return None, None, None
+        git_view = self._workspaces.spare_git(spare.view)  # what its sandbox shows of git
         try:
             workspace = await self._workspaces.adopt_spare(spare.view, spec.task_slug)
         except OSError as exc:  # its folder went (a prune while it waited): start cold
@@ -220,10 +221,14 @@ class AgentHost:
             workspace = None
         if workspace is None:  # or the task's folder was made meanwhile by another agent
             await close_spare(spare, self._workspaces)
-            return None, None
+            return None, None, None
         self._spares.served += 1
         logger.info("agent %s starts on a spare, started ahead", spec.agent_id)
-        return spare, dataclasses.replace(expected, cwd=str(workspace.path))
+        placed = dataclasses.replace(expected, cwd=str(workspace.path))
+        if git_view is None:
+            return spare, placed, None
+        placed = dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)
+        return spare, placed, workspace
 
     def _run_env(self) -> dict[str, str]:
         return {RUN_ID_ENV: self._run_id} if self._run_id else {}

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 SPARE_ID = "spare"
 REFILL_DELAY = 1.0  # seconds
+CLOSE_TIMEOUT = 10.0  # seconds
 
 
 class WarmAgent(Protocol):
@@ -119,9 +120,11 @@ class SparePool:
                 self._claimed.add(task)
                 try:
                     await asyncio.wait({task})
-                except asyncio.CancelledError:  # the dispatch ended first: the spare too
-                    task.cancel()
-                    await _close_made(task, self._workspaces)
+                except asyncio.CancelledError:  # the dispatch ended first
+                    self._claimed.discard(task)  # still starting: a spare for another
+                    made = _made_spare(task)
+                    if made is not None:  # handed over already: it goes
+                        await _close_surely(made, self._workspaces)
                     raise
                 made = _made_spare(task)
                 if made is not None:
@@ -171,13 +174,7 @@ class SparePool:
         self._claimed.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("making a spare agent failed", exc_info=task.exception())
-        note = asyncio.ensure_future(self._notify())
-        self._notes.add(note)  # kept until it ran
-        note.add_done_callback(self._notes.discard)
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        _announce(self._changed, self._notes)
 
     async def settled(self, timeout: float) -> None:
         """Until no spare is being made or closed (tests and benchmarks)."""
@@ -206,11 +203,10 @@ class SparePool:
         if asyncio.current_task() in self._claimed:
             return spare
         if self._closed or not self._wants(template):
-            await close_spare(spare, self._workspaces)
+            await _close_surely(spare, self._workspaces)
             return None
-        async with self._changed:
-            self._ready.append(spare)
-            self._changed.notify_all()
+        self._ready.append(spare)  # no await before: a cancel now cannot lose it
+        _announce(self._changed, self._notes)
         logger.info("a spare %s agent is ready", template.role.name)
         return None
 
@@ -220,12 +216,11 @@ class SparePool:
         task.add_done_callback(self._made)
 
     async def close(self) -> None:
-        """Closes every spare (their CLIs end) and stops making new ones."""
+        """Closes every spare (their CLIs end) and stops making new ones. Those still
+        starting are let finish and then closed: a sandbox ended while it starts can leave
+        its inside running."""
         self._closed = True
-        making = [*self._making, *self._closing]
-        for task in self._making:
-            task.cancel()
-        await asyncio.gather(*making, return_exceptions=True)
+        await asyncio.gather(*self._making, *self._closing, return_exceptions=True)
         ready, self._ready = self._ready, []
         closing = (close_spare(s, self._workspaces) for s in ready)
         await asyncio.gather(*closing, return_exceptions=True)
@@ -247,6 +242,7 @@ class FollowUpSpares:
         self._making_for: dict[str, tuple[asyncio.Task[None], AgentSpec]] = {}
         self._closed = False
         self._changed = asyncio.Condition()
+        self._notes: set[asyncio.Future[None]] = set()
 
     def has(self, slug: str) -> bool:
         """Whether task ``slug`` has a spare, ready or starting."""
@@ -283,20 +279,22 @@ class FollowUpSpares:
             logger.info("no follow-up spare for %s: %s", slug, exc)
             await self._workspaces.drop_view(view)
             return
+        except BaseException:  # cancelled (the host closes): its view goes too
+            await self._workspaces.drop_view(view)
+            raise
         warm.template = template
         spare = Spare(view, warm)
         if self._closed:
-            await close_spare(spare, self._workspaces)
+            await _close_surely(spare, self._workspaces)
             return
-        old = self._by_task.pop(slug, None)
-        async with self._changed:
-            self._by_task[slug] = spare
-            self._changed.notify_all()
-        gone = [old] if old is not None else []
+        # No await until it is stored: a cancel (the host closing) cannot lose it.
+        gone = [old] if (old := self._by_task.pop(slug, None)) is not None else []
+        self._by_task[slug] = spare
         while len(self._by_task) > self.limit:
             gone.append(self._by_task.pop(next(iter(self._by_task))))
+        _announce(self._changed, self._notes)
         for each in gone:
-            await close_spare(each, self._workspaces)
+            await _close_surely(each, self._workspaces)
 
     async def take(self, spec: AgentSpec) -> Spare | None:
         """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None. One
@@ -314,11 +312,8 @@ class FollowUpSpares:
         return None
 
     async def close(self) -> None:
-        self._closed = True
-        making = list(self._making)
-        for task in making:
-            task.cancel()
-        await asyncio.gather(*making, return_exceptions=True)
+        self._closed = True  # those starting end once started (as in SparePool.close)
+        await asyncio.gather(*self._making, return_exceptions=True)
         spares, self._by_task = list(self._by_task.values()), {}
         await asyncio.gather(
             *(close_spare(s, self._workspaces) for s in spares), return_exceptions=True
@@ -326,11 +321,34 @@ class FollowUpSpares:
 
 
 async def close_spare(spare: Spare, workspaces: Workspaces) -> None:
-    """Ends a spare: its CLI, and the path its folder is shown at."""
+    """Ends a spare: its CLI, and the path its folder is shown at. A CLI that does not end
+    within CLOSE_TIMEOUT is left to the run-id sweep of the next start (``orphans.py``)
+    rather than holding its host's shutdown."""
     try:
-        await spare.warm.close()
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await spare.warm.close()
+    except TimeoutError:
+        logger.warning("a spare agent's CLI did not end within %s s", CLOSE_TIMEOUT)
     finally:
         await workspaces.drop_view(spare.view)
+
+
+def _announce(changed: asyncio.Condition, notes: set[asyncio.Future[None]]) -> None:
+    """Wakes whoever waits on ``changed``, soon: the caller need not await (and so cannot
+    be cancelled between storing a spare and saying so)."""
+
+    async def notify() -> None:
+        async with changed:
+            changed.notify_all()
+
+    note = asyncio.ensure_future(notify())
+    notes.add(note)  # kept until it ran
+    note.add_done_callback(notes.discard)
+
+
+async def _close_surely(spare: Spare, workspaces: Workspaces) -> None:
+    """Ends a spare even when the caller is cancelled meanwhile (its CLI must not stay)."""
+    await asyncio.shield(close_spare(spare, workspaces))
 
 
 def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:
@@ -338,13 +356,6 @@ def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:
     if task.done() and not task.cancelled() and task.exception() is None:
         return task.result()
     return None
-
-
-async def _close_made(task: asyncio.Task[Spare | None], workspaces: Workspaces) -> None:
-    """Ends the spare ``task`` made for a dispatch that is no longer there, if it made one."""
-    spare = _made_spare(task)
-    if spare is not None:
-        await close_spare(spare, workspaces)
 
 
 async def _folder_for(template: AgentSpec, workspaces: Workspaces) -> Path | None:

@@ -141,8 +141,6 @@ class SpareWorktrees:
 
         async def _source(self, repo: RepositorySettings, asked: float) -> Path: ...
 
-        async def _open(self, slug: str, path: Path) -> Workspace: ...
-
     async def make_spare_worktree(self, repository: str, *, writes: bool) -> SpareWorktree:
         """A worktree of ``repository`` for a spare, from its base branch's head as a new
         task's would be, with its sandbox's git view opened (``writes`` false: a reader's)."""
@@ -200,7 +198,10 @@ class SpareWorktrees:
                 return None
             await asyncio.to_thread(touch, path)
             self._spare_worktrees.pop(spare.view, None)
-            workspace = await self._open(slug, path)
+            # What ``_open`` would find, known without asking git: the agent waits for it.
+            git_dir = await asyncio.to_thread(worktree_admin_dir, path)
+            branch = task_branch(slug)
+            workspace = Workspace(slug, path, spare.repository, branch, spare.base, git_dir)
         logger.info("workspace of %s: %s (%s, made ahead)", slug, path, spare.repository)
         return workspace
 
