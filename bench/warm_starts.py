@@ -85,7 +85,7 @@ def first_request_after(model: ScriptedModel, sent: float, tag: str) -> float | 
 
 
 async def measure(
-    project: Project, model: ScriptedModel, spares: int, dms: int, *, burst: bool
+    project: Project, model: ScriptedModel, spares: int, dms: int, *, burst: bool, label: str = ""
 ) -> tuple[list[float], float | None]:
     # A burst of ten runs at once: the concurrency cap must not queue it.
     mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
@@ -104,7 +104,7 @@ async def measure(
             if spares and host.spares is not None:
                 await host.spares.wait_ready(spares, 180)
                 memory = sum(rss_mb(p) for p in claude_children())
-            tag = f"s{spares}{'b' if burst else ''}"
+            tag = f"{label}s{spares}{'b' if burst else ''}"
 
             async def one(n: int) -> None:
                 text = f"write {tag}-{n}"
@@ -229,9 +229,9 @@ async def main() -> None:
         project = load_project(copy_project(Path(folder)))
         in_repository = load_project(with_repository(Path(folder) / "repository", 2000))
         async with ScriptedModel(script) as model:
-            cold, _ = await measure(in_repository, model, 0, args.runs, burst=False)
+            cold, _ = await measure(in_repository, model, 0, args.runs, burst=False, label="r")
             print(line("repository: cold (no spares)", cold), flush=True)
-            warm, _ = await measure(in_repository, model, 1, args.runs, burst=False)
+            warm, _ = await measure(in_repository, model, 1, args.runs, burst=False, label="r")
             print(line("repository: warm (1 spare)", warm), flush=True)
             if args.only_repository:
                 return
