@@ -428,8 +428,8 @@ class ConfigFile(_Section):
         ge=0,
         le=8,
         examples=[1],
-        description="scratch tasks last worked on whose next follow-up has a spare waiting in "
-        "the task's folder (about 200 MB each); 0 keeps none",
+        description="tasks last worked on whose next follow-up has a spare waiting in the "
+        "task's folder or worktree (about 200 MB each); 0 keeps none",
     )
     mcp_server: McpServerSection = Field(
         default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"

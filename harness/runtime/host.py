@@ -80,7 +80,7 @@ class AgentHost:
 
     def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
         """Keeps spare agents of these templates (a count each) from now on, and one for
-        the next follow-up of each of the ``follow_ups`` scratch tasks last worked on."""
+        the next follow-up of each of the ``follow_ups`` tasks last worked on."""
         if self._spares is None or self._follow_ups is None:
             return
         self._follow_ups.limit = follow_ups
@@ -136,14 +136,8 @@ class AgentHost:
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
-        if (
-            self._follow_ups is not None
-            and outcome.status == "completed"
-            and self._may_view(placed)
-        ):
-            # Its task's next agent may start at once.
-            self._follow_ups.prepare(self._as_placed(spec), Path(placed.cwd))
         if workspace is None:
+            self._follow_up(spec, placed, outcome, None)
             return outcome
         try:
             if placed.mounts and spec.role.writes:
@@ -156,7 +150,20 @@ class AgentHost:
             logger.warning("agent %s: %s", spec.agent_id, exc.message)
             error = f"its commits could not be brought out of its sandbox: {exc.message}"
             return dataclasses.replace(outcome, status="failed", error=error)
+        self._follow_up(spec, placed, outcome, workspace)  # once its work is on the branch
         return dataclasses.replace(outcome, work=work)
+
+    def _follow_up(
+        self, spec: AgentSpec, placed: AgentSpec, outcome: RunOutcome, worktree: Workspace | None
+    ) -> None:
+        """After a completed agent: a spare for its task's next agent, which may then start
+        at once."""
+        if (
+            self._follow_ups is not None
+            and outcome.status == "completed"
+            and self._may_view(placed)
+        ):
+            self._follow_ups.prepare(self._as_placed(spec), Path(placed.cwd), worktree)
 
     async def _run_placed(
         self, placed: AgentSpec, control: AgentControl, io: RunIO, spare: Spare | None
@@ -195,7 +202,7 @@ class AgentHost:
     async def _spare_for(
         self, spec: AgentSpec
     ) -> tuple[Spare | None, AgentSpec | None, Workspace | None]:
-        """A spare for the agent (the first of a new task, or a follow-up whose scratch
+        """A spare for the agent (the first of a new task, or a follow-up whose
         task's last agent left one), with the spec as placed in its folder (the task's) and
         the task's git workspace when it has one; (None, None, None) when none fits."""
         if self._spares is None or self._follow_ups is None or not self._may_view(spec):
@@ -208,8 +215,17 @@ class AgentHost:
             spare = await self._follow_ups.take(expected)
             if spare is None:
                 return None, None, None
+            try:  # its git view, shown since the spare started, filled for this run now
+                git_view = await self._workspaces.sandbox_view(found, writes=spec.role.writes)
+            except BaseException:  # a tampered worktree: said as for a cold start
+                await close_spare(spare, self._workspaces)
+                raise
             self._follow_ups.served += 1
-            return spare, dataclasses.replace(expected, cwd=str(found.path)), None
+            placed = dataclasses.replace(expected, cwd=str(found.path))
+            if git_view is None:
+                return spare, placed, None
+            placed = dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)
+            return spare, placed, found
         spare = await self._spares.take(expected)
         if spare is None:
             return None, None, None

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError
 from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
-from harness.workspaces.manager import Workspaces
+from harness.workspaces.manager import Workspace, Workspaces
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class SparePool:
 
 
 class FollowUpSpares:
-    """A spare per recently active scratch task, started in that task's folder, so that
+    """A spare per recently active task, started in that task's folder or worktree, so that
     its next follow-up starts at once; at most ``limit``, the oldest giving way. Made after
     an agent of the task completed; one that no longer fits the follow-up is closed."""
 
@@ -253,12 +253,14 @@ class FollowUpSpares:
         async with asyncio.timeout(timeout), self._changed:
             await self._changed.wait_for(lambda: slug in self._by_task)
 
-    def prepare(self, spec: AgentSpec, folder: Path) -> None:
-        """After an agent of ``spec``'s task: a spare for the task's next agent."""
-        if self.limit <= 0 or self._closed or spec.workspace is not None:
-            return  # scratch tasks only: a worktree's git view is opened per run
+    def prepare(self, spec: AgentSpec, folder: Path, worktree: Workspace | None = None) -> None:
+        """After an agent of ``spec``'s task: a spare for the task's next agent, in the
+        task's ``folder`` (its ``worktree``, whose git the spare's sandbox shows as the next
+        run's will: the view is filled at dispatch, ``Workspaces.sandbox_view``)."""
+        if self.limit <= 0 or self._closed:
+            return
         slug = spec.task_slug
-        task = asyncio.create_task(self._make(spec, folder), name="follow-up spare")
+        task = asyncio.create_task(self._make(spec, folder, worktree), name="follow-up spare")
         self._making.add(task)
         self._making_for[slug] = (task, _as_template(spec))
 
@@ -269,12 +271,15 @@ class FollowUpSpares:
 
         task.add_done_callback(made)
 
-    async def _make(self, spec: AgentSpec, folder: Path) -> None:
+    async def _make(self, spec: AgentSpec, folder: Path, worktree: Workspace | None) -> None:
         slug = spec.task_slug
         view = await self._workspaces.view(folder)
         template = _as_template(spec)
         try:
-            warm = await self._runtime.warm(dataclasses.replace(spec, cwd=str(view)))
+            placed = dataclasses.replace(spec, cwd=str(view))
+            if worktree is not None:
+                placed = await self._with_git(placed, worktree, view)
+            warm = await self._runtime.warm(placed)
         except (HarnessError, OSError) as exc:
             logger.info("no follow-up spare for %s: %s", slug, exc)
             await self._workspaces.drop_view(view)
@@ -295,6 +300,13 @@ class FollowUpSpares:
         _announce(self._changed, self._notes)
         for each in gone:
             await _close_surely(each, self._workspaces)
+
+    async def _with_git(self, spec: AgentSpec, worktree: Workspace, view: Path) -> AgentSpec:
+        ahead = await self._workspaces.sandbox_view_ahead(worktree, writes=spec.role.writes)
+        if ahead is None:
+            return spec
+        shown = await self._workspaces.shown_in_view(ahead, worktree.slug, view)
+        return dataclasses.replace(spec, mounts=shown.binds, mount_env=shown.env)
 
     async def take(self, spec: AgentSpec) -> Spare | None:
         """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None. One

@@ -98,6 +98,25 @@ async def open_view(
             fix="prepare the task's workspace again",
         )
     await asyncio.to_thread(_fill_private if writes else _show_private, layout, head)
+    return _view(workspace, layout, writes)
+
+
+async def view_ahead(
+    workspace: Workspace, common: Path, private: Path, *, writes: bool = True
+) -> GitView:
+    """What ``open_view`` will show, for a sandbox started before its run (a spare waiting
+    for its task's next agent): the folders are made, P's contents left as they are, so an
+    agent of the task still running keeps its view; ``open_view`` at dispatch fills them in
+    place, which a sandbox already running sees."""
+    layout = await _layout(workspace, common, private)
+    await _check_admin(workspace, layout)
+    await asyncio.to_thread(_make_mount_points, layout)
+    for folder in (layout.private, layout.objects, layout.refs, layout.logs):
+        await asyncio.to_thread(_plain_folder, folder)
+    return _view(workspace, layout, writes)
+
+
+def _view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
     binds = (
         Bind(str(workspace.path), str(workspace.path), writes),
         Bind(str(layout.common), str(layout.common), False),

@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.tasks.common import validate_slug
 from harness.workspaces.files import folder_kind, touch, worktree_admin_dir
 from harness.workspaces.git import WorkspaceError, git
-from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
+from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view, view_ahead
 from harness.workspaces.spare_worktrees import SpareWorktrees, shown_in_view, write_gitdir_file
 from harness.workspaces.values import Workspace
 from harness.workspaces.views import adopt_view, drop_view, empty_view, link_view
@@ -40,6 +40,15 @@ class SandboxFolders(SpareWorktrees):
             return None
         async with self._lock(f"task:{workspace.slug}"):
             return await open_view(workspace, *dirs, writes=writes)
+
+    async def sandbox_view_ahead(self, workspace: Workspace, *, writes: bool) -> GitView | None:
+        """What ``sandbox_view`` will show, for a sandbox started before its run
+        (``git_view.view_ahead``): ``sandbox_view`` at dispatch fills it."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is None:
+            return None
+        async with self._lock(f"task:{workspace.slug}"):
+            return await view_ahead(workspace, *dirs, writes=writes)
 
     async def settle_sandbox_view(self, workspace: Workspace) -> None:
         """Bring what a writer's agent committed in its sandbox into the repository: its

@@ -230,6 +230,29 @@ async def test_a_spare_made_before_the_base_moved_is_not_used_and_the_task_start
     assert git(view, "rev-parse", "HEAD") == git(rig.web, "rev-parse", "main")
 
 
+async def test_a_follow_up_in_a_worktree_starts_on_its_tasks_spare_with_the_branch_as_now(
+    rig: Rig,
+) -> None:
+    rig.host.keep_warm([], follow_ups=1)
+    assert rig.host.follow_ups is not None
+    await rig.run("t-next")
+    await rig.host.follow_ups.wait_for("t-next", WAIT)
+    worktree = rig.root / "t-next"  # the branch moves while the spare waits
+    (worktree / "by-hand.txt").write_text("by hand\n", encoding="utf-8")
+    git(worktree, "add", "by-hand.txt")
+    git(worktree, "commit", "-q", "-m", "by hand")
+
+    await rig.run("t-next", "more")
+
+    assert rig.host.follow_ups.served == 1
+    assert git(rig.web, "log", "-3", "--format=%s", "harness/t-next").split("\n") == [
+        "more t-next",
+        "by hand",
+        "work t-next",
+    ]
+    assert shape(rig.seen("t-next", "more"), "t-next") == shape(rig.seen("t-next"), "t-next")
+
+
 async def test_a_task_in_another_repository_starts_cold(rig: Rig) -> None:
     rig.host.keep_warm([(rig.template(), 1)])
     assert rig.host.spares is not None
