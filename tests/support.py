@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Answer, CloseReason, Question, answer_for
+from harness.runtime.spec import Approval, RunIO, ToolReply, ToolUse
 from harness.tasks.model import Task
 
 
@@ -59,3 +60,23 @@ class AnsweringHumans:
 
     async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         return None
+
+
+class AllowingTools:
+    """A tool gateway that allows everything and answers each call with the caller's id."""
+
+    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
+        return ToolReply({"agent": agent_id})
+
+    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
+        return Approval(True)
+
+
+async def _ignored(_use: ToolUse) -> None:
+    return None
+
+
+def allowing_io() -> RunIO:
+    """What a host run needs around it, for tests of hosts and runtimes: every call allowed
+    (``AllowingTools``), nothing kept of the messages."""
+    return RunIO(AllowingTools(), lambda _m: None, _ignored, lambda _cwd: None)

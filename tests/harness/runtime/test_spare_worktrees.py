@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,32 +23,20 @@ from harness.runtime.nats_link import NatsSettings
 from harness.runtime.spec import (
     AgentControl,
     AgentSpec,
-    Approval,
-    RunIO,
     RunOutcome,
-    ToolReply,
-    ToolUse,
 )
 from harness.runtime.worker import Worker
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.workspaces.manager import Workspaces
-from tests.support import git, make_repository
+from tests.support import allowing_io, git, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WAIT = 60.0
 # What the agent sees of where it is: its folder, branch, objects folder, its changes.
 SHOW = 'pwd; git branch --show-current; echo "$GIT_OBJECT_DIRECTORY"; git status --short'
-
-
-class Tools:
-    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
-        return ToolReply({"agent": agent_id})
-
-    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        return Approval(True)
 
 
 def script(request: ModelRequest) -> Turn:
@@ -95,10 +82,7 @@ class Rig:
             task_slug=slug,
         )
 
-        async def seen(_use: ToolUse) -> None:
-            return None
-
-        io = RunIO(Tools(), lambda _m: None, seen, lambda _cwd: None)
+        io = allowing_io()
         outcome = await asyncio.wait_for(self.host.run(spec, AgentControl(), io), WAIT)
         assert outcome.status == "completed", outcome.error
         return outcome
@@ -299,10 +283,7 @@ async def test_a_worker_keeps_spare_worktrees_of_the_repository_its_orchestrator
                 rig.template(), agent_id="at-far", prompt="task t-far: work", task_slug="t-far"
             )
 
-            async def seen(_use: ToolUse) -> None:
-                return None
-
-            io = RunIO(Tools(), lambda _m: None, seen, lambda _cwd: None)
+            io = allowing_io()
             done = await asyncio.wait_for(hosting.run(spec, AgentControl(), io), WAIT)
 
             assert done.status == "completed", done.error

@@ -8,9 +8,8 @@ import asyncio
 import dataclasses
 import re
 import shutil
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,29 +24,18 @@ from harness.runtime.spares import fits
 from harness.runtime.spec import (
     AgentControl,
     AgentSpec,
-    Approval,
-    RunIO,
     RunOutcome,
-    ToolReply,
-    ToolUse,
 )
 from harness.runtime.worker import Worker
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.workspaces.manager import Workspaces
+from tests.support import allowing_io
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WAIT = 60.0
-
-
-class Tools:
-    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
-        return ToolReply({"agent": agent_id})
-
-    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        return Approval(True)
 
 
 def script(request: ModelRequest) -> Turn:
@@ -78,10 +66,7 @@ class Rig:
     root: Path
 
     async def run(self, spec: AgentSpec) -> RunOutcome:
-        async def seen(_use: ToolUse) -> None:
-            return None
-
-        io = RunIO(Tools(), lambda _m: None, seen, lambda _cwd: None)
+        io = allowing_io()
         return await asyncio.wait_for(self.host.run(spec, AgentControl(), io), WAIT)
 
     def first_request(self, slug: str) -> ModelRequest:
@@ -221,10 +206,7 @@ async def test_a_worker_keeps_the_spares_its_orchestrator_asks_for_and_serves_wi
             await worker.host.spares.wait_ready(1, WAIT)
             spare = claude_children()
 
-            async def seen(_use: ToolUse) -> None:
-                return None
-
-            io = RunIO(Tools(), lambda _m: None, seen, lambda _cwd: None)
+            io = allowing_io()
             spec = spec_for("t-far", "task t-far: write it")
             done = await asyncio.wait_for(hosting.run(spec, AgentControl(), io), WAIT)
 
