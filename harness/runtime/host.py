@@ -131,9 +131,13 @@ class AgentHost:
                 await close_spare(spare, self._workspaces)
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
-            if spare is None:  # a spare's sandbox shows its git already
+            # A follow-up's spare shows the view this fills; a spare worktree's own git
+            # view came with it (its mounts).
+            if not placed.mounts:
                 placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
+            if spare is not None:
+                await close_spare(spare, self._workspaces)
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
         if workspace is None:
@@ -215,17 +219,9 @@ class AgentHost:
             spare = await self._follow_ups.take(expected)
             if spare is None:
                 return None, None, None
-            try:  # its git view, shown since the spare started, filled for this run now
-                git_view = await self._workspaces.sandbox_view(found, writes=spec.role.writes)
-            except BaseException:  # a tampered worktree: said as for a cold start
-                await close_spare(spare, self._workspaces)
-                raise
             self._follow_ups.served += 1
             placed = dataclasses.replace(expected, cwd=str(found.path))
-            if git_view is None:
-                return spare, placed, None
-            placed = dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)
-            return spare, placed, found
+            return spare, placed, found if found.base_commit is not None else None
         spare = await self._spares.take(expected)
         if spare is None:
             return None, None, None
