@@ -57,9 +57,10 @@ async def closed(workspaces: Workspaces, workspace: Workspace, common: Path) -> 
     return await close_view(workspace, common, private_of(workspaces, workspace))
 
 
-async def inside(view: GitView, cwd: Path, *command: str) -> tuple[int, str]:
-    """Run ``command`` in a sandbox showing the view over a read-only system, with a private
-    /tmp (the test's folders are all under /tmp: only the view's binds bring them back)."""
+def sandbox_args(view: GitView, cwd: Path) -> list[str]:
+    """bubblewrap's arguments for a sandbox showing the view over a read-only system, with
+    a private /tmp (the test's folders are all under /tmp: only the view's binds bring them
+    back), up to the command."""
     config = Path(os.environ["GIT_CONFIG_GLOBAL"])
     args = [BWRAP, "--unshare-pid", "--die-with-parent"]
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
@@ -69,9 +70,13 @@ async def inside(view: GitView, cwd: Path, *command: str) -> tuple[int, str]:
     args += ["--chdir", str(cwd)]
     for key, value in view.env.items():
         args += ["--setenv", key, value]
+    return [*args, "--"]
+
+
+async def inside(view: GitView, cwd: Path, *command: str) -> tuple[int, str]:
+    """Run ``command`` in a sandbox showing the view (``sandbox_args``)."""
     proc = await asyncio.create_subprocess_exec(
-        *args,
-        "--",
+        *sandbox_args(view, cwd),
         *command,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,

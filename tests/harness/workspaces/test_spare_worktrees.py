@@ -5,7 +5,6 @@ removed leaving nothing; against real repositories in temp folders and real bubb
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +18,7 @@ from harness.workspaces.manager import Workspaces
 from harness.workspaces.spare_worktrees import placeholder, private_shown, shown_in_view
 from harness.workspaces.views import VIEWS
 from tests.harness.workspaces import test_git_view, test_manager
-from tests.harness.workspaces.test_git_view import BWRAP, inside
+from tests.harness.workspaces.test_git_view import inside, sandbox_args
 from tests.harness.workspaces.test_manager import age, git, settings_for
 
 hermetic_git = test_manager.hermetic_git
@@ -34,17 +33,8 @@ pytestmark = pytest.mark.anyio
 async def started(view: GitView, cwd: Path) -> asyncio.subprocess.Process:
     """A shell in a sandbox showing ``view`` (as ``test_git_view.inside`` makes it), its
     mounts made, waiting for commands on its standard input."""
-    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
-    args = [BWRAP, "--unshare-pid", "--die-with-parent"]
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    args += ["--ro-bind", str(config), str(config)]
-    for bind in view.binds:
-        args += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.target]
-    args += ["--chdir", str(cwd)]
-    for key, value in view.env.items():
-        args += ["--setenv", key, value]
     proc = await asyncio.create_subprocess_exec(
-        *args, "--", "sh", "-s",
+        *sandbox_args(view, cwd), "sh", "-s",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
