@@ -16,7 +16,8 @@ from pydantic import Field
 
 from harness.config.forge_schema import GitHubSection, RepositoryGitHub
 from harness.config.mcp_server_schema import McpServerSection
-from harness.problems import Invalid, NonEmptyStr, describe, did_you_mean
+from harness.config.spares_schema import Spares, check_spare_counts
+from harness.problems import Invalid, NonEmptyStr, did_you_mean
 
 _SLACK_ID = "U012ABCDEF"
 
@@ -204,7 +205,19 @@ def _not_an_option(value: str) -> str:
 RepositoryName = Annotated[str, pydantic.AfterValidator(_repository_name)]
 BranchName = Annotated[NonEmptyStr, pydantic.AfterValidator(_branch_name)]
 GitUrl = Annotated[NonEmptyStr, pydantic.AfterValidator(_not_an_option)]
-_SpareCount = Annotated[int, Field(ge=0, le=8)]
+
+
+def _unknown_repository(
+    name: str, known: list[str], instead: str, *, at: tuple[str, ...]
+) -> Invalid:
+    """A name that is not one of ``workspaces.repositories`` (``known``); ``instead``: the
+    other way out, said after naming one of them."""
+    return Invalid(
+        f"unknown repository {name!r}; known repositories: "
+        f"{', '.join(known) or '(none configured)'}",
+        fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories`, or {instead}",
+        at=at,
+    )
 
 
 class RepositoryEntry(_Section):
@@ -293,13 +306,8 @@ class WorkspacesSection(_Section):
         known = sorted(self.repositories)
         for at, name in named:
             if name not in self.repositories:
-                raise Invalid(
-                    f"unknown repository {name!r}; known repositories: "
-                    f"{', '.join(known) or '(none configured)'}",
-                    fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories`, or "
-                    f"add it there, e.g. `{name}: {{path: ../{name}}}`",
-                    at=at,
-                )
+                instead = f"add it there, e.g. `{name}: {{path: ../{name}}}`"
+                raise _unknown_repository(name, known, instead, at=at)
         return self
 
 
@@ -413,7 +421,7 @@ class ConfigFile(_Section):
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
     sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
-    spares: dict[NonEmptyStr, _SpareCount | dict[str, _SpareCount]] | None = Field(
+    spares: Spares | None = Field(
         None,
         examples=[{"developer": 1}, {"developer": 1, "reviewer": {"web": 1}}],
         description="agents started ahead per role, in the workspace a new task gets by "
@@ -435,25 +443,7 @@ class ConfigFile(_Section):
         default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"
     )
 
-    @pydantic.field_validator("spares", mode="before")
-    @classmethod
-    def _spare_counts(cls, value: object) -> object:
-        """Each role's count, or its repositories' counts, said plainly (pydantic would
-        report the two shapes a value may take as two errors)."""
-        if not isinstance(value, dict):
-            return value  # pydantic says what it expected
-        for role, counts in value.items():
-            each = counts.items() if isinstance(counts, dict) else [(None, counts)]
-            for name, count in each:
-                if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 8:
-                    shapes = "" if name else " or a mapping of repository names to counts"
-                    raise Invalid(
-                        f"expected a count from 0 to 8{shapes}, found {describe(count)}",
-                        fix=f"write `{role}: 1`, or `{role}: {{web: 1}}` to keep them in the "
-                        "worktrees of repository `web`",
-                        at=(role, name) if name else (role,),
-                    )
-        return value
+    _spare_counts = pydantic.field_validator("spares", mode="before")(check_spare_counts)
 
     @pydantic.model_validator(mode="after")
     def _spares_name_repositories(self) -> Self:
@@ -461,12 +451,8 @@ class ConfigFile(_Section):
         for role, counts in (self.spares or {}).items():
             for name in counts if isinstance(counts, dict) else {}:
                 if name not in self.workspaces.repositories:
-                    raise Invalid(
-                        f"unknown repository {name!r}; known repositories: "
-                        f"{', '.join(known) or '(none configured)'}",
-                        fix=f"{did_you_mean(name, known)}name one of `workspaces.repositories`,"
-                        f" or give a count for the workspace a new task gets by default: "
-                        f"`{role}: 1`",
-                        at=("spares", role, name),
+                    instead = (
+                        f"give a count for the workspace a new task gets by default: `{role}: 1`"
                     )
+                    raise _unknown_repository(name, known, instead, at=("spares", role, name))
         return self
