@@ -9,183 +9,22 @@ tool result.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
-import json
-import os
-import socket
-from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from harness.cli.offline import scripted_env
-from harness.config.roles import Role
-from harness.config.settings import SandboxSettings, WorkspaceSettings
-from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.host import AgentHost
-from harness.runtime.nats_hosting import NatsHosting
-from harness.runtime.nats_link import NatsSettings
-from harness.runtime.spec import (
-    AgentControl,
-    AgentSpec,
-    Approval,
-    Hosting,
-    RunIO,
-    RunOutcome,
-    ToolReply,
-    ToolUse,
+from tests.harness.sandbox.conftest import (
+    HOST,
+    MODEL_KEY,
+    SLACK_TOKEN,
+    ApproveAll,
+    Rig,
+    listening,
+    snapshot,
 )
-from harness.runtime.worker import Worker
-from harness.testing.nats_server import NatsServer
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from harness.workspaces.manager import WorkspaceRequest, Workspaces
-from tests.support import git, make_repository
+from tests.support import git
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-WAIT = 90.0
-MODEL_KEY = "sk-ant-api03-the-real-model-key"
-SLACK_TOKEN = "xoxb-the-bots-slack-token"
-HOST = "127.0.0.2"  # a host of the machine's loopback the sandbox does not have
-
-
-class Commands:
-    """The model's script: one Bash call per command, in order, then the result."""
-
-    def __init__(self) -> None:
-        self.commands: list[str] = []
-
-    def __call__(self, request: ModelRequest) -> Turn:
-        done = len(request.all_tool_results)
-        if done < len(self.commands):
-            return Turn.call("Bash", command=self.commands[done], description="step")
-        return Turn.finish("done")
-
-
-class ApproveAll:
-    """Every tool call approved: the sandbox is all that stands in the way. A host outside
-    the allow list is asked as a fetch of it: only those in ``hosts`` are approved."""
-
-    def __init__(self, hosts: tuple[str, ...] = ()) -> None:
-        self.hosts = hosts
-        self.fetches: list[str] = []
-
-    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
-        return ToolReply({"error": "no harness tools here"}, is_error=True)
-
-    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        if tool != "WebFetch":
-            return Approval(True)
-        self.fetches.append(str(args["url"]))
-        return Approval(any(f"//{host}/" in str(args["url"]) for host in self.hosts), "no")
-
-
-@dataclasses.dataclass
-class Rig:
-    hosting: Hosting
-    model: ScriptedModel
-    script: Commands
-    repository: Path
-    outside: Path  # a folder of the operator's, beside the workspaces
-    allow: tuple[str, ...] = ()
-    gateway: ApproveAll = dataclasses.field(default_factory=ApproveAll)
-
-    async def run(
-        self,
-        *commands: str,
-        slug: str = "t-1",
-        mode: str = "default",
-        folder: Path | None = None,
-        hidden: tuple[str, ...] = (),
-    ) -> tuple[RunOutcome, list[str]]:
-        """Runs a developer agent that makes these Bash calls; its outcome and the text of
-        each call's result, in order."""
-        self.script.commands = list(commands)
-        role = Role("developer", "Developer", "worker", "You write code.", "roles/developer.md")
-        role = dataclasses.replace(
-            role,
-            tools=("Bash", "Read", "Write", "Edit"),
-            permission_mode=mode,  # type: ignore[arg-type]
-            cwd=folder,  # the role's own folder, when it has one
-        )
-        spec = AgentSpec(
-            agent_id=f"a{abs(hash((slug, commands))) % 10**10:010d}",
-            role=role,
-            prompt="do the work",
-            cwd="/nowhere",
-            task_slug=slug,
-            workspace=WorkspaceRequest("web", None, str(self.repository), "main"),
-            sandbox=SandboxSettings(network_allow=self.allow),
-            hidden=hidden,
-        )
-        before = len(self.model.main_requests)
-
-        async def seen(_use: ToolUse) -> None:
-            return None
-
-        io = RunIO(self.gateway, lambda _message: None, seen, lambda _cwd: None)
-        outcome = await asyncio.wait_for(self.hosting.run(spec, AgentControl(), io), WAIT)
-        last = self.model.main_requests[before:][-1]
-        return outcome, [result.text for result in last.all_tool_results]
-
-
-@contextlib.contextmanager
-def operator_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> Iterator[None]:
-    """The harness process as an operator runs it: its Slack token, its home with secrets."""
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n", encoding="utf-8")
-    monkeypatch.setenv("SLACK_BOT_TOKEN", SLACK_TOKEN)
-    monkeypatch.setenv("HOME", str(home))
-    yield
-
-
-@pytest.fixture(params=["in-process", "worker over NATS"])
-async def rig(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Rig]:
-    repository = make_repository(tmp_path / "web")
-    outside = tmp_path / "operator"
-    outside.mkdir()
-    (outside / "victim.txt").write_text("keep me\n", encoding="utf-8")
-    script = Commands()
-    with operator_environment(monkeypatch, tmp_path / "home"):
-        async with ScriptedModel(script) as model:
-            env = scripted_env({**model.env(), "ANTHROPIC_API_KEY": MODEL_KEY})
-            runtime = ClaudeRuntime(base_env=env)
-            if request.param == "in-process":
-                workspaces = Workspaces(WorkspaceSettings(root=tmp_path / "workspaces"))
-                yield Rig(AgentHost(runtime, workspaces), model, script, repository, outside)
-                return
-            async with NatsServer(tmp_path / "nats") as server:
-                settings = NatsSettings(server.url)
-                worker = Worker(
-                    settings, runtime, name="w1", slots=1, workspaces=tmp_path / "workspaces"
-                )
-                stop, ready = asyncio.Event(), asyncio.Event()
-                serving = asyncio.create_task(worker.serve(stop, ready.set))
-                await asyncio.wait_for(ready.wait(), WAIT)
-                hosting = NatsHosting(settings, lost_after=30.0)
-                try:
-                    yield Rig(hosting, model, script, repository, outside)
-                finally:
-                    await hosting.close()
-                    stop.set()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await asyncio.wait_for(serving, WAIT)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` and its content (links as their target)."""
-    files: dict[str, bytes] = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink():
-            files[str(path)] = os.readlink(path).encode()
-        elif path.is_file():
-            files[str(path)] = path.read_bytes()
-    return files
 
 
 async def test_no_secret_is_in_the_environment_or_any_process_inside(rig: Rig) -> None:
@@ -350,32 +189,3 @@ async def test_only_the_model_and_allowed_or_approved_hosts_are_reachable(rig: R
         f"https://{HOST}:{closed_port}/",
         f"https://{HOST}:{asked_port}/",
     ]
-
-
-@contextlib.contextmanager
-def listening() -> Iterator[tuple[int, list[bytes]]]:
-    """A tiny HTTP server on the host's loopback, in a thread: its port and what it got."""
-    import threading
-
-    server = socket.create_server((HOST, 0))
-    seen: list[bytes] = []
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = server.accept()
-                with conn:
-                    seen.append(conn.recv(65536))
-                    body = json.dumps({"ok": True}).encode()
-                    conn.sendall(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                        % (len(body), body)
-                    )
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1], seen
-    finally:
-        server.close()
-        thread.join(5)
