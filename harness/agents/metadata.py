@@ -4,6 +4,13 @@ So that a listing answers in about one command's time rather than one per agent 
 every field of every agent is collected in parallel, results are cached briefly per cwd, and
 concurrent requests for the same cwd share one collection. A failing or slow command fills
 that field's ``error`` and nothing else.
+
+The folder is an agent's: each command runs confined (``harness.boundary.confined``: the
+folder and the system read-only, no network, no secret), so a link, git config or nested
+repository the agent left there gives the harness's own files, variables or network to
+nothing. Where bubblewrap cannot run, or ``sandboxed`` is off (config's ``sandbox: off``),
+commands run outside with a minimal environment and every git in them hardened
+(``boundary.git.disarmed_env``), which a log line says once.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.boundary.confined import confined_shell, confining
+from harness.boundary.git import disarmed_env
 from harness.config.settings import MetadataField
-from harness.workspaces.manager import disarmed_env
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +51,13 @@ def parse_output(stdout: str) -> Any:
 
 
 class MetadataCollector:
-    def __init__(self, fields: Sequence[MetadataField], *, ttl_seconds: float = 5.0) -> None:
+    def __init__(
+        self, fields: Sequence[MetadataField], *, ttl_seconds: float = 5.0, sandboxed: bool = True
+    ) -> None:
         self.fields = tuple(fields)
         self.ttl_seconds = ttl_seconds
+        self.sandboxed = sandboxed
+        self._said_unconfined = False
         self._cache: dict[Path, tuple[float, asyncio.Future[dict[str, FieldValue]]]] = {}
 
     async def collect(self, cwd: Path) -> dict[str, FieldValue]:
@@ -65,23 +77,41 @@ class MetadataCollector:
         return dict(zip(unique, values, strict=True))
 
     async def _collect_now(self, cwd: Path) -> dict[str, FieldValue]:
-        values = await asyncio.gather(*(_run_field(f, cwd) for f in self.fields))
+        bwrap = await confining() if self.sandboxed else None
+        if bwrap is None and not self._said_unconfined:
+            self._said_unconfined = True
+            why = "bubblewrap cannot run here" if self.sandboxed else "the sandbox is off"
+            logger.warning(
+                "metadata commands run in agents' folders outside any sandbox (%s): "
+                "minimal environment, git hardened; a folder's own config is still read",
+                why,
+            )
+        values = await asyncio.gather(*(_run_field(f, cwd, bwrap) for f in self.fields))
         return {f.name: v for f, v in zip(self.fields, values, strict=True)}
 
 
-async def _run_field(field: MetadataField, cwd: Path) -> FieldValue:
+async def _run_field(field: MetadataField, cwd: Path, bwrap: str | None) -> FieldValue:
     try:
-        proc = await asyncio.create_subprocess_shell(
-            field.command,
-            cwd=cwd,
-            # The folder is the agent's: the command gets no secret, and a git it runs obeys
-            # no hook or fsmonitor the agent may have configured.
-            env=disarmed_env(cwd),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # so a timeout can kill the whole pipeline
-        )
+        if bwrap is not None:
+            args = await confined_shell(bwrap, cwd, field.command)
+            proc = await asyncio.create_subprocess_exec(
+                *args,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},  # bwrap's own: no secret
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # so a timeout can kill the whole sandbox
+            )
+        else:
+            proc = await asyncio.create_subprocess_shell(
+                field.command,
+                cwd=cwd,
+                env=disarmed_env(cwd),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # so a timeout can kill the whole pipeline
+            )
     except OSError as exc:
         return FieldValue(None, f"Command {field.command!r} could not start: {exc}")
     try:

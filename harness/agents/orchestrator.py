@@ -85,7 +85,7 @@ class Orchestrator(
         self._questions = QuestionBoard(clock)
         self._authority = Authority(config.slack.admins)
         # One collector (and so one cache) for every front end and the tools.
-        self._metadata = MetadataCollector(config.metadata)
+        self._metadata = MetadataCollector(config.metadata, sandboxed=config.sandbox.enabled)
         self._workspaces = workspaces
         self._events = Events[AgentEvent]()
         # An agent that ends leaves no question open: its buttons close saying it ended.

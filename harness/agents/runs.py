@@ -24,7 +24,7 @@ from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, TaskNotFoundError
-from harness.forge.accounts import KEY_ENV
+from harness.forge.accounts import KEY_FILE
 from harness.runtime.attachments import Attachment
 from harness.runtime.host import workspace_request
 from harness.runtime.orphans import RUN_ID_ENV
@@ -49,28 +49,21 @@ logger = logging.getLogger(__name__)
 
 def harness_files(config: Config) -> tuple[str, ...]:
     """What no agent may read or change, even where its folder holds it: the config, the
-    roles (an agent could grant itself rules there), the tasks and the workspaces root, and
-    each GitHub App's private key (it may sit under /etc, which the sandbox shows)."""
+    roles (an agent could grant itself rules there), the tasks and the workspaces root; and
+    every secret file config.yaml names, wherever it sits (a folder the sandbox shows may
+    hold it): each GitHub App's private key, the linked accounts' key, the NATS
+    credentials; and the paths of ``sandbox.hide``."""
     paths = (config.file, config.roles_dir, config.tasks_dir, config.workspaces.root)
     keys = tuple(
         repo.github.app.private_key_file
         for repo in config.workspaces.repositories.values()
         if repo.github is not None and repo.github.app is not None
     )
-    return tuple(str(path) for path in (*paths, *keys))
-
-
-def withheld_env(config: Config) -> tuple[str, ...]:
-    """The environment variables (glob patterns) no agent sees: the bot's Slack tokens,
-    the key of linked accounts' tokens, config.yaml's withholdEnv, and each repository's
-    GitHub token variable (the harness pushes with it; an agent that could read it could
-    push anywhere the bot may)."""
-    tokens = tuple(
-        repo.github.token_env
-        for repo in config.workspaces.repositories.values()
-        if repo.github is not None
-    )
-    return tuple(dict.fromkeys(("SLACK_*", KEY_ENV, *config.withhold_env, *tokens)))
+    secrets = [config.tasks_dir / KEY_FILE]
+    if config.runtime.credentials is not None:
+        secrets.append(config.runtime.credentials)
+    named = (*paths, *keys, *secrets, *config.sandbox.hide)
+    return tuple(dict.fromkeys(str(path) for path in named))
 
 
 class ToolProvider(ToolGateway, Protocol):
@@ -338,7 +331,6 @@ class AgentRuns:
             cwd=str(entry.cwd),
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **run},
-            withhold_env=withheld_env(self._config),
             task_slug=entry.task_slug,
             workspace=workspace,
             sandbox=self._config.sandbox,
@@ -364,7 +356,6 @@ class AgentRuns:
             cwd="",
             harness_tools=self._tools.declarations(role),
             env={**self._child_env, **({RUN_ID_ENV: run_id} if run_id else {})},
-            withhold_env=withheld_env(self._config),
             workspace=workspace_request(settings, repository or default_repository(settings)),
             sandbox=self._config.sandbox,
             hidden=harness_files(self._config),

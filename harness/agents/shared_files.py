@@ -3,8 +3,12 @@ orchestrator's facade, kept in a module of its own.
 
 A front end that can show a file to a task's people (the Slack bot: uploaded to the task's
 thread) registers a ``FileChannel``; the orchestrator reads the file from the agent's folder,
-within ``slack.files``' limits, and hands it to the first channel that reaches the task. A
-path must lead, symbolic links followed, to a regular file inside the agent's folder.
+within ``slack.files``' limits, and hands it to the first channel that reaches the task.
+
+The folder is the agent's to write, links and swaps included: a path is taken relative to
+it (an absolute one only lexically inside it, no ``..``), every name opened by handle with
+no link followed, and what is shared is exactly the bytes read from the handle that was
+checked (``harness.boundary.files``). A link is refused, even one to a file inside.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.agents.pool import AgentPool
+from harness.boundary.files import BoundaryError, Folder, read_file, split_in_folder
 from harness.config.settings import Config
 from harness.errors import AgentNotFoundError, ToolError
 from harness.runtime.attachments import human_size, safe_name
 from harness.tasks.model import Task
 from harness.tasks.store import Store
+from harness.workspaces.views import VIEWS
 
 
 @dataclass(frozen=True)
@@ -45,48 +51,54 @@ class FileChannel(Protocol):
         ...
 
 
-def _inside(folder: Path, path: str) -> Path:
-    """``path`` (relative to ``folder``, or absolute) resolved, when it stays in ``folder``."""
-    base = folder.resolve()
-    target = (base / path).resolve()
-    if target != base and base not in target.parents:
-        raise ToolError(
-            "PERMISSION_DENIED",
-            f"{path} is outside your working folder {base}",
-            "share a file inside your working folder (copy it there first)",
-        )
-    return target
-
-
-def _read(target: Path, max_bytes: int, shown: str) -> bytes:
-    """The file's bytes (blocking); ToolError when it is not a file or is too large."""
+def _names(folder: Path, path: str) -> tuple[str, ...]:
+    """The names of ``path`` below ``folder``: relative to it, or absolute and lexically in
+    it as the harness knows it (its path, or that resolved) or as the agent's sandbox shows
+    it (its view). Blocking (readlinks of the harness's own paths)."""
     try:
-        if not target.is_file():
-            what = "a folder" if target.is_dir() else "not there"
-            raise ToolError(
-                "INVALID_INPUT",
-                f"{shown} is {what}, not a file",
-                "give the path of a file in your working folder (relative to it)",
-            )
-        size = target.stat().st_size
-        if size > max_bytes:
-            raise ToolError(
-                "LIMIT_EXCEEDED",
-                f"{shown} is {human_size(size)}; files shared in the thread may be at most "
-                f"{human_size(max_bytes)} (slack.files.maxBytes in config.yaml)",
-                "share a smaller file (compress it, or share an excerpt or a summary)",
-            )
-        with open(target, "rb") as source:
-            content = source.read(max_bytes + 1)
-    except OSError as exc:
-        raise ToolError(
-            "INVALID_INPUT", f"{shown} cannot be read: {exc.strerror or exc}", "check the path"
-        ) from exc
-    if len(content) > max_bytes:  # it grew while being read
-        raise ToolError(
-            "LIMIT_EXCEEDED", f"{shown} is over {human_size(max_bytes)}", "share a smaller file"
+        return split_in_folder(folder, path, also=[os.path.realpath(folder)])
+    except BoundaryError:
+        in_view = _in_view(folder, path)
+        if in_view is None:
+            raise
+        return in_view
+
+
+def _in_view(folder: Path, path: str) -> tuple[str, ...] | None:
+    """The names of ``path`` below ``folder``'s view (``<root>/.views/<id>``, the path a
+    sandboxed agent is shown its folder at), when it lies in one that leads to ``folder``.
+    Views are the harness's links in a folder of its own, so resolving one asks nothing of
+    the agent; what follows it is opened by handle like any path."""
+    views = folder.parent / VIEWS
+    try:
+        names = split_in_folder(views, path)
+    except BoundaryError:
+        return None
+    if not names or os.path.realpath(views / names[0]) != os.path.realpath(folder):
+        return None
+    return names[1:]
+
+
+def _tool_error(error: BoundaryError, max_bytes: int) -> ToolError:
+    """What the agent is told: the boundary's words, the size limit said as configured."""
+    if error.reason == "too-large":
+        size = f"is {human_size(error.size)}" if error.size is not None else "grew while read"
+        return ToolError(
+            "LIMIT_EXCEEDED",
+            f"{error.path} {size}; files shared in the thread may be at most "
+            f"{human_size(max_bytes)} (slack.files.maxBytes in config.yaml)",
+            "share a smaller file (compress it, or share an excerpt or a summary)",
         )
-    return content
+    return ToolError(error.code, error.message, error.suggestion)
+
+
+def _read(folder: Path, path: str, max_bytes: int) -> tuple[str, bytes]:
+    """The name and exact bytes of the file ``path`` in the agent's ``folder``, opened by
+    handle, no link followed (blocking). BoundaryError when it is not such a file."""
+    names = _names(folder, path)
+    with Folder.open(folder) as opened:
+        content = read_file(opened, names, max_bytes, shown=path)
+    return names[-1], content
 
 
 class FileSharingMethods:
@@ -111,17 +123,19 @@ class FileSharingMethods:
         entry = self._pool.get(agent_id)
         if entry is None:
             raise AgentNotFoundError(agent_id)
-        target = _inside(entry.cwd, path)
-        worker = entry.control.worker
-        if worker is not None and not await asyncio.to_thread(target.exists):
-            raise ToolError(
-                "UNSUPPORTED",
-                f"you run on worker {worker}, and files are shared from the harness's own "
-                f"machine, where {path} is not",
-                "say in your result where the file is instead",
-            )
         limit = self._config.slack.files.max_bytes
-        content = await asyncio.to_thread(_read, target, limit, path)
+        try:
+            name, content = await asyncio.to_thread(_read, entry.cwd, path, limit)
+        except BoundaryError as error:
+            worker = entry.control.worker
+            if worker is not None and error.reason in ("missing", "not-a-folder"):
+                raise ToolError(
+                    "UNSUPPORTED",
+                    f"you run on worker {worker}, and files are shared from the harness's own "
+                    f"machine, where {path} is not",
+                    "say in your result where the file is instead",
+                ) from error
+            raise _tool_error(error, limit) from error
         task = await self._store.get(entry.task_slug)
         channel = next((c for c in self._file_channels if c.reaches(task)), None)
         if channel is None:
@@ -130,7 +144,7 @@ class FileSharingMethods:
                 "nobody can be shown a file for this task (it has no thread)",
                 "say in your result where the file is instead",
             )
-        name = safe_name(os.path.basename(target))
+        name = safe_name(name)
         shared = SharedFile(
             entry.task_slug, agent_id, entry.role, name, (title or "").strip() or name, content
         )

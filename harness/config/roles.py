@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -16,6 +16,7 @@ import pydantic
 import yaml
 from pydantic import Field
 
+from harness.config.role_env_schema import role_env
 from harness.config.settings import yaml_syntax_error
 from harness.errors import RoleError
 from harness.permissions.rules import InvalidRuleError, PermissionRule, parse_rule
@@ -47,6 +48,8 @@ class Role:
     deny: tuple[PermissionRule, ...] = ()
     # An example request for this role, offered to people as a suggested prompt.
     example: str | None = None
+    # Environment variables its agents get (besides the allow-list the harness gives all).
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         # A role rebuilt from JSON (an AgentSpec sent to a worker) carries its rules as lists
@@ -209,6 +212,12 @@ class _FrontMatter(pydantic.BaseModel):
         description="Claude Code permission rules for tool uses always refused; deny wins "
         "over allow",
     )
+    env: Annotated[dict[str, str], pydantic.AfterValidator(role_env)] = Field(
+        default_factory=dict,
+        examples=[{"NODE_OPTIONS": "--max-old-space-size=4096"}],
+        description="environment variables its agents get (quote numbers: values are "
+        "strings); not secrets: role files are plain text",
+    )
 
     @pydantic.field_validator("tools", "allow", "deny")
     @classmethod
@@ -308,6 +317,7 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
         allow=tuple(parse_rule(text) for text in meta.allow),
         deny=tuple(parse_rule(text) for text in meta.deny),
         example=meta.example.strip() if meta.example else None,
+        env=dict(meta.env),
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from harness.config.forge_schema import GitHubSection, RepositoryGitHub
 from harness.config.mcp_server_schema import McpServerSection
+from harness.config.sandbox_schema import SandboxSection
 from harness.config.spares_schema import Spares, check_spare_counts
 from harness.problems import Invalid, NonEmptyStr, did_you_mean
 
@@ -345,38 +346,6 @@ class _Runtime(_Section):
         return self
 
 
-# A host agents may reach: `pypi.org`, `*.pythonhosted.org` (its subdomains), `host:8443`.
-_HOST_PATTERN = r"^(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.?(:[0-9]{1,5})?$"
-
-
-class _SandboxNetwork(_Section):
-    allow: list[Annotated[str, Field(pattern=_HOST_PATTERN)]] = Field(
-        [],
-        examples=[["pypi.org", "*.pythonhosted.org"]],
-        description="hosts agents may reach besides the model API (`*.` for subdomains, "
-        "`:port` for one port)",
-    )
-
-
-class _Sandbox(_Section):
-    enabled: bool = Field(
-        True,
-        examples=[True],
-        description="run agents in the OS sandbox (`sandbox: off` turns it off)",
-    )
-    network: _SandboxNetwork = Field(default_factory=lambda: _SandboxNetwork.model_validate({}))
-
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _on_or_off(cls, value: object) -> object:
-        # YAML reads `sandbox: off` as false: both turn the sandbox off, `on`/true keep it.
-        if value is False or value == "off":
-            return {"enabled": False}
-        if value is True or value == "on":
-            return {}
-        return value
-
-
 class ConfigFile(_Section):
     roles: NonEmptyStr = Field("roles", examples=["roles"], description="the roles folder")
     tasks: NonEmptyStr = Field(
@@ -414,12 +383,12 @@ class ConfigFile(_Section):
     withhold_env: list[NonEmptyStr] = Field(
         [],
         alias="withholdEnv",
-        examples=[["AWS_*", "GITHUB_TOKEN"]],
-        description="environment variables (globs) agents never see, besides every SLACK_* "
-        "and each repository's github.tokenEnv",
+        examples=[[]],
+        description="no longer used: agents get an allow-list of environment variables "
+        "(`sandbox.passEnv` adds to it), so there is nothing to withhold; remove it",
     )
     runtime: _Runtime = Field(default_factory=lambda: _Runtime.model_validate({}))
-    sandbox: _Sandbox = Field(default_factory=lambda: _Sandbox.model_validate({}))
+    sandbox: SandboxSection = Field(default_factory=lambda: SandboxSection.model_validate({}))
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
     spares: Spares | None = Field(
         None,
@@ -444,6 +413,23 @@ class ConfigFile(_Section):
     )
 
     _spare_counts = pydantic.field_validator("spares", mode="before")(check_spare_counts)
+
+    @pydantic.model_validator(mode="after")
+    def _no_secret_passed(self) -> Self:
+        secrets = {
+            entry.token_env: f"the bearer token of {entry.user} for `harness mcp`"
+            for entry in self.mcp_server.tokens
+            if entry.token_env is not None
+        }
+        for name, repo in self.workspaces.repositories.items():
+            if repo.github is not None:
+                secrets[repo.github.token_env] = f"the GitHub token of repository {name}"
+        try:
+            self.sandbox.check_secrets(secrets)
+        except Invalid as exc:
+            exc.at = ("sandbox", *exc.at)
+            raise
+        return self
 
     @pydantic.model_validator(mode="after")
     def _spares_name_repositories(self) -> Self:

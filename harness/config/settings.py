@@ -23,6 +23,8 @@ import yaml
 
 from harness.config.forge_schema import GitHubSection, RepositoryGitHub
 from harness.config.mcp_server_schema import McpServerSettings, mcp_server_settings
+from harness.config.sandbox_schema import SandboxSettings as SandboxSettings
+from harness.config.sandbox_schema import sandbox_settings
 from harness.config.schema import ConfigFile, RepositoryEntry, WorkspacesSection
 from harness.errors import ConfigError, FileFieldError
 from harness.problems import describe, keys_of, problems
@@ -159,15 +161,6 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True)
-class SandboxSettings:
-    """The agents' OS sandbox: on unless config says ``sandbox: off``; the hosts agents may
-    reach besides the model API."""
-
-    enabled: bool = True
-    network_allow: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Config:
     file: Path
     base_dir: Path
@@ -186,9 +179,6 @@ class Config:
     metadata: tuple[MetadataField, ...] = ()
     slack: SlackSettings = field(default_factory=SlackSettings)
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
-    # Environment variables (glob patterns) agents never see, on top of every SLACK_* one and
-    # each repository's GitHub token variable (``harness.agents.runs.withheld_env``).
-    withhold_env: tuple[str, ...] = ()
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
@@ -319,7 +309,6 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             files=FileLimits(raw.slack.files.max_bytes, raw.slack.files.max_count),
         ),
         workspaces=_workspaces(file.parent, raw.workspaces, raw.github),
-        withhold_env=tuple(raw.withhold_env),
         runtime=RuntimeSettings(
             kind=raw.runtime.kind,
             url=raw.runtime.url,
@@ -330,9 +319,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
             prefix=raw.runtime.prefix,
             lost_after_seconds=float(raw.runtime.lost_after_seconds),
         ),
-        sandbox=SandboxSettings(
-            enabled=raw.sandbox.enabled, network_allow=tuple(raw.sandbox.network.allow)
-        ),
+        sandbox=sandbox_settings(file.parent, raw.sandbox),
         spares=dict(raw.spares) if raw.spares is not None else None,
         follow_up_spares=raw.follow_up_spares,
         github=GitHubSettings(
@@ -383,6 +370,13 @@ def parse_config(mapping: Mapping[str, object], *, file: Path) -> Config:
     except pydantic.ValidationError as exc:
         raise ConfigError.from_problems(str(file), problems(exc, ConfigFile)) from None
     config = _settings(file, raw)
+    if raw.withhold_env:
+        # Agents get an allow-list now: nothing left to withhold, and an old file still loads.
+        logger.warning(
+            "%s: withholdEnv is no longer used (agents get only an allow-list of environment "
+            "variables; sandbox.passEnv adds to it): remove it",
+            file,
+        )
     root = config.workspaces.root
     if config.base_dir.is_relative_to(root):
         # Agents never work in the harness's own checkout: no workspace may be it or hold it.

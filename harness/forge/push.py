@@ -1,10 +1,13 @@
 """Pushing a task's branch to its repository's remote, with the harness's own credentials.
 
 Never inside an agent's sandbox: the harness runs git itself, disarmed (no hook, fsmonitor
-or other program from a config an agent could have written), from the repository that holds
-the task's branch (a ``path`` repository itself, or a ``url`` one's cache clone). A token is
-handed to that one git process as an HTTP header in its environment, never on a command line
-or in a file. What git says when it refuses becomes one ``ForgeError`` with the fix.
+or other program from a config), from the repository that holds the task's branch (a
+``path`` repository itself, or a ``url`` one's cache clone), never from a worktree: so no
+config an agent could write (a worktree's ``config.worktree``, its admin folder) is read,
+and no submodule is pushed or looked into. The process gets none of the harness's secrets
+(``workspaces.git.git_env``); a token is handed to that one git process as an HTTP header in
+``GIT_CONFIG_*`` variables of its environment, never on a command line, in a file or to a
+credential helper. What git says when it refuses becomes one ``ForgeError`` with the fix.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ async def push_branch(repo: RepositorySettings, branch: str, *, token: str | Non
     remote = remote_of(repo)
     refspec = f"refs/heads/{branch}:refs/heads/{branch}"
     result = await git(
-        "push", "--porcelain", "--", remote, refspec,
+        "push", "--porcelain", "--no-verify", "--no-recurse-submodules", "--", remote, refspec,
         cwd=source, env=credential_env(token), check=False, timeout=PUSH_TIMEOUT_SECONDS,
     )  # fmt: skip
     if not result.ok:

@@ -30,6 +30,7 @@ from harness.runtime.spec import (
     RunOutcome,
     ToolGateway,
 )
+from harness.sandbox.model_calls import Usage
 from harness.tasks.journal import api_retry_cause, api_retry_in
 from harness.tasks.model import AgentResult
 
@@ -54,10 +55,26 @@ def retry_limit(env: Mapping[str, str]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+class CountedSpend:
+    """The model calls of one agent's sandbox as its egress proxy counted them, whoever in
+    the sandbox made them (``add`` is the proxy's ``on_usage``)."""
+
+    def __init__(self) -> None:
+        self.cost_usd = 0.0
+        self.usage = Usage()
+        self.calls = 0
+
+    def add(self, cost_usd: float, usage: Usage) -> None:
+        self.cost_usd += cost_usd
+        self.usage += usage
+        self.calls += 1
+
+
 class RunTracker:
     """Folds the message stream into an outcome. Each retry notice of the CLI (its model API
     call failed) shows at once as the agent's activity; one past ``retry_limit`` means the CLI
-    did not honour the limit, and the run is to be stopped (``over_retry_limit``)."""
+    did not honour the limit, and the run is to be stopped (``over_retry_limit``). The cost
+    is the CLI's, or what the sandbox's proxy counted (``spend``) where that is more."""
 
     def __init__(
         self,
@@ -65,8 +82,10 @@ class RunTracker:
         *,
         retry_limit: int | None = None,
         model_api: str | None = None,  # ANTHROPIC_BASE_URL as the CLI sees it, if set
+        spend: CountedSpend | None = None,
     ) -> None:
         self.control = control
+        self.spend = spend
         self.retry_limit = retry_limit
         self.model_api = model_api
         self.over_retry_limit = False
@@ -105,6 +124,13 @@ class RunTracker:
             if self.retry_limit is not None and isinstance(attempt, int):
                 self.over_retry_limit = self.over_retry_limit or attempt > self.retry_limit
 
+    def _cost(self, reported: float | None) -> float | None:
+        """What the CLI reported, or what the proxy counted if more: calls made around the
+        CLI (or that it did not price) are paid all the same."""
+        if self.spend is None or self.spend.calls == 0:
+            return reported
+        return max(reported or 0.0, self.spend.cost_usd)
+
     def _unreachable(self, retry: dict[str, Any], error: str) -> str:
         retries = retry.get("attempt", "?")
         said = f"The CLI said: {error}"
@@ -127,7 +153,7 @@ class RunTracker:
             status="completed",
             result=AgentResult.from_json(rm.structured_output) if rm is not None else None,
             last_text=self.last_text,
-            cost_usd=rm.total_cost_usd if rm is not None else None,
+            cost_usd=self._cost(rm.total_cost_usd if rm is not None else None),
             turns=rm.num_turns if rm is not None else None,
             duration_ms=rm.duration_ms if rm is not None and rm.duration_ms else duration_ms,
         )

@@ -4,21 +4,29 @@ Every attachment is written, with its exact bytes, into the agent's working fold
 ``.attachments/`` (kept out of git by a ``.gitignore`` there, so the task's branch never holds
 them), and named in the prompt; an image the model accepts is also shown to it, as an image
 block beside the prompt's text in its first message. The bytes travel in the spec as base64,
-so a host on another machine writes the same files. Pure, but for ``write_attachments``
-(blocking: run it off the event loop).
+so a host on another machine writes the same files. Pure, but for ``write_attachments`` and
+``keep_out_of_git`` (blocking: run them off the event loop), which write in the agent's
+folder through ``harness.boundary.files``: by handle, no link followed.
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.boundary.files import (
+    BoundaryError,
+    Folder,
+    entry_kind,
+    make_folders,
+    read_file,
+    write_file,
+)
 
 # The folder in the agent's working folder that holds what was attached.
 ATTACHMENTS_DIR = ".attachments"
@@ -31,6 +39,8 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MODEL_IMAGE_MAX_BYTES = 5 * 1024 * 1024
 MODEL_IMAGES_MAX_BYTES = 20 * 1024 * 1024
 _UNSAFE = re.compile(r"[^\w.+-]+")
+# Attached files and their .gitignore: readable by the agent (and teammates), not executable.
+_MODE = 0o644
 
 
 @dataclass(frozen=True)
@@ -168,41 +178,34 @@ def prompt_input(
 def write_attachments(folder: Path, attachments: Sequence[Attachment]) -> None:
     """Writes each attachment's exact bytes into ``folder/.attachments`` (atomically: a file
     is there whole or not at all), with the ``.gitignore`` that keeps them out of git.
-    Blocking."""
+    The folder is the agent's: every name is made and written by handle, none followed (a
+    link an earlier agent put at ``.attachments`` is replaced, what it leads to untouched).
+    Blocking; BoundaryError (or OSError) when a name cannot be written."""
     if not attachments:
         return
-    target = folder / ATTACHMENTS_DIR
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        # An earlier agent may have put a link here: the harness writes only in the folder.
-        target.unlink()
-    target.mkdir(parents=True, exist_ok=True)
-    keep_out_of_git(folder)
-    for item in attachments:
-        _write_atomic(target / item.name, item.content())
+    with Folder.open(folder) as opened:
+        make_folders(opened, (ATTACHMENTS_DIR,))
+        _keep_out_of_git(opened)
+        for item in attachments:
+            write_file(opened, (ATTACHMENTS_DIR, item.name), item.content(), mode=_MODE)
 
 
 def keep_out_of_git(folder: Path) -> None:
-    """Writes again the ``.gitignore`` of ``folder/.attachments`` when the folder is there
-    (its agent may have removed it): called before the harness commits a writer's work.
-    Blocking."""
-    target = folder / ATTACHMENTS_DIR
-    if target.is_dir() and not target.is_symlink():
-        ignore = target / ".gitignore"
-        if (
-            ignore.is_symlink()
-            or not ignore.is_file()
-            or ignore.read_bytes() != _GITIGNORE.encode()
-        ):
-            ignore.unlink(missing_ok=True)
-            _write_atomic(ignore, _GITIGNORE.encode("utf-8"))
+    """Writes again the ``.gitignore`` of ``folder/.attachments`` when that folder is there
+    (its agent may have removed or changed it): called before the harness commits a writer's
+    work. Nothing is followed: a link at ``.attachments`` is no such folder, a link at the
+    ``.gitignore`` is replaced. Blocking."""
+    with Folder.open(folder) as opened:
+        if entry_kind(opened, (ATTACHMENTS_DIR,)) == "folder":
+            _keep_out_of_git(opened)
 
 
-def _write_atomic(path: Path, content: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+def _keep_out_of_git(folder: Folder) -> None:
+    ignore = (ATTACHMENTS_DIR, ".gitignore")
+    wanted = _GITIGNORE.encode("utf-8")
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        if read_file(folder, ignore, len(wanted)) == wanted:
+            return
+    except BoundaryError:  # gone, a link, a folder, changed: written again
+        pass
+    write_file(folder, ignore, wanted, mode=_MODE)

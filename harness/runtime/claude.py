@@ -16,7 +16,6 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from claude_agent_sdk.types import (
 
 from harness.errors import HarnessError
 from harness.runtime.agent_stream import (
+    CountedSpend,
     RunTracker,
     build_server,
     describe_result_error,
@@ -58,6 +58,9 @@ from harness.runtime.spec import (
     ToolUse,
     ToolUseSink,
 )
+from harness.sandbox.environment import allowed_names, blanked, launcher_names
+from harness.sandbox.hosts import shown
+from harness.sandbox.model_calls import model_policy
 from harness.sandbox.runner import (
     MODEL_VARIABLES,
     PLACEHOLDER_KEY_SETTINGS,
@@ -74,11 +77,16 @@ logger = logging.getLogger(__name__)
 CLI_FIX = "reinstall claude-agent-sdk (its wheel bundles the CLI), or put `claude` on PATH"
 
 
-def _withheld(environ: Mapping[str, str], patterns: tuple[str, ...]) -> dict[str, str]:
+def _outside_env(own: Mapping[str, str], pass_env: tuple[str, ...]) -> dict[str, str]:
     """The SDK hands the whole process environment to the CLI and only lets ``env`` override
-    it: what an agent must not see is overridden with nothing. Agents run commands, and a
-    command that prints its environment must not print the bot's tokens or other secrets."""
-    return {name: "" for name in environ if any(fnmatchcase(name, p) for p in patterns)}
+    it: ``own`` (what the harness sets) over every variable not on the agents' allow-list
+    overridden with nothing (``harness/sandbox/environment.py``). Agents run commands, and
+    a command that prints its environment must not print the bot's tokens or other secrets.
+    In the sandbox, its launcher passes on the allowed ones alone (``_sandboxed``)."""
+    allowed = allowed_names(
+        os.environ, harness_set=[*own, CONFIG_DIR_ENV], pass_env=pass_env, outside=True
+    )
+    return {**blanked(os.environ, allowed), **own}
 
 
 class _NotYet:
@@ -104,6 +112,8 @@ class Binding:
     agent_id: str
     tools: ToolGateway = field(default_factory=_NotYet)
     on_tool_use: ToolUseSink = _no_tool_use
+    # Its model calls as its sandbox's proxy counted them.
+    spend: CountedSpend = field(default_factory=CountedSpend)
 
 
 @dataclass
@@ -135,7 +145,7 @@ class ClaudeRuntime:
     def __init__(
         self, *, base_env: Mapping[str, str] | None = None, guard_children: bool = True
     ) -> None:
-        # Extra environment for every child (the process environment passes through anyway).
+        # Extra environment for every child (of the process's, only the allowed pass).
         self._base_env = dict(base_env or {})
         self._guard_children = guard_children
         self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
@@ -161,7 +171,7 @@ class ClaudeRuntime:
             await binding.on_tool_use(use)
             return {}
 
-        env = {**self._base_env, **spec.env, **_withheld(os.environ, spec.withhold_env)}
+        env = _outside_env(self._own_env(spec), spec.sandbox.pass_env)
         harness_tools = set(spec.harness_tool_names)
 
         async def can_use_tool(
@@ -202,12 +212,19 @@ class ClaudeRuntime:
             cli_path=self._cli_path,
         )
 
-    def _tracker(self, control: AgentControl, model_env: Mapping[str, str]) -> RunTracker:
+    def _own_env(self, spec: AgentSpec) -> dict[str, str]:
+        """What the harness sets for an agent's CLI: the runtime's, the role's, the spec's."""
+        return {**self._base_env, **spec.role.env, **spec.env}
+
+    def _tracker(
+        self, control: AgentControl, model_env: Mapping[str, str], binding: Binding
+    ) -> RunTracker:
         return RunTracker(
             control,
             # The limit as configured, even where the CLI is kept from seeing it.
             retry_limit=retry_limit(model_env),
             model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
+            spend=binding.spend,
         )
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
@@ -217,7 +234,7 @@ class ClaudeRuntime:
         binding = Binding(spec.agent_id, io.tools, io.on_tool_use)
         options = self.options_for(spec, binding, stderr_tail.append)
         model_env = {**os.environ, **self._base_env, **spec.env}  # as configured
-        tracker = self._tracker(control, model_env)
+        tracker = self._tracker(control, model_env, binding)
         login = await asyncio.to_thread(login_folder, model_env)
         try:
             async with self._sandboxed(spec, options, model_env, binding, login) as boxed:
@@ -273,7 +290,7 @@ class ClaudeRuntime:
         warm.binding.agent_id = spec.agent_id
         warm.binding.tools = io.tools
         warm.binding.on_tool_use = io.on_tool_use
-        tracker = self._tracker(control, warm.model_env)
+        tracker = self._tracker(control, warm.model_env, warm.binding)
         try:
             await self._converse(warm.client, spec, control, io, tracker, warm.stderr_tail)
         finally:
@@ -324,13 +341,21 @@ class ClaudeRuntime:
         cli = await asyncio.to_thread(bundled_cli)
         if cli is None:
             raise SandboxUnavailableError("the Claude Code CLI was not found", fix=CLI_FIX)
-        # Its home is its own and ends with it: the CLI's folder is there.
-        hidden = {*MODEL_VARIABLES, CONFIG_DIR_ENV, *_withheld(model_env, spec.withhold_env)}
+        own = self._own_env(spec)
+        allowed = allowed_names(
+            [*os.environ, *own], harness_set=own, pass_env=spec.sandbox.pass_env, outside=False
+        )
+        # The model's variables are the bridge's to set; its home is its own and ends with
+        # it: the CLI's folder is there.
+        passed = launcher_names(
+            allowed, fixed=spec.mount_env, withheld=(*MODEL_VARIABLES, CONFIG_DIR_ENV)
+        )
 
         async def ask(host: str, port: int) -> bool:
             # A host not allowed is asked as a fetch of it: the role's WebFetch rules decide,
             # else its humans, and "Allow for this task" remembers the domain.
-            url = f"https://{host}/" if port == 443 else f"https://{host}:{port}/"
+            # The host:port the connection would reach, exactly (IPv6 in brackets).
+            url = f"https://{shown(host, port).removesuffix(':443')}/"
             use = {"url": url, "prompt": "a connection from the agent's sandbox"}
             return (await binding.tools.approve(binding.agent_id, "WebFetch", use)).allowed
 
@@ -340,10 +365,14 @@ class ClaudeRuntime:
             cli=cli,
             model_env=model_env,
             allow_hosts=spec.sandbox.network_allow,
-            unset_env=sorted(hidden),
+            pass_env=passed,
             set_env=spec.mount_env,
             ask=ask,
             hidden=spec.hidden,
+            # Its own model only, within its budget; every call counted, whoever made it.
+            models=model_policy(spec.role.model, model_env),
+            on_usage=binding.spend.add,
+            budget_usd=spec.role.max_budget_usd,
         ) as box:
             yield dataclasses.replace(
                 options,

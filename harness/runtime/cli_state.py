@@ -12,9 +12,11 @@ are removed from it afterwards instead.
 from __future__ import annotations
 
 import logging
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.boundary.files import BoundaryError, Folder, walk_stats
 from harness.workspaces.files import remove_tree
 
 logger = logging.getLogger(__name__)
@@ -60,20 +62,45 @@ def login_folder(env: Mapping[str, str]) -> Path | None:
 
 def remove_session(folder: Path, session_id: str) -> int:
     """Removes what the CLI wrote in ``folder`` for one session; how many entries went
-    (blocking). A session id is a UUID: nothing else can match it."""
+    (blocking). A session id is a UUID: nothing else can match it. What a run left there is
+    not trusted: a link is removed as a link, never followed (neither to remove what it
+    leads to nor to decide whether a project folder is empty)."""
     if not session_id or any(c in session_id for c in "/*?[]") or session_id.startswith("."):
         return 0
     removed = 0
     emptied: set[Path] = set()
     for pattern in SESSION_FILES:
         for path in folder.glob(pattern.format(id=session_id)):
-            if path.is_dir():
-                remove_tree(path)
+            # glob's `*` goes through a linked project folder: such a match is not ours.
+            if not _plainly_in(folder, path):
+                continue
+            if stat.S_ISDIR(path.lstat().st_mode):
+                remove_tree(path)  # rmtree removes links inside, never what they lead to
             else:
                 path.unlink(missing_ok=True)
             removed += 1
             emptied.add(path.parent)
     for parent in emptied - {folder}:  # a project folder that now holds no file at all
-        if parent.parent == folder / "projects" and not any(p.is_file() for p in parent.rglob("*")):
+        if parent.parent == folder / "projects" and not _holds_files(parent):
             remove_tree(parent)
     return removed
+
+
+def _plainly_in(folder: Path, path: Path) -> bool:
+    """Whether every folder between ``folder`` and ``path`` is one, not a link to one, and
+    ``path`` is still there."""
+    try:
+        between = path.relative_to(folder).parents
+        path.lstat()
+        return all(stat.S_ISDIR((folder / part).lstat().st_mode) for part in list(between)[:-1])
+    except (OSError, ValueError):
+        return False
+
+
+def _holds_files(path: Path) -> bool:
+    """Whether anything but folders is in ``path`` (walked by handle, links not followed)."""
+    try:
+        with Folder.open(path) as opened:
+            return any(not stat.S_ISDIR(info.st_mode) for info in walk_stats(opened))
+    except BoundaryError:  # not there (any more), or not a folder
+        return False

@@ -126,7 +126,7 @@ class AgentHost:
         io.on_placed(placed.cwd)
         try:
             await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
-        except OSError as exc:
+        except (OSError, HarnessError) as exc:  # HarnessError: a name its agent made unwritable
             if spare is not None:
                 await close_spare(spare, self._workspaces)
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
@@ -326,7 +326,7 @@ class AgentHost:
         # .gitignore that keeps them out.
         try:
             await asyncio.to_thread(keep_out_of_git, workspace.path)
-        except OSError as exc:
+        except (OSError, HarnessError) as exc:
             logger.warning("agent %s: attached files not kept out of git: %s", spec.agent_id, exc)
         if spec.role.writes and (request is None or request.commit_work):
             summary = outcome.result.summary if outcome.result else None

@@ -90,9 +90,10 @@ class AgentSpec:
     cwd: str
     # The harness tools offered to this agent (its access profile), served by the gateway.
     harness_tools: tuple[ToolDeclaration, ...] = ()
+    # What the harness sets for the agent's CLI, over its role's ``env``. Of the runtime's own
+    # environment, the agent gets only an allow-list (``harness/sandbox/environment.py``),
+    # with ``sandbox.pass_env``'s names.
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    # Variables of the runtime's own environment the agent must not see (glob patterns).
-    withhold_env: tuple[str, ...] = ("SLACK_*",)
     # The task the agent works on (a runtime elsewhere names its folder after it).
     task_slug: str = ""
     # For a runtime elsewhere: the git workspace to make there (None: a scratch folder).

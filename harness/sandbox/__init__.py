@@ -7,8 +7,13 @@ the hosts ``sandbox.network.allow`` names. On a machine where bubblewrap cannot 
 agents do not start (``SandboxUnavailableError`` says the fix), unless config says
 ``sandbox: off``.
 
-Modules: ``layout`` (what the sandbox shows, as bubblewrap arguments: pure), ``runner``
-(checking bubblewrap, one run's proxy and launcher), ``proxy`` (the egress proxy), ``bridge``
-(the first program inside: loopback TCP to the socket, then the CLI). Import from the
-modules: the package itself stays light for front ends that never run an agent.
+Modules: ``layout`` (what the sandbox shows, as bubblewrap arguments: pure), ``environment``
+(the allow-list of environment variables agents get, in it or not: pure), ``runner``
+(checking bubblewrap, one run's proxy and launcher), ``proxy`` (the egress proxy: one
+connection's request, routed), ``model_calls`` (which model calls are forwarded, their usage
+and price: pure), ``model_route`` (a model call forwarded with the key and counted),
+``limits`` (connections and rate per sandbox), ``hosts`` (host names and the allow list:
+pure), ``wire`` (HTTP heads), ``bridge`` (the first program inside: loopback TCP to the
+socket, then the CLI). Import from the modules: the package itself stays light for front ends
+that never run an agent.
 """

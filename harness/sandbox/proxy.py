@@ -5,15 +5,22 @@ socket is bound into it, and this proxy serves that socket from outside. Inside,
 turns a loopback port into the socket, and Claude Code is pointed at it both as its model API
 (``ANTHROPIC_BASE_URL``) and as its proxy (``HTTPS_PROXY``/``HTTP_PROXY``). So:
 
-- the model key never enters the sandbox: the CLI sends a placeholder, and a model request
-  (origin-form, ``POST /v1/messages``) goes on to the upstream with the real credential instead;
+- the model key never enters the sandbox: the CLI sends a placeholder, and a model call
+  (origin form) goes on to the upstream with the real credential instead, but only the calls
+  the CLI makes (``POST /v1/messages``, token counting), naming a model the agent may use
+  and no more output tokens than the CLI asks for (``model_calls.py``), while its budget
+  lasts. Every reply's usage is counted and priced as it passes (``model_route.py``),
+  whoever inside made the call;
 - anything else is ``CONNECT host:port`` (https) or an absolute-form request (plain http), let
-  through only to hosts on the allow list (``sandbox.network.allow``). Other hosts get a 403
-  saying how to allow them, so whoever reads the agent's error sees the fix, not a timeout.
+  through only to hosts on the allow list (``sandbox.network.allow``) or approved. Other hosts
+  get a 403 saying how to allow them, so whoever reads the agent's error sees the fix, not a
+  timeout; a name that is no host name is refused without asking.
 
 Each connection carries one request: it goes on with ``Connection: close`` and the connection
-ends with the reply; clients open a new one for the next. Bodies are relayed as bytes, never
-parsed or buffered, so streamed replies (server-sent events) arrive as they are sent.
+ends with the reply; clients open a new one for the next. Replies are relayed as they arrive,
+so streamed ones (server-sent events) arrive as they are sent. A sandbox gets so many
+connections at once and so many a second (``ProxyLimits``): past that it is answered 429 at
+once, so a flood from inside cannot use up the harness's file descriptors.
 """
 
 from __future__ import annotations
@@ -33,21 +40,49 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.sandbox.hosts import (
+    host_allowed,
+    normal,
+    parse_entry,
+    shown,
+    split_authority,
+    valid_host,
+)
+from harness.sandbox.limits import Gate, ProxyLimits
+from harness.sandbox.model_calls import (
+    ModelCall,
+    ModelPolicy,
+    RefusedCall,
+    Usage,
+    check_request,
+    endpoint,
+    price,
+)
+from harness.sandbox.model_route import read_body, relay_reply
+from harness.sandbox.wire import HttpError, open_remote, parse_head, request_head, splice
+
+__all__ = ["EgressProxy", "ProxyLimits", "Upstream", "host_allowed"]
+
 logger = logging.getLogger(__name__)
 
 HEAD_LIMIT = 64 * 1024
-HEAD_TIMEOUT = 60.0  # a client that connects and says nothing is not held forever
-CONNECT_TIMEOUT = 30.0  # an unanswered SYN would otherwise wait for the kernel's minutes
 _CHUNK = 64 * 1024
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-# Strict on purpose: a stray CR or LF could hide from this parse a line the server would see.
-_REQUEST_LINE = re.compile(rf"({_TOKEN}) ([!-~]+) HTTP/1\.\d")
-_HEADER_LINE = re.compile(rf"({_TOKEN}):[ \t]*([^\r\n]*?)[ \t]*")
 # Not passed on: hop-by-hop headers (the proxy sets Host and Connection itself), and to the
-# model API the client's placeholder credentials.
+# model API the client's placeholder credentials and the body's framing (the proxy has read
+# the body and sends it with its length); replies come uncompressed so usage can be read.
 _HOP_BY_HOP = frozenset({"host", "connection", "keep-alive", "proxy-connection"})
-_MODEL_DROPPED = _HOP_BY_HOP | {"x-api-key", "authorization", "proxy-authorization"}
+_MODEL_DROPPED = _HOP_BY_HOP | {
+    "x-api-key",
+    "authorization",
+    "proxy-authorization",
+    "content-length",
+    "transfer-encoding",
+    "expect",
+    "te",
+    "accept-encoding",
+}
 
 
 @dataclass(frozen=True)
@@ -59,146 +94,22 @@ class Upstream:
     credentials: Mapping[str, str] = field(repr=False)
 
 
-def host_allowed(host: str, port: int, allow: Sequence[str]) -> bool:
-    """Whether ``host:port`` matches an entry of ``allow``: ``name`` (any port), ``*.name`` (any
-    subdomain of name, not name itself), ``name:port`` (that port only); IPv6 literals in
-    brackets (``[::1]:443``). Case and a trailing dot do not matter. A malformed entry is a
-    ValueError."""
-    name = _normal(host)
-    for entry in allow:
-        pattern, only_port = _parse_entry(entry)
-        if only_port is not None and only_port != port:
-            continue
-        if pattern.startswith("*."):
-            suffix = pattern[1:]
-            if name.endswith(suffix) and len(name) > len(suffix):
-                return True
-        elif name == pattern:
-            return True
-    return False
-
-
-def _normal(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host.removesuffix(".")
-
-
-def _split_authority(text: str) -> tuple[str, int | None]:
-    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` -> (host, port or None)."""
-    if text.startswith("["):
-        host, bracket, rest = text[1:].partition("]")
-        if not bracket or (rest and not rest.startswith(":")):
-            raise ValueError(f"not host[:port]: {text!r}")
-        port = rest[1:] if rest else None
-    elif text.count(":") == 1:
-        host, _, port = text.partition(":")
-    else:
-        host, port = text, None  # a name, or a bare IPv6 literal (several colons, no port)
-    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(f"not a port: {port!r}")
-    return host, None if port is None else int(port)
-
-
-def _parse_entry(entry: str) -> tuple[str, int | None]:
-    host, port = _split_authority(entry.strip().lower())
-    host = host.removesuffix(".")
-    if not host or "*" in host.removeprefix("*.") or host == "*.":
-        raise ValueError(f"not an allowed-host entry: {entry!r}")
-    return host, port
-
-
-def _shown(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-class _HttpError(Exception):
-    """Answer the client with this status and a one-line text body, then close."""
-
-    def __init__(self, status: HTTPStatus, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-
-    def response(self) -> bytes:
-        body = f"harness sandbox: {self.text}\n".encode()
-        head = (
-            f"HTTP/1.1 {self.status.value} {self.status.phrase}\r\n"
-            "Content-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        )
-        return head.encode() + body
-
-
-def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
-    first, *rest = head.decode("latin-1").lstrip("\r\n").split("\r\n")[:-2]
-    if not (request := _REQUEST_LINE.fullmatch(first)):
-        raise _HttpError(HTTPStatus.BAD_REQUEST, "malformed request line")
-    headers = [_HEADER_LINE.fullmatch(line) for line in rest]
-    if not all(headers):
-        raise _HttpError(HTTPStatus.BAD_REQUEST, "malformed header line")
-    return request[1], request[2], [(m[1], m[2]) for m in headers if m]
-
-
-def _head(request_line: str, headers: Sequence[tuple[str, str]], extra: bytes = b"") -> bytes:
-    lines = [request_line, *(f"{name}: {value}" for name, value in headers)]
-    return ("\r\n".join(lines) + "\r\n").encode("latin-1") + extra + b"Connection: close\r\n\r\n"
-
-
-async def _open(
-    host: str, port: int, tls: ssl.SSLContext | None = None
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    try:
-        async with asyncio.timeout(CONNECT_TIMEOUT):
-            return await asyncio.open_connection(
-                host, port, ssl=tls, server_hostname=host if tls else None, limit=_CHUNK
-            )
-    except OSError as exc:  # refused, unresolved, timed out, TLS failed: all OSErrors
-        reason = exc.strerror or str(exc) or "timed out"
-        raise _HttpError(
-            HTTPStatus.BAD_GATEWAY, f"could not reach {_shown(host, port)}: {reason}"
-        ) from None
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, eof: bool) -> bool:
-    """Copy until end of stream (then pass the half-close on if ``eof``); False if it failed."""
-    try:
-        while data := await reader.read(_CHUNK):  # whatever has arrived: nothing is held back
-            writer.write(data)
-            await writer.drain()
-        if eof and writer.can_write_eof():
-            writer.write_eof()
-    except Exception:  # a side gone wrong ends only this connection
-        logger.debug("sandbox proxy: relay ended", exc_info=True)
-        return False
-    return True
-
-
-async def _splice(
-    client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    remote: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    tunnel: bool,
-) -> None:
-    """Relay both ways. A tunnel ends when both sides have finished; a request when its reply
-    has (the client may keep its side open, waiting to reuse the connection)."""
-    up = asyncio.create_task(_pump(client[0], remote[1], eof=tunnel))
-    down = asyncio.create_task(_pump(remote[0], client[1], eof=tunnel))
-    pending = {up, down}
-    try:
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if not all(task.result() for task in done) or (down in done and not tunnel):
-                break
-    finally:
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+def _discard_unread(writer: asyncio.StreamWriter) -> None:
+    """Takes in what the client has sent and nobody will read: a Unix socket closed with
+    unread data resets the connection, and the client could lose the answer with it."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError), sock.dup() as twin:
+        while twin.recv(_CHUNK, socket.MSG_DONTWAIT):
+            pass
 
 
 class EgressProxy:
-    """Serves the sandbox's socket: model requests to ``upstream`` with its credentials,
-    CONNECT and plain http to the hosts in ``allow``; ``on_refused("host:port")`` for others."""
+    """Serves the sandbox's socket: model calls ``models`` allows to ``upstream`` with its
+    credentials, each one's cost to ``on_usage(cost_usd, usage)``, none once ``budget_usd``
+    is spent; CONNECT and plain http to the hosts in ``allow``, or that ``ask`` approves;
+    ``on_refused("host:port")`` for others."""
 
     def __init__(
         self,
@@ -206,16 +117,25 @@ class EgressProxy:
         upstream: Upstream,
         allow: Sequence[str] = (),
         *,
+        models: ModelPolicy,
+        on_usage: Callable[[float, Usage], None] | None = None,
+        budget_usd: float | None = None,
+        limits: ProxyLimits | None = None,
         on_refused: Callable[[str], None] | None = None,
         ask: Callable[[str, int], Awaitable[bool]] | None = None,
     ) -> None:
         for entry in allow:
-            _parse_entry(entry)  # a malformed entry fails here, not on some agent's request
+            parse_entry(entry)  # a malformed entry fails here, not on some agent's request
         parts = urlsplit(upstream.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the model API's URL must be http(s)://host[:port][/path]")
         self._socket_path = socket_path
         self._allow = tuple(allow)
+        self._models = models
+        self._on_usage = on_usage
+        self._budget = budget_usd
+        self._spent = 0.0
+        self._gate = Gate(limits or ProxyLimits(), str(socket_path))
         self._on_refused = on_refused
         # A host not allowed is asked once per proxy (one agent run): its connections, often
         # several at once (a package install), share the one decision.
@@ -243,6 +163,11 @@ class EgressProxy:
     @property
     def socket_path(self) -> Path:
         return self._socket_path
+
+    @property
+    def spent_usd(self) -> float:
+        """The cost of the model calls counted so far."""
+        return self._spent
 
     async def start(self) -> None:
         if self._server is not None:
@@ -312,12 +237,24 @@ class EgressProxy:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         writers = [writer]
+        admitted = not self._closing and self._gate.admit()
         try:
             try:
-                if not self._closing:
+                if not admitted:
+                    if not self._closing:
+                        raise HttpError(
+                            HTTPStatus.TOO_MANY_REQUESTS,
+                            f"too many connections from this sandbox (at most "
+                            f"{self._gate.limits.connections} at once, "
+                            f"{self._gate.limits.rate:g} a second); try again shortly",
+                            api_error="rate_limit_error",
+                            headers=[("Retry-After", "1")],
+                        )
+                else:
                     await self._relay(reader, writer, writers)
-            except _HttpError as answer:
+            except HttpError as answer:
                 logger.debug("sandbox proxy: answered %d: %s", answer.status, answer.text)
+                _discard_unread(writer)
                 writer.write(answer.response())
                 await writer.drain()
         except asyncio.CancelledError:
@@ -331,6 +268,8 @@ class EgressProxy:
             logger.warning("sandbox proxy: a connection failed: %s", type(exc).__name__)
             logger.debug("sandbox proxy: the failure", exc_info=True)
         finally:
+            if admitted:
+                self._gate.left()
             for each in writers:
                 each.close()
             for each in writers:
@@ -344,78 +283,133 @@ class EgressProxy:
         writers: list[asyncio.StreamWriter],
     ) -> None:
         try:
-            async with asyncio.timeout(HEAD_TIMEOUT):
+            async with asyncio.timeout(self._gate.limits.head_timeout):
                 head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
             return  # gone before a whole request head: nobody to answer
         except asyncio.LimitOverrunError:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, "request head longer than 64 KiB") from None
+            raise HttpError(HTTPStatus.BAD_REQUEST, "request head longer than 64 KiB") from None
         except TimeoutError:
-            logger.debug("sandbox proxy: no request within %ss", HEAD_TIMEOUT)
+            logger.debug("sandbox proxy: no request within %ss", self._gate.limits.head_timeout)
             return
-        method, target, headers = _parse_head(head)
+        method, target, headers = parse_head(head)
         logger.debug("sandbox proxy: %s %s", method, target.partition("?")[0])
-        host, port, tls, request = "", None, None, b""
+        if target.startswith("/"):
+            await self._model_call(method, target, headers, (reader, writer), writers)
+            return
+        host, port, request = "", None, b""
         if method == "CONNECT":
             with contextlib.suppress(ValueError):
-                host, port = _split_authority(target)
+                host, port = split_authority(target)
             if port is None:
-                raise _HttpError(HTTPStatus.BAD_REQUEST, "CONNECT needs host:port")
+                raise HttpError(HTTPStatus.BAD_REQUEST, "CONNECT needs host:port")
             host = await self._allowed(host, port)
-        elif target.startswith("/"):
-            # A model request: the client's key is a placeholder, replaced by the real one.
-            host, port, tls = self._host, self._port, self._tls
-            kept = [(n, v) for n, v in headers if n.lower() not in self._replaced]
-            kept.append(("Host", self._authority))
-            line = f"{method} {self._prefix}{target} HTTP/1.1"
-            request = _head(line, kept, self._credentials)
         elif target[:7].lower() == "http://":
             # Plain http through HTTP_PROXY: on to the host in the URL, in origin form.
             with contextlib.suppress(ValueError):  # say, a port that is not a number
                 url = urlsplit(target)
                 host, port = url.hostname or "", url.port or 80
             if not host or port is None:
-                raise _HttpError(HTTPStatus.BAD_REQUEST, "malformed URL")
+                raise HttpError(HTTPStatus.BAD_REQUEST, "malformed URL")
             host = await self._allowed(host, port)
             kept = [(n, v) for n, v in headers if not n.lower().startswith("proxy-")]
             kept = [(n, v) for n, v in kept if n.lower() not in _HOP_BY_HOP]
             kept.append(("Host", url.netloc.rpartition("@")[2]))  # the URL's host wins (RFC 9112)
             path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-            request = _head(f"{method} {path} HTTP/1.1", kept)
+            request = request_head(f"{method} {path} HTTP/1.1", kept)
         else:
-            raise _HttpError(HTTPStatus.BAD_REQUEST, "only CONNECT, http:// and model requests")
-        try:
-            remote = await _open(host, port, tls)
-        except _HttpError:
-            if not target.startswith("/"):
-                raise
-            # The model API unreachable: the CLI sees what it would see without the proxy
-            # (no connection, not an HTTP error), so its retries say what happened.
-            logger.debug("sandbox proxy: the model API is unreachable")
-            writer.transport.abort()
-            return
+            raise HttpError(HTTPStatus.BAD_REQUEST, "only CONNECT, http:// and model requests")
+        remote = await open_remote(host, port)
         writers.append(remote[1])
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         else:
             remote[1].write(request)
-        await _splice((reader, writer), remote, tunnel=method == "CONNECT")
+        await splice((reader, writer), remote, tunnel=method == "CONNECT")
+
+    async def _model_call(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        writers: list[asyncio.StreamWriter],
+    ) -> None:
+        """A request to the model API: checked, then sent on with the key, its reply relayed
+        and its usage counted."""
+        try:
+            billed = endpoint(method, target)
+            if billed and self._budget is not None and self._spent >= self._budget:
+                raise RefusedCall(
+                    402,
+                    "billing_error",
+                    f"this agent's budget (${self._budget:.2f}) is spent: "
+                    f"${self._spent:.4f} of model calls counted; no more are made",
+                )
+            body = await read_body(*client, headers)
+            call = check_request(body, self._models, billed=billed)
+        except RefusedCall as refused:
+            logger.warning(
+                "sandbox proxy: refused a model call (%s %s): %s",
+                method,
+                target.partition("?")[0][:200],
+                refused.message,
+            )
+            raise HttpError(
+                HTTPStatus(refused.status),
+                refused.message,
+                api_error=refused.kind,
+                final=refused.final,
+            ) from None
+        kept = [(n, v) for n, v in headers if n.lower() not in self._replaced]
+        kept += [
+            ("Host", self._authority),
+            ("Content-Length", str(len(body))),
+            ("Accept-Encoding", "identity"),  # a compressed reply's usage could not be read
+        ]
+        request = request_head(f"{method} {self._prefix}{target} HTTP/1.1", kept, self._credentials)
+        try:
+            remote = await open_remote(self._host, self._port, self._tls)
+        except HttpError:
+            # The model API unreachable: the CLI sees what it would see without the proxy
+            # (no connection, not an HTTP error), so its retries say what happened.
+            logger.debug("sandbox proxy: the model API is unreachable")
+            client[1].transport.abort()
+            return
+        writers.append(remote[1])
+        remote[1].write(request + body)
+        await relay_reply(client, remote, call, len(body), self._counted)
+
+    def _counted(self, call: ModelCall, usage: Usage) -> None:
+        cost = price(call.model, usage)
+        self._spent += cost
+        logger.debug("sandbox proxy: %s used %s: $%.6f", call.model, usage, cost)
+        if self._on_usage is not None:
+            try:
+                self._on_usage(cost, usage)
+            except Exception:  # the caller's hook failing must not take the reply with it
+                logger.warning("sandbox proxy: on_usage failed", exc_info=True)
 
     async def _allowed(self, host: str, port: int) -> str:
-        """The host to connect to, normalised; a 403 saying the fix if it is not allowed
-        (and, with ``ask``, not approved)."""
-        host = _normal(host)
+        """The host to connect to, normalised; a 400 if it is no host name; a 403 saying the
+        fix if it is not allowed (and, with ``ask``, not approved)."""
+        host = normal(host)
+        if not valid_host(host):
+            logger.info("sandbox proxy: refused %r: not a host name", host[:200])
+            raise HttpError(
+                HTTPStatus.BAD_REQUEST, f"{host[:200]!r} is not a host name or an IP address"
+            )
         if host_allowed(host, port, self._allow) or await self._approved(host, port):
             return host
-        shown = _shown(host, port)
-        logger.debug("sandbox proxy: refused %s", shown)
+        where = shown(host, port)
+        logger.debug("sandbox proxy: refused %s", where)
         if self._on_refused is not None:
             try:
-                self._on_refused(shown)
+                self._on_refused(where)
             except Exception:  # the caller's hook failing must not take the answer with it
                 logger.warning("sandbox proxy: on_refused failed", exc_info=True)
-        raise _HttpError(
+        raise HttpError(
             HTTPStatus.FORBIDDEN,
-            f"{shown} is not an allowed host{' and was not approved' if self._ask else ''}; "
+            f"{where} is not an allowed host{' and was not approved' if self._ask else ''}; "
             "add it to sandbox.network.allow in config.yaml to let agents reach it",
         )

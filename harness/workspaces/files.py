@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
+from harness.boundary.files import BoundaryError, Folder, entry_kind, read_file, walk_stats
 from harness.clock import SYSTEM, file_stamp
 
 # missing: nothing there yet; worktree: a folder whose `.git` is a file (a linked worktree);
 # scratch: any other folder; other: a file or a symlink, never used as a workspace.
 FolderKind = Literal["missing", "worktree", "scratch", "other"]
 PATCHES = ".patches"
+# A worktree's `.git` link file and its admin folder's `commondir` hold one path each.
+_LINK_FILE_MAX = 4096
 
 
 def folder_kind(path: Path) -> FolderKind:
@@ -25,7 +28,12 @@ def folder_kind(path: Path) -> FolderKind:
         return "missing"
     if not path.is_dir():
         return "other"
-    return "worktree" if (path / ".git").is_file() else "scratch"
+    # Its `.git` is the agent's: a link there is no worktree's link file, and is not followed.
+    try:
+        with Folder.open(path) as folder:
+            return "worktree" if entry_kind(folder, (".git",)) == "file" else "scratch"
+    except BoundaryError:  # gone since
+        return "missing"
 
 
 def make_scratch(path: Path) -> None:
@@ -47,29 +55,40 @@ def has_files(path: Path) -> bool:
 def worktree_common_dir(path: Path) -> Path | None:
     """The git directory of the repository a linked worktree belongs to (resolved), read
     from the worktree's ``.git`` file and its admin folder; None when that link is broken."""
-    try:
-        text = (path / ".git").read_text(encoding="utf-8").strip()
-        admin = path / text.removeprefix("gitdir:").strip()
-        common = (admin / "commondir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+    admin = _gitdir(path)
+    if admin is None:
         return None
-    return Path(os.path.realpath(admin / common))
+    try:
+        with Folder.open(Path(admin)) as folder:
+            common = read_file(folder, ("commondir",), _LINK_FILE_MAX).decode("utf-8").strip()
+    except (BoundaryError, OSError, UnicodeDecodeError):
+        return None
+    return Path(os.path.realpath(os.path.join(admin, common)))
 
 
 def worktree_admin_dir(path: Path) -> str | None:
     """Where a linked worktree's ``.git`` file points (its git directory, resolved); None when
     there is no such file or it says nothing readable."""
+    admin = _gitdir(path)
+    return os.path.realpath(admin) if admin is not None else None
+
+
+def _gitdir(path: Path) -> str | None:
+    """What the worktree's ``.git`` file names, as a path (not resolved). The file is the
+    agent's: read by handle, a link or anything but a small regular file refused, so it
+    never names what another file says, and never blocks."""
     try:
-        text = (path / ".git").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+        with Folder.open(path) as folder:
+            text = read_file(folder, (".git",), _LINK_FILE_MAX).decode("utf-8").strip()
+    except (BoundaryError, OSError, UnicodeDecodeError):
         return None
     if not text.startswith("gitdir:"):
         return None
-    return os.path.realpath(path / text.removeprefix("gitdir:").strip())
+    return os.path.join(path, text.removeprefix("gitdir:").strip())
 
 
 def latest_mtime(path: Path) -> float:
-    """The newest modification time of the folder or anything in it (symlinks not followed)."""
+    """The newest modification time of the folder or anything in it (links not followed)."""
     return max(_mtimes(path))
 
 
@@ -79,16 +98,16 @@ def modified_since(path: Path, cutoff: float) -> bool:
 
 
 def _mtimes(path: Path) -> Iterator[float]:
-    yield path.lstat().st_mtime
-    for folder, folders, files in os.walk(path):
-        if folder == str(path) and ".git" in folders:
-            folders.remove(".git")  # a scratch folder's own repository: not the agents' work
-        for name in [folder, *(os.path.join(folder, file) for file in files)]:
-            try:
-                mtime = os.lstat(name).st_mtime
-            except OSError:  # deleted while walking
-                continue
-            yield mtime
+    # Walked by handle: a folder the agent swaps for a link is never walked through. Its
+    # top `.git` (a scratch folder's own repository, a worktree's link) is not its work.
+    yield path.lstat().st_mtime  # an OSError when the folder is gone, as for any stat
+    try:
+        folder = Folder.open(path)
+    except BoundaryError:  # gone (or replaced) since
+        return
+    with folder:
+        for info in walk_stats(folder, skip={".git"}):
+            yield info.st_mtime
 
 
 def write_patch(root: Path, slug: str, data: bytes) -> Path:

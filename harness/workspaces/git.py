@@ -1,4 +1,5 @@
-"""Running git for the workspaces, and reading what an agent changed in a worktree.
+"""Running the harness's own git: over the repositories it was configured with and their
+git directories, never over what an agent wrote (``harness.boundary.git`` runs that git).
 
 Every git call is a subprocess (``asyncio.create_subprocess_exec``), so the event loop never
 waits on git. Each call gets a fixed locale (so error text can be recognised), no terminal
@@ -7,10 +8,9 @@ never takes the agent's index lock) and none of the caller's ``GIT_DIR``-style v
 Lock errors from another git process (``index.lock``, ``config.lock``, a ref lock) are retried
 briefly; any other failure is a :class:`GitError` with git's own message.
 
-What an agent changed is read through a scratch index (``GIT_INDEX_FILE``): a copy of the
-worktree's index in which every untracked file is marked intent-to-add. Diffing the working
-tree against a commit through it shows committed, uncommitted and untracked work at once,
-while the agent's own index is never written.
+No call gets a secret of the harness's process (tokens, the model's variables) nor the
+caller's ``GIT_*`` settings: a program git starts (a remote's transport, an operator's
+credential helper) sees only what it needs.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import contextlib
 import logging
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -54,11 +52,41 @@ _REDIRECTS = (
     "GIT_NAMESPACE",
     "GIT_PREFIX",
 )
-# Secrets of the harness's own process: git never needs them, and a program git might run
-# (an agent could have configured one) must not read them.
-_SECRETS = ("SLACK_", "ANTHROPIC_", "HARNESS_")
-# What a worktree's own config (which its agent can write) could make the harness's git run:
+# Secrets of the harness's own process (its Slack, forge and model credentials: Bedrock's
+# are AWS_*, Vertex's GOOGLE_*): git never needs them, and no program git might run may read
+# them. A push gets its credential for that one call (``forge.push``).
+_SECRETS = (
+    "SLACK_",
+    "ANTHROPIC_",
+    "HARNESS_",
+    "GITHUB_",
+    "GH_",
+    "CLAUDE_",
+    "OPENAI_",
+    "AWS_",
+    "GOOGLE_",
+    "VERTEX_",
+    "NATS_",
+)
+# Variables that would hand git settings or programs of the caller's: the rule is that
+# only what each call names applies.
+_CALLERS_GIT = (
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_KEY_",
+    "GIT_CONFIG_VALUE_",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "GIT_EXEC_PATH",
+)
+# Whatever its prefix, a variable named like a credential is one.
+_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_PASSWORD", "_API_KEY", "_PRIVATE_KEY")
+# What a git over an agent's files keeps of the process's environment (``inherit=False``).
+_MINIMAL = ("PATH", "HOME")
+# Programs a repository's config could make the harness's own git run that it never needs:
 # turned off on every call's command line, which takes precedence over any config file.
+# (git over an agent's files turns off far more: ``harness.boundary.git``.)
 _DISARMED = (
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
@@ -70,23 +98,19 @@ _DISARMED = (
     "protocol.ext.allow=never",
 )
 _DISARMING = tuple(arg for setting in _DISARMED for arg in ("-c", setting))
-# Diff output others read (patch files, numstat) must not depend on the user's git config.
-_PLAIN_DIFF = (
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-renames",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-)
+
 
 FileStatus = Literal["added", "modified", "deleted", "type changed"]
-_STATUS: dict[str, FileStatus] = {
-    "A": "added",
-    "M": "modified",
-    "D": "deleted",
-    "T": "type changed",
-}
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a task changed (read by ``harness.boundary.git``; a value of the reports)."""
+
+    path: str  # relative to the worktree, as git spells it
+    status: FileStatus
+    insertions: int | None  # None for a binary file
+    deletions: int | None
 
 
 class WorkspaceError(HarnessError):
@@ -97,11 +121,12 @@ class TamperedWorkspaceError(WorkspaceError):
     """A worktree's ``.git`` was changed or removed (by its agent, say) since the harness made
     it: the harness does not trust it with its own git."""
 
-    def __init__(self, workspace: Any, now: str | None) -> None:
+    def __init__(self, workspace: Any, now: str | None, *, why: str | None = None) -> None:
         found = f"it names {now}" if now else "it is gone or unreadable"
+        said = why or f"{found}, not {workspace.git_dir}"
         super().__init__(
-            f"the .git of task {workspace.slug}'s worktree was changed ({found}, not "
-            f"{workspace.git_dir}): its work was neither read nor committed",
+            f"the .git of task {workspace.slug}'s worktree was changed ({said}): its work "
+            "was neither read nor committed",
             fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
             "was committed before",
         )
@@ -147,28 +172,19 @@ class GitResult:
         return self.stdout.decode("utf-8", "surrogateescape").strip()
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def git_env(extra: Mapping[str, str] | None = None, *, inherit: bool = True) -> dict[str, str]:
+    """The environment of one git call: the process's without its secrets and ``GIT_*``
+    settings (with ``inherit`` false only PATH and HOME), a fixed locale, then ``extra``."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in _REDIRECTS and not key.startswith(_SECRETS)
+        if (inherit or key in _MINIMAL)
+        and key not in _REDIRECTS
+        and not key.startswith((*_SECRETS, *_CALLERS_GIT))
+        and not key.endswith(_SECRET_SUFFIXES)
     }
     env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     env.update(extra or {})
-    return env
-
-
-def disarmed_env(cwd: Path) -> dict[str, str]:
-    """The environment for a command the harness runs in an agent's folder that is not its
-    own git call (a metadata field such as ``git rev-parse``): none of the harness's secrets,
-    every git it starts disarmed as the harness's own (``GIT_CONFIG_*`` count as ``-c``), and
-    no enclosing repository above the folder."""
-    env = git_env({"GIT_CEILING_DIRECTORIES": str(cwd.parent)})
-    env["GIT_CONFIG_COUNT"] = str(len(_DISARMED))
-    for index, setting in enumerate(_DISARMED):
-        key, _, value = setting.partition("=")
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
     return env
 
 
@@ -179,13 +195,15 @@ async def git(
     check: bool = True,
     fix: str = "",
     timeout: float = TIMEOUT_SECONDS,
+    inherit: bool = True,
 ) -> GitResult:
-    """Run ``git args`` in ``cwd``; with ``check`` a failure raises GitError carrying ``fix``."""
+    """Run ``git args`` in ``cwd``; with ``check`` a failure raises GitError carrying ``fix``.
+    ``inherit`` false: of the process's environment only PATH and HOME (``git_env``)."""
     # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
     # the harness's git to an enclosing checkout (the operator's).
     guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
     for delay in (*_LOCK_BACKOFF.delays(_LOCK_RETRIES), None):
-        result = await _run((*_DISARMING, *args), cwd, git_env(guarded), timeout)
+        result = await _run((*_DISARMING, *args), cwd, git_env(guarded, inherit=inherit), timeout)
         if result.ok or delay is None or not _LOCK_ERROR.search(result.stderr):
             break
         logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)
@@ -234,127 +252,3 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await asyncio.shield(proc.wait())
-
-
-async def head_branch(worktree: Path) -> str | None:
-    """The branch checked out in ``worktree``; None when HEAD is detached."""
-    result = await git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=worktree, check=False)
-    return result.text if result.ok else None
-
-
-async def has_uncommitted_work(worktree: Path) -> bool:
-    """Modified, staged, deleted or untracked (not ignored) files."""
-    result = await git("status", "--porcelain", "--untracked-files=normal", cwd=worktree)
-    return bool(result.stdout.strip())
-
-
-async def commit_all(worktree: Path, message: str, *, author: str, email: str) -> str | None:
-    """Commit every change in the worktree (untracked files too, not ignored ones) with
-    ``message``; the new commit, or None when there was nothing to commit. The repository's
-    hooks and signing are skipped: this records the work as it is, it does not vet it."""
-    if not await has_uncommitted_work(worktree):
-        return None
-    await git("add", "--all", cwd=worktree)
-    await git(
-        *("-c", f"user.name={author}", "-c", f"user.email={email}", "-c", "commit.gpgsign=false"),
-        *("commit", "--quiet", "--no-verify", "--message", message),
-        cwd=worktree,
-        fix="commit the work in the worktree by hand, or set `workspaces.commitWork: false`",
-    )
-    return (await git("rev-parse", "HEAD", cwd=worktree)).text
-
-
-# --- what an agent changed ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileChange:
-    path: str  # relative to the worktree, as git spells it
-    status: FileStatus
-    insertions: int | None  # None for a binary file
-    deletions: int | None
-
-
-@contextlib.asynccontextmanager
-async def scratch_index(worktree: Path) -> AsyncIterator[dict[str, str]]:
-    """Environment for git calls that see untracked files as added, leaving the real index be.
-
-    The copy keeps the real index's stat cache, so git re-reads only files that changed.
-    """
-    where = await git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
-    index = Path(where.text)
-    folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-index-"))
-    env = {"GIT_INDEX_FILE": str(folder / "index")}
-    try:
-        copied = await asyncio.to_thread(_copy_if_present, index, folder / "index")
-        if not copied:
-            await git("read-tree", "HEAD", cwd=worktree, env=env)
-        await git("add", "--all", "--intent-to-add", cwd=worktree, env=env)
-        yield env
-    finally:
-        await asyncio.to_thread(shutil.rmtree, folder, True)
-
-
-def _copy_if_present(source: Path, target: Path) -> bool:
-    try:
-        shutil.copyfile(source, target)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-async def diff_files(worktree: Path, against: str) -> tuple[FileChange, ...]:
-    """Every file that differs between commit ``against`` and the working tree."""
-    async with scratch_index(worktree) as env:
-        numstat, names = await asyncio.gather(
-            git("diff", *_PLAIN_DIFF, "-z", "--numstat", against, cwd=worktree, env=env),
-            git("diff", *_PLAIN_DIFF, "-z", "--name-status", against, cwd=worktree, env=env),
-        )
-    counts = parse_numstat(numstat.stdout)
-    fields = names.stdout.decode("utf-8", "surrogateescape").split("\0")
-    changes = []
-    for code, path in zip(fields[0::2], fields[1::2], strict=False):
-        if path:
-            insertions, deletions = counts.get(path, (None, None))
-            changes.append(
-                FileChange(path, _STATUS.get(code[:1], "modified"), insertions, deletions)
-            )
-    return tuple(sorted(changes, key=lambda change: change.path))
-
-
-def parse_numstat(output: bytes) -> dict[str, tuple[int | None, int | None]]:
-    """``git diff -z --numstat`` (without renames): path -> (insertions, deletions)."""
-    counts: dict[str, tuple[int | None, int | None]] = {}
-    for record in output.decode("utf-8", "surrogateescape").split("\0"):
-        added, _, rest = record.partition("\t")
-        deleted, _, path = rest.partition("\t")
-        if path:  # binary files count as "-\t-"
-            counts[path] = (
-                int(added) if added.isdigit() else None,
-                int(deleted) if deleted.isdigit() else None,
-            )
-    return counts
-
-
-async def diff_patch(worktree: Path, against: str) -> bytes:
-    """A patch from commit ``against`` to the working tree, untracked files included, that
-    ``git apply`` re-applies (binary files as binary patches)."""
-    async with scratch_index(worktree) as env:
-        result = await git("diff", *_PLAIN_DIFF, "--binary", against, cwd=worktree, env=env)
-    return result.stdout
-
-
-async def folder_patch(folder: Path) -> bytes:
-    """A patch that recreates every file in a plain folder (``git apply`` in an empty one).
-
-    A throwaway repository outside the folder does the work; nothing is written into it.
-    """
-    repo = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-scratch-"))
-    env = {"GIT_DIR": str(repo / "git"), "GIT_WORK_TREE": str(folder)}
-    try:
-        await git("init", "--quiet", cwd=repo, env=env)
-        await git("add", "--all", "--intent-to-add", cwd=folder, env=env)
-        result = await git("diff", *_PLAIN_DIFF, "--binary", cwd=folder, env=env)
-    finally:
-        await asyncio.to_thread(shutil.rmtree, repo, True)
-    return result.stdout

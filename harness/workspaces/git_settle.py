@@ -1,17 +1,17 @@
 """Settling a task's sandbox view of its git (``git_view``) after the run: what the agent
 wrote in its private folder P brought into the repository's git directory C with the
-harness's own git, outside the sandbox. The objects of P that C lacks are checked and copied
-without overwriting anything (a loose object against its name while it is copied, a pack
-with ``git verify-pack``), then the task's branch is moved with ``update-ref``, only to a
-commit whose history is complete in C and only from where the view left it.
+harness's own git, outside the sandbox. The objects of P that the task's store lacks are
+checked and copied into that store (``git_stores``: C reaches it, no other task's sandbox
+does) without overwriting anything (a loose object against its name while it is copied, a
+pack with ``git verify-pack``), then the task's branch is moved with ``update-ref``, only to
+a commit whose history is complete in C and only from where the view left it.
 
-Also the paths of a view (``Layout``) and the small file helpers both halves use.
+Also the paths of a view (``Layout``), which both halves use.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import os
@@ -26,7 +26,20 @@ from typing import BinaryIO, Literal
 
 from harness.workspaces.files import remove_tree
 from harness.workspaces.git import GitResult, WorkspaceError, git
+from harness.workspaces.git_files import open_regular, read_regular, write_file
+from harness.workspaces.git_own import OwnObjects, index_names
+from harness.workspaces.git_stores import ensure_store, store_path
 from harness.workspaces.values import BRANCH_PREFIX, task_branch
+
+__all__ = [
+    "Layout",
+    "branch_commit",
+    "c_git",
+    "hex_length",
+    "read_regular",
+    "settle",
+    "write_file",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +74,16 @@ class Layout:
         return self.private / "objects"
 
     @property
+    def store(self) -> Path:
+        # The task's objects in C, settled there checked (``git_stores``).
+        return store_path(self.common, self.slug)
+
+    @property
+    def shown(self) -> Path:
+        # What the sandbox is shown at C (``git_shown``): made by the harness, read-only.
+        return self.private / "common"
+
+    @property
     def refs(self) -> Path:
         return self.private / "refs"
 
@@ -84,9 +107,9 @@ class Layout:
 
 
 async def settle(layout: Layout) -> str | None:
-    """Bring the objects in P into C, then move the task's branch to the commit P's ref
-    names (``git_view.close_view``, which checks the worktree's git first, says how). The new
-    head commit when the branch moved, else None."""
+    """Bring the objects in P into the task's store (which C reaches), then move the task's
+    branch to the commit P's ref names (``git_view.close_view``, which checks the worktree's
+    git first, says how). The new head commit when the branch moved, else None."""
     fmt = (await c_git(layout, "rev-parse", "--show-object-format")).text
     await _bring_objects(layout, fmt)
     return await _move_branch(layout, fmt)
@@ -109,7 +132,7 @@ async def branch_commit(layout: Layout) -> str | None:
 
 async def _move_branch(layout: Layout, fmt: str) -> str | None:
     branch = task_branch(layout.slug)
-    new = await asyncio.to_thread(_read_ref, layout, _hex_length(fmt))
+    new = await asyncio.to_thread(_read_ref, layout, hex_length(fmt))
     start = await asyncio.to_thread(read_regular, layout.start, 256)
     started = start.decode("ascii", "replace").strip() if start is not None else None
     if new == started:
@@ -172,7 +195,7 @@ def _read_ref(layout: Layout, length: int) -> str:
     return text
 
 
-def _hex_length(fmt: str) -> int:
+def hex_length(fmt: str) -> int:
     return 64 if fmt == "sha256" else 40
 
 
@@ -180,27 +203,44 @@ def _hex_length(fmt: str) -> int:
 
 
 async def _bring_objects(layout: Layout, fmt: str) -> None:
-    """Copy the object files of P that C lacks into C. A loose object is checked while it is
-    copied (its name is the hash of its content), a pack with ``git verify-pack`` once copied
-    beside C's packs: a file the agent planted under an object's name must never stand in for
-    that object in C. Anything else in P (symlinks, temporary files) is left there."""
+    """Copy the object files of P that the task's store lacks into it. A loose object is
+    checked while it is copied (its name is the hash of its content), a pack with ``git
+    verify-pack`` once copied beside the store's packs: a file the agent planted under an
+    object's name must never stand in for that object in C. Anything else in P (symlinks,
+    temporary files) is left there. Never into C's own objects, which every task's sandbox
+    is shown, but for a pack holding some of them.
+
+    An object C's own store has is never copied (the sandbox's git writes one again when it
+    cannot touch C's copy): ``git gc`` in C drops from C's own store whatever a store also
+    holds, and every other task's sandbox would lose it (``git_promote``)."""
+    target = await asyncio.to_thread(ensure_store, layout.common, layout.slug)
     if not await asyncio.to_thread(os.path.isdir, layout.objects):
         return
-    loose, packs = await asyncio.to_thread(_object_files, layout.objects, _hex_length(fmt))
-    target = layout.common / "objects"
+    length = hex_length(fmt)
+    loose, packs = await asyncio.to_thread(_object_files, layout.objects, length)
+    owned = await asyncio.to_thread(_owned, layout.common, [name for _, name in loose], length)
     counts: dict[Copied, int] = {"copied": 0, "present": 0, "invalid": 0}
     for source, name in loose:
+        if name in owned:
+            counts["present"] += 1
+            continue
         outcome = await asyncio.to_thread(_copy_loose, source, target / name, fmt)
         counts[outcome] += 1
         if outcome == "invalid":
             logger.warning("task %s: %s is not a valid object, not copied", layout.slug, source)
     for pack in packs:
-        outcome = await _copy_pack(layout, pack, target / "pack")
+        outcome = await _copy_pack(layout, pack, target / "pack", length)
         counts[outcome] += 1
         if outcome == "invalid":
             logger.warning("task %s: %s is not a valid pack, not copied", layout.slug, pack)
     if counts["copied"] or counts["invalid"]:
         logger.info("task %s: objects into %s: %s", layout.slug, target, counts)
+
+
+def _owned(common: Path, names: list[str], length: int) -> set[str]:
+    """Those of the loose objects ``xx/<rest>`` that C's own store has (blocking)."""
+    with OwnObjects(common / "objects", length) as own:
+        return {name for name in names if own.has(name.replace("/", ""))}
 
 
 def _object_files(objects: Path, length: int) -> tuple[list[tuple[Path, str]], list[Path]]:
@@ -231,7 +271,11 @@ def _object_files(objects: Path, length: int) -> tuple[list[tuple[Path, str]], l
 
 
 def _entries(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """The entries of one of P's folders; none when it is not a plain folder (an agent's
+    link to another task's store lists nothing)."""
     try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return
         with os.scandir(folder) as entries:
             yield from entries
     except (FileNotFoundError, NotADirectoryError):
@@ -248,7 +292,7 @@ def _copy_loose(source: Path, target: Path, fmt: str) -> Copied:
     file, so an object another process wrote meanwhile stays)."""
     if os.path.lexists(target):
         return "present"
-    with _open_regular(source) as src:
+    with open_regular(source) as src:
         if src is None:
             return "invalid"
         target.parent.mkdir(exist_ok=True)
@@ -309,10 +353,12 @@ def _copy_checking(src: BinaryIO, out: BinaryIO, fmt: str, name: str) -> bool:
     return done and size == content and hasher.hexdigest() == name
 
 
-async def _copy_pack(layout: Layout, pack: Path, target: Path) -> Copied:
-    """Copy a pack and its index into C's pack folder unless it is there: both copied into a
-    temporary folder there (git looks at ``*.idx`` files of the pack folder only), verified,
-    then linked into place, the pack first (git finds a pack by its index)."""
+async def _copy_pack(layout: Layout, pack: Path, target: Path, length: int) -> Copied:
+    """Copy a pack and its index into the store's pack folder unless it is there: both copied
+    into a temporary folder there (git looks at ``*.idx`` files of the pack folder only),
+    verified, then linked into place, the pack first (git finds a pack by its index). A pack
+    holding an object of C's own store goes into C's own pack folder instead (the rule of
+    ``_bring_objects``; its other objects are then shown to every task)."""
     idx = pack.with_suffix(".idx")
     if await asyncio.to_thread(os.path.lexists, target / idx.name):
         return "present"
@@ -325,14 +371,24 @@ async def _copy_pack(layout: Layout, pack: Path, target: Path) -> Copied:
         verified = await c_git(layout, "verify-pack", str(temp / idx.name), check=False)
         if not verified.ok:
             return "invalid"
+        if await asyncio.to_thread(_overlaps, layout.common, temp / idx.name, length):
+            target = layout.common / "objects" / "pack"
+            logger.info("task %s: %s holds objects of the repository's own", layout.slug, pack)
         await asyncio.to_thread(_link, str(temp / pack.name), target / pack.name)
         return await asyncio.to_thread(_link, str(temp / idx.name), target / idx.name)
     finally:
         await asyncio.to_thread(remove_tree, temp)
 
 
+def _overlaps(common: Path, idx: Path, length: int) -> bool:
+    """Whether a verified pack's index names an object of C's own store (blocking)."""
+    data = read_regular(idx, None) or b""
+    with OwnObjects(common / "objects", length) as own:
+        return any(own.has(name.hex()) for name in index_names(data, length // 2))
+
+
 def _copy_regular(source: Path, target: Path) -> bool:
-    with _open_regular(source) as src:
+    with open_regular(source) as src:
         if src is None:
             return False
         with target.open("xb") as out:
@@ -348,40 +404,3 @@ def _link(temp: str, target: Path) -> Copied:
     except FileExistsError:
         return "present"
     return "copied"
-
-
-# --- small file helpers ---------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _open_regular(path: Path) -> Iterator[BinaryIO | None]:
-    """The file opened for reading when it is a regular file; None for anything else
-    (missing, a symlink, a FIFO that would block the read...)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        yield None
-        return
-    with os.fdopen(fd, "rb") as file:
-        yield file if stat.S_ISREG(os.fstat(fd).st_mode) else None
-
-
-def read_regular(path: Path, limit: int | None) -> bytes | None:
-    """The content of a regular file (up to ``limit`` bytes); None for anything else."""
-    with _open_regular(path) as file:
-        if file is None:
-            return None
-        return file.read() if limit is None else file.read(limit)
-
-
-def write_file(path: Path, data: bytes) -> None:
-    """Replace ``path`` whole: written beside it, then renamed over it."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise

@@ -1,22 +1,30 @@
-"""The git an agent may use inside its OS sandbox, without write access to the repository.
+"""The git an agent may use inside its OS sandbox, without write access to the repository
+and without seeing any other task's work in it.
 
 A task's worktree is a linked worktree of a repository whose git directory (the common dir,
 C) holds every task's branches and the operator's own branches, hooks and config. Inside the
-sandbox C is read-only; what git must write goes to places that are the task's alone:
+sandbox, C is shown as the task alone would have it, read-only; what git must write goes to
+places that are the task's alone:
 
-- the worktree's admin folder A (``C/worktrees/<name>``: HEAD, index, logs/HEAD) is writable;
-- new objects go to ``P/objects`` (``GIT_OBJECT_DIRECTORY``), C's objects are read from
-  there as an alternate;
+- at C's path, a folder of the task's (``git_shown``): copies of C's small files without
+  other tasks' branches (``packed-refs``, ``config``), C's ``objects``, ``refs``, ``logs`` and
+  ``hooks`` bound in read-only, and of ``C/worktrees`` only the worktree's admin folder A
+  (HEAD, index, logs/HEAD), writable;
+- new objects go to ``P/objects`` (``GIT_OBJECT_DIRECTORY``); C's objects are read from
+  there as an alternate, and through them the task's store (``git_stores``), where its
+  settled objects are: no other task's objects are ever in C's own store or shown, and
+  C's own store is kept whole for the public history (``git_promote``);
 - ``P/refs`` is shown over ``C/refs/heads/harness`` and ``P/logs`` over
   ``C/logs/refs/heads/harness``: the task's branch ref (and its reflog) is a file of P, and
-  other tasks' loose branch refs are not there (``packed-refs`` may still list them).
+  other tasks' branch refs are not there.
 
 P is a private folder per task, outside the worktree (the workspaces put it at
 ``<root>/.sandbox/<slug>``). After the run, :func:`close_view` checks the worktree's git is
-still the harness's and settles the view (``git_settle``): brings the agent's work into C
-with the harness's own git, the objects checked and copied without overwriting anything, and
-the branch moved only to a commit whose history is complete. Until then C's own git
-maintenance (``gc``) may complain about the objects A's index and reflog name that are in P.
+still the harness's and settles the view (``git_settle``): brings the agent's work into the
+task's store with the harness's own git, the objects checked and copied without overwriting
+anything, and the branch moved only to a commit whose history is complete. Until then C's
+own git maintenance (``gc``) may complain about the objects A's index and reflog name that
+are in P.
 """
 
 from __future__ import annotations
@@ -28,21 +36,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.boundary.files import Folder, read_file
+from harness.boundary.paths import BoundaryError
 from harness.workspaces.files import remove_tree, worktree_admin_dir
 from harness.workspaces.git import TamperedWorkspaceError, WorkspaceError
-from harness.workspaces.git_settle import (
-    Layout,
-    branch_commit,
-    read_regular,
-    settle,
-    write_file,
+from harness.workspaces.git_files import read_regular, write_file
+from harness.workspaces.git_promote import complete_own, promote
+from harness.workspaces.git_settle import Layout, branch_commit, settle
+from harness.workspaces.git_shown import (
+    EMPTY_SHOWN,
+    STORE_SHOWN,
+    fill_shown,
+    remote_task_folders,
+    shared_folders,
 )
+from harness.workspaces.git_stores import alternate_entry, ensure_store
 from harness.workspaces.values import BRANCH_PREFIX, Workspace, task_branch
 
 logger = logging.getLogger(__name__)
 
 # The folder under the workspaces' root holding each task's P.
 SANDBOXES = ".sandbox"
+# A worktree admin folder's commondir and gitdir each hold one path.
+_ADMIN_FILE_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -98,47 +114,82 @@ async def open_view(
             fix="prepare the task's workspace again",
         )
     await asyncio.to_thread(_fill_private if writes else _show_private, layout, head)
-    return _view(workspace, layout, writes)
+    return await _shown_view(workspace, layout, writes)
 
 
 async def view_ahead(
     workspace: Workspace, common: Path, private: Path, *, writes: bool = True
 ) -> GitView:
     """What ``open_view`` will show, for a sandbox started before its run (a spare waiting
-    for its task's next agent): the folders are made, P's contents left as they are, so an
-    agent of the task still running keeps its view; ``open_view`` at dispatch fills them in
-    place, which a sandbox already running sees."""
+    for its task's next agent): the folders are made, P's ref, reflog and objects left as
+    they are, so an agent of the task still running keeps its view; ``open_view`` at
+    dispatch fills them in place, which a sandbox already running sees."""
     layout = await _layout(workspace, common, private)
     await _check_admin(workspace, layout)
     await asyncio.to_thread(_make_mount_points, layout)
     for folder in (layout.private, layout.objects, layout.refs, layout.logs):
         await asyncio.to_thread(_plain_folder, folder)
-    return _view(workspace, layout, writes)
+    return await _shown_view(workspace, layout, writes)
 
 
-def _view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
-    binds = (
-        Bind(str(workspace.path), str(workspace.path), writes),
-        Bind(str(layout.common), str(layout.common), False),
-        Bind(str(layout.admin), str(layout.admin), writes),
+async def _shown_view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
+    """C's own store made whole for its public history (``git_promote``), the task's store
+    made (C reaching it), what the sandbox is shown at C made afresh from C, and the view
+    over them."""
+    await promote(layout)
+    await complete_own(layout)
+    try:
+        shared, covered = await asyncio.to_thread(_make_shown, layout)
+    except OSError as exc:
+        raise WorkspaceError(
+            f"cannot make what task {workspace.slug}'s sandbox shows of its git at "
+            f"{layout.shown}: {exc.strerror or exc}",
+            fix=f"delete {layout.shown}; the harness makes it again",
+        ) from exc
+    binds = view_binds(workspace.path, layout, writes, shared, covered)
+    return GitView(binds, _view_env(layout))
+
+
+def _make_shown(layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``_shown_view``'s file work (blocking): C's shared folders and the folders of its
+    refs to cover, as they are now."""
+    ensure_store(layout.common, layout.slug)
+    fill_shown(layout.shown, layout.common, layout.admin.name, task_branch(layout.slug))
+    return shared_folders(layout.common), remote_task_folders(layout.common)
+
+
+def view_binds(
+    worktree: Path,
+    layout: Layout,
+    writes: bool,
+    shared: tuple[str, ...],
+    covered: tuple[str, ...] = (),
+) -> tuple[Bind, ...]:
+    """The binds of a view, in mount order (pure): the worktree; at C, the task's own
+    folder (``git_shown``) with C's ``shared`` folders bound in, read-only, and an empty
+    folder over each ``covered`` one in them; the task's store where the shown pool names
+    it; then, over those, what the task may write: A, the only folder of ``worktrees``, and
+    its branch ref, reflog and new objects in P."""
+    common = layout.common
+    empty = str(layout.shown / EMPTY_SHOWN)
+    return (
+        Bind(str(worktree), str(worktree), writes),
+        Bind(str(layout.shown), str(common), False),
+        *(Bind(str(common / name), str(common / name), False) for name in shared),
+        *(Bind(empty, str(common / name), False) for name in covered),
+        Bind(str(layout.store), str(common / STORE_SHOWN), False),
+        Bind(str(layout.admin), str(common / "worktrees" / layout.admin.name), writes),
         Bind(str(layout.refs), str(layout.refs_mount), writes),
         Bind(str(layout.logs), str(layout.logs_mount), writes),
         Bind(str(layout.objects), str(layout.objects), writes),
     )
-    env = {
+
+
+def _view_env(layout: Layout) -> dict[str, str]:
+    return {
         "GIT_OBJECT_DIRECTORY": str(layout.objects),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(layout.common / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": alternate_entry(layout.common / "objects"),
     }
-    return GitView(binds, env)
-
-
-def _alternate(path: Path) -> str:
-    """One entry of git's alternates list, which ``:`` separates: quoted C-style when the
-    path has a colon or starts with a quote."""
-    text = str(path)
-    if ":" not in text and not text.startswith('"'):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 async def _layout(workspace: Workspace, common: Path, private: Path) -> Layout:
@@ -166,18 +217,22 @@ async def _check_admin(workspace: Workspace, layout: Layout) -> None:
 
 
 def _admin_problem(layout: Layout, worktree: Path) -> str | None:
+    """Why A is not what the harness made, or None. A is writable in the sandbox: its files
+    are read by handle (a link, a FIFO or a large file refused) and what they say is never
+    quoted, so a ``gitdir`` linked to a secret cannot carry the secret into the thread."""
     admin = layout.admin
     if admin.parent != layout.common / "worktrees" or not admin.is_dir():
         return f"which is not a folder of {layout.common / 'worktrees'}"
     try:
-        common = (admin / "commondir").read_text(encoding="utf-8").strip()
-        back = (admin / "gitdir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"whose commondir or gitdir is unreadable ({exc})"
+        with Folder.open(admin) as folder:
+            common = read_file(folder, ("commondir",), _ADMIN_FILE_MAX).decode("utf-8").strip()
+            back = read_file(folder, ("gitdir",), _ADMIN_FILE_MAX).decode("utf-8").strip()
+    except (BoundaryError, OSError, UnicodeDecodeError):
+        return "whose commondir or gitdir is not a small text file"
     if Path(os.path.realpath(admin / common)) != layout.common:
-        return f"whose commondir leads to {os.path.realpath(admin / common)}"
+        return f"whose commondir does not lead to {layout.common}"
     if os.path.realpath(admin / back) != os.path.realpath(worktree / ".git"):
-        return f"whose gitdir leads to {os.path.realpath(admin / back)}"
+        return "whose gitdir does not lead back to the worktree"
     return None
 
 

@@ -1,6 +1,7 @@
 """The task workspaces (``Workspaces``): preparing, committing, reporting, listing and pruning
 them; the package's docstring is the whole API. Its values are in ``values``; internal
-helpers: ``choice``, ``files``, ``git``, ``prune``, ``repos``."""
+helpers: ``choice``, ``files``, ``git``, ``prune``, ``repos``; git over what an agent wrote
+(its worktree) is ``harness.boundary.git``'s."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from harness.boundary import git as agent_git
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.tasks.common import SLUG_RE, validate_slug
 from harness.workspaces.choice import RepositoryChoice, choose_repository
@@ -34,13 +36,7 @@ from harness.workspaces.git import (
     SwitchedBranchError,
     TamperedWorkspaceError,
     WorkspaceError,
-    commit_all,
-    diff_files,
-    diff_patch,
-    disarmed_env,
     git,
-    has_uncommitted_work,
-    head_branch,
 )
 from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
@@ -89,7 +85,6 @@ __all__ = [
     "Workspaces",
     "choose_repository",
     "commit_message",
-    "disarmed_env",
     "task_branch",
     "unknown_repository",
 ]
@@ -236,10 +231,27 @@ class Workspaces(SandboxFolders):
         common = await asyncio.to_thread(worktree_common_dir, path)
         repository = await self._name_of(common) if common is not None else None
         branch, base = await asyncio.gather(
-            head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
+            self._head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
         )
         git_dir = await asyncio.to_thread(worktree_admin_dir, path)
         return Workspace(slug, path, repository, branch, base, git_dir)
+
+    async def _head_branch(self, path: Path) -> str | None:
+        """The worktree's branch; None when detached or when its git cannot be trusted (a
+        report then says why)."""
+        try:
+            return await agent_git.head_branch(await agent_git.confine(path, root=self.root))
+        except WorkspaceError as exc:
+            logger.warning("%s", exc.message)
+            return None
+
+    async def _tree(self, workspace: Workspace) -> agent_git.Tree:
+        """The worktree's git, checked (``boundary.git.confine``): TamperedWorkspaceError
+        when it cannot be trusted."""
+        try:
+            return await agent_git.confine(workspace.path, root=self.root)
+        except agent_git.UntrustedGitError as exc:
+            raise TamperedWorkspaceError(workspace, None, why=exc.reason) from exc
 
     async def _name_of(self, common: Path) -> str | None:
         """The configured repository whose git directory is ``common``."""
@@ -261,10 +273,20 @@ class Workspaces(SandboxFolders):
         """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
         commit, or None when there was nothing to commit, it is a scratch folder or commits
         are turned off."""
+        return (await self._commit(workspace, message, author=author)).commit
+
+    async def _commit(
+        self, workspace: Workspace, message: str, *, author: str
+    ) -> agent_git.Committed:
         if workspace.base_commit is None or not self.settings.commit_work:
-            return None
+            return agent_git.Committed(None)
         async with self._lock(f"task:{workspace.slug}"):
-            return await commit_all(workspace.path, message, author=author, email=COMMIT_EMAIL)
+            tree = await self._tree(workspace)
+            # The commit's objects go to the task's own store: other tasks never see them.
+            objects = await self.objects_env(workspace)
+            if objects:
+                tree = dataclasses.replace(tree, objects=tuple(objects.items()))
+            return await agent_git.commit_all(tree, message, author=author, email=COMMIT_EMAIL)
 
     async def report(
         self, workspace: Workspace, *, commit: str | None, author: str
@@ -272,22 +294,30 @@ class Workspaces(SandboxFolders):
         """Where the work in ``workspace`` is: the branch, head, diff stat and full diff since
         the task's base; with ``commit`` (a message), uncommitted work is committed first.
         None for a scratch folder. TamperedWorkspaceError when its ``.git`` no longer names
-        the git directory it had: nothing in it is read or committed then."""
+        the git directory it had: nothing in it is read or committed then. Nested git
+        repositories are never committed nor read: the stat names each, left where it is."""
         if workspace.git_dir is not None:
             now = await asyncio.to_thread(worktree_admin_dir, workspace.path)
             if now != workspace.git_dir:
                 raise TamperedWorkspaceError(workspace, now)
+        if workspace.base_commit is None:
+            return None
+        tree = await self._tree(workspace)
         if workspace.branch is not None:
-            head = await head_branch(workspace.path)
+            head = await agent_git.head_branch(tree)
             if head != workspace.branch:
                 raise SwitchedBranchError(workspace, head)
-        if commit is not None:
-            await self.commit(workspace, commit, author=author)
+        left_out: tuple[str, ...] | None = None
+        if commit is not None and self.settings.commit_work:
+            left_out = (await self._commit(workspace, commit, author=author)).left_out
+        if left_out is None:
+            left_out = await agent_git.nested(tree, added_only=True)
         changes = await self.changes(workspace)
         if changes is None:
             return None
         diff = await self.patch(workspace) if changes.files else ""
-        return WorkReport(changes.branch, changes.head, changes.stat(), diff)
+        stat = "\n".join([changes.stat(), *nested_notes(workspace.path, left_out)])
+        return WorkReport(changes.branch, changes.head, stat, diff)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -295,13 +325,13 @@ class Workspaces(SandboxFolders):
         """What the task changed since its base commit; None for a scratch folder."""
         if workspace.base_commit is None:
             return None
-        path, base = workspace.path, workspace.base_commit
+        tree, base = await self._tree(workspace), workspace.base_commit
         files, head, branch, uncommitted, commits = await asyncio.gather(
-            diff_files(path, base),
-            git("rev-parse", "HEAD", cwd=path),
-            head_branch(path),
-            has_uncommitted_work(path),
-            git("rev-list", "--count", f"{base}..HEAD", cwd=path),
+            agent_git.diff_files(tree, base),
+            agent_git.run(tree, "rev-parse", "HEAD"),
+            agent_git.head_branch(tree),
+            agent_git.has_uncommitted_work(tree),
+            agent_git.run(tree, "rev-list", "--count", f"{base}..HEAD"),
         )
         return Changes(branch, head.text, base, int(commits.text), uncommitted, files)
 
@@ -310,7 +340,7 @@ class Workspaces(SandboxFolders):
         undecodable bytes replaced; prune's patch files are byte-exact); "" for scratch."""
         if workspace.base_commit is None:
             return ""
-        patch = await diff_patch(workspace.path, workspace.base_commit)
+        patch = await agent_git.diff_patch(await self._tree(workspace), workspace.base_commit)
         return patch.decode("utf-8", "replace")
 
     async def list(self) -> builtins.list[WorkspaceInfo]:
@@ -345,8 +375,10 @@ class Workspaces(SandboxFolders):
             return WorkspaceInfo(slug, path, kind, None, None, modified, dirty)
         try:
             workspace = await self._open(slug, path)
-            dirty = await has_uncommitted_work(path)
-        except GitError as exc:
+            dirty = await agent_git.has_uncommitted_work(
+                await agent_git.confine(path, root=self.root)
+            )
+        except WorkspaceError as exc:
             return WorkspaceInfo(slug, path, kind, None, None, modified, True, exc.message)
         return WorkspaceInfo(
             slug, path, kind, workspace.repository, workspace.branch, modified, dirty
@@ -387,3 +419,12 @@ class Workspaces(SandboxFolders):
         report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
         return report
+
+
+def nested_notes(worktree: Path, left_out: Collection[str]) -> builtins.list[str]:
+    """A line of a report for each nested git repository the harness did not commit. Pure."""
+    return [
+        f" {path}/: a git repository of its own, not committed (the harness does not look "
+        f"inside one); its files are still in {worktree / path}"
+        for path in left_out
+    ]

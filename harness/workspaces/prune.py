@@ -3,35 +3,33 @@
 A worktree with uncommitted or untracked files (not ignored ones) is first saved as a patch
 against its HEAD; the branch stays, so committed work stays too, and ``git apply`` of the
 patch on that branch brings the rest back. A scratch folder's files are saved as a patch
-that recreates them. Whatever cannot be saved or removed is kept and reported with why.
+that recreates them. Whatever cannot be saved or removed is kept and reported with why: a
+workspace holding a git repository of its own (which no patch keeps, and the harness never
+looks into) is kept.
+
+Everything read of a workspace is read through ``harness.boundary.git``: an agent wrote it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, Self
 
+from harness.boundary import git as agent_git
 from harness.workspaces.files import (
     folder_kind,
     has_files,
     modified_since,
     remove_tree_strict,
-    worktree_common_dir,
     write_patch,
 )
-from harness.workspaces.git import (
-    WorkspaceError,
-    diff_patch,
-    folder_patch,
-    git,
-    has_uncommitted_work,
-    head_branch,
-)
+from harness.workspaces.git import WorkspaceError, git
 
 logger = logging.getLogger(__name__)
 
@@ -116,17 +114,27 @@ class Pruner:
         return file
 
     async def _worktree(self, slug: str, path: Path) -> Removed | Kept:
-        common = await asyncio.to_thread(worktree_common_dir, path)
-        if common is None or not await asyncio.to_thread(common.is_dir):
+        try:
+            tree = await agent_git.confine(path, root=self.root)
+        except agent_git.UntrustedGitError as exc:  # its repository gone, or its links changed
             return Kept(
                 slug,
                 "failed",
-                f"{path} is a worktree of a repository that is gone ({common}); its files are "
-                "kept: copy what you need, then delete the folder",
+                f"{path} is not a worktree of a repository the harness can use "
+                f"({exc.reason}); its files are kept: copy what you need, then delete the "
+                "folder",
             )
-        if await head_branch(path) is None:
+        # A submodule the worktree never checked out is an empty folder: nothing to lose.
+        inside = [
+            name
+            for name in await agent_git.nested(tree)
+            if await asyncio.to_thread(os.path.lexists, path / name / ".git")
+        ]
+        if inside:
+            return _holds_repositories(slug, path, inside)
+        if await agent_git.head_branch(tree) is None:
             refs = ("refs/heads", "refs/remotes", "refs/tags")
-            held = await git("for-each-ref", "--count=1", "--contains=HEAD", *refs, cwd=path)
+            held = await agent_git.run(tree, "for-each-ref", "--count=1", "--contains=HEAD", *refs)
             if not held.text:
                 # Removing the worktree would leave those commits on no branch at all.
                 return Kept(
@@ -136,20 +144,23 @@ class Pruner:
                     "there (`git switch -c NAME`) or remove the worktree by hand",
                 )
         if self.dry_run:
-            return Removed(slug, None, would_save=await has_uncommitted_work(path))
+            return Removed(slug, None, would_save=await agent_git.has_uncommitted_work(tree))
         patch = None
-        if await has_uncommitted_work(path):
-            patch = await self._save(slug, await diff_patch(path, "HEAD"))
-        # Without --force git refuses a worktree that changed since it was checked.
-        force = ("--force",) if patch else ()
-        await git(f"--git-dir={common}", "worktree", "remove", *force, str(path), cwd=self.root)
-        self._repositories.add(common)
+        if await agent_git.has_uncommitted_work(tree):
+            patch = await self._save(slug, await agent_git.diff_patch(tree, "HEAD"))
+        # Always --force: without, git runs its own status over the worktree, submodules
+        # included; what it would protect is saved above.
+        await git(
+            f"--git-dir={tree.common_dir}", "worktree", "remove", "--force", str(path),
+            cwd=self.root,
+        )  # fmt: skip
+        self._repositories.add(tree.common_dir)
         return Removed(slug, patch)
 
     async def _scratch(self, slug: str, path: Path) -> Removed | Kept:
-        if await asyncio.to_thread((path / ".git").exists) and await _has_commits(path):
-            # The empty repository the folder was made with goes; commits would not fit in
-            # the patch of its files.
+        if await asyncio.to_thread(agent_git.scratch_has_commits, path):
+            # The empty repository the folder was made with goes; its history would not fit
+            # in the patch of its files. (Read as data: its config is the agent's.)
             return Kept(
                 slug,
                 "failed",
@@ -159,12 +170,21 @@ class Pruner:
             return Removed(slug, None, would_save=await asyncio.to_thread(has_files, path))
         patch = None
         if await asyncio.to_thread(has_files, path):
-            patch = await self._save(slug, await folder_patch(path))
+            try:
+                patch = await self._save(slug, await agent_git.folder_patch(path))
+            except agent_git.NestedRepositoryError as exc:
+                logger.warning("prune: kept %s: %s", path, exc.message)
+                return Kept(slug, "failed", f"{exc.message}; {exc.fix}")
         await asyncio.to_thread(remove_tree_strict, path)
         return Removed(slug, patch)
 
 
-async def _has_commits(folder: Path) -> bool:
-    """Whether the repository in ``folder`` has a commit (its HEAD is born)."""
-    result = await git("rev-parse", "--verify", "--quiet", "HEAD", cwd=folder, check=False)
-    return result.ok
+def _holds_repositories(slug: str, path: Path, inside: Iterable[str]) -> Kept:
+    where = ", ".join(str(path / name) for name in inside)
+    logger.warning("prune: kept %s: it holds git repositories of its own: %s", path, where)
+    return Kept(
+        slug,
+        "failed",
+        f"{path} holds git repositories of its own ({where}), which no patch keeps; move "
+        "them out (or delete them) by hand",
+    )

@@ -13,10 +13,14 @@ from pathlib import Path
 from harness.config.settings import RepositorySettings
 from harness.workspaces.files import has_files, make_temp_beside, move_into_place, remove_tree
 from harness.workspaces.git import GitError, WorkspaceError, git
+from harness.workspaces.values import BRANCH_PREFIX
 
 logger = logging.getLogger(__name__)
 
 _BASE_KEY = "harnessBase"  # branch.<branch>.harnessBase in the repository's config
+# Task branches other harnesses (or this one) pushed to a `url` repository's remote are
+# never fetched into its cache: every task's sandbox is shown the cache's refs.
+_NOT_TASKS = f"^refs/heads/{BRANCH_PREFIX}*"
 
 
 async def check_local(repo: RepositorySettings, path: Path) -> None:
@@ -44,6 +48,7 @@ async def clone(url: str, cache: Path) -> None:
     try:
         await git("clone", "--quiet", "--bare", "--", url, str(temp), cwd=temp.parent, fix=fix)
         await git("config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*", cwd=temp)
+        await git("config", "--add", "remote.origin.fetch", _NOT_TASKS, cwd=temp)
         await git("fetch", "--quiet", "origin", cwd=temp, fix=fix)
         await asyncio.to_thread(move_into_place, temp, cache)
     finally:
@@ -53,7 +58,22 @@ async def clone(url: str, cache: Path) -> None:
 async def fetch(url: str, cache: Path) -> None:
     logger.info("fetching %s into %s", url, cache)
     fix = f"check that {url} is reachable; delete {cache} to clone it again"
+    await _fetch_no_tasks(cache)
     await git("fetch", "--quiet", "--prune", "origin", cwd=cache, fix=fix)
+
+
+async def _fetch_no_tasks(cache: Path) -> None:
+    """A cache cloned before task branches were kept out of fetches: told to keep them out,
+    and the remote's task branches it fetched then deleted (``--prune`` leaves them)."""
+    specs = await git("config", "--get-all", "remote.origin.fetch", cwd=cache, check=False)
+    if _NOT_TASKS in specs.text.splitlines():
+        return
+    await git("config", "--add", "remote.origin.fetch", _NOT_TASKS, cwd=cache)
+    listed = await git(
+        "for-each-ref", "--format=%(refname)", f"refs/remotes/origin/{BRANCH_PREFIX}", cwd=cache
+    )
+    for ref in listed.text.split():
+        await git("update-ref", "-d", ref, cwd=cache, check=False)
 
 
 async def common_dir(source: Path | None) -> Path | None:

@@ -1,5 +1,6 @@
 """The parts of ``Workspaces`` about agents in the OS sandbox: what a sandbox shows of a
-worktree's git (``git_view.py``) and brings back from it (``git_settle.py``), the view paths
+worktree's git (``git_view.py``, ``git_shown.py``: its own task's alone) and brings back from
+it (``git_settle.py``, into the task's object store, ``git_stores.py``), the view paths
 a sandboxed agent is shown its workspace at and spare agents' folders made ahead
 (``views.py``; worktrees, ``spare_worktrees.py``), and where the CLI keeps its own files for
 a run outside the sandbox. Mixed into ``Workspaces``; callers use them there."""
@@ -13,6 +14,7 @@ from pathlib import Path
 from harness.tasks.common import validate_slug
 from harness.workspaces.files import folder_kind, touch, worktree_admin_dir
 from harness.workspaces.git import WorkspaceError, git
+from harness.workspaces.git_stores import ensure_store, store_env
 from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view, view_ahead
 from harness.workspaces.spare_worktrees import SpareWorktrees, shown_in_view, write_gitdir_file
 from harness.workspaces.values import Workspace
@@ -58,6 +60,17 @@ class SandboxFolders(SpareWorktrees):
         if dirs is not None:
             async with self._lock(f"task:{workspace.slug}"):
                 await close_view(workspace, *dirs)
+
+    async def objects_env(self, workspace: Workspace) -> dict[str, str] | None:
+        """The environment for git the harness runs over ``workspace``'s worktree that
+        writes objects (committing what its agent left): into the task's own store, which
+        the repository reaches and no other task's sandbox is shown (``git_stores``); None
+        for a scratch folder."""
+        dirs = await self._sandbox_dirs(workspace)
+        if dirs is None:
+            return None
+        await asyncio.to_thread(ensure_store, dirs[0], workspace.slug)
+        return store_env(dirs[0], workspace.slug)
 
     async def _sandbox_dirs(self, workspace: Workspace) -> tuple[Path, Path] | None:
         """The git directory of the worktree's repository, found from the configuration

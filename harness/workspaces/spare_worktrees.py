@@ -10,7 +10,8 @@ with ``_``, so no task's branch or folder can be taken by a spare's.
 At dispatch, when the base branch has not moved since, the task adopts it: the placeholder
 branch becomes ``harness/<slug>`` (the worktree's HEAD with it), the folder moves to
 ``<root>/<slug>`` with the view path left as a link to it, the worktree's admin folder is
-told where it went, and P moves to ``<root>/.sandbox/<slug>``, its ref and reflog renamed.
+told where it went, P moves to ``<root>/.sandbox/<slug>``, its ref and reflog renamed, and
+the spare's object store in the repository (``git_stores``) becomes the task's.
 The sandbox already running keeps its binds: bubblewrap mounted the folders themselves, not
 their names. An agent started cold is shown its worktree and P at paths of the same shapes
 (:func:`shown_in_view`), so the two look the same from inside.
@@ -30,7 +31,8 @@ from typing import TYPE_CHECKING
 from harness.errors import HarnessError
 from harness.workspaces.files import folder_kind, remove_tree, touch, worktree_admin_dir
 from harness.workspaces.git import WorkspaceError, git
-from harness.workspaces.git_settle import write_file
+from harness.workspaces.git_files import write_file
+from harness.workspaces.git_stores import drop_store, rename_store, store_names
 from harness.workspaces.git_view import SANDBOXES, Bind, GitView, open_view
 from harness.workspaces.repos import (
     add_worktree,
@@ -239,14 +241,15 @@ class SpareWorktrees:
             if not removed.ok:  # its folder went already: its admin folder is left
                 await asyncio.to_thread(_remove_admin, spare.admin, spare.view)
             await delete_branch(spare.source, spare.common, spare.branch)
+            await asyncio.to_thread(drop_store, spare.common, spare.name)
         await asyncio.to_thread(drop_view, spare.view)
         await asyncio.to_thread(remove_tree, spare.private)
 
     async def prune_spare_leftovers(self, older_than_seconds: float) -> int:
         """Removes what spares of a harness that stopped without closing them left, once
-        their view folder is gone (``prune_views``): placeholder branches and the admin
-        folders holding them, in every configured repository, and their P folders older
-        than the limit; how many spares'."""
+        their view folder is gone (``prune_views``): placeholder branches, the admin
+        folders holding them and their object stores, in every configured repository, and
+        their P folders older than the limit; how many spares'."""
         cutoff = time.time() - older_than_seconds
         gone = 0
         for repo in self.settings.repositories.values():
@@ -268,7 +271,11 @@ class SpareWorktrees:
                 await asyncio.to_thread(_remove_admin, admin, view)
                 async with self._lock(f"repo:{repo.name}"):
                     await delete_branch(source, common, branch)
+                    await asyncio.to_thread(drop_store, common, name)
                 gone += 1
+            if common is not None:
+                async with self._lock(f"repo:{repo.name}"):
+                    await asyncio.to_thread(_drop_spare_stores, common, self.root)
         await asyncio.to_thread(_prune_privates, self.root, cutoff)
         return gone
 
@@ -321,6 +328,7 @@ def _move(spare: SpareWorktree, path: Path, private: Path, slug: str) -> None:
         old = folder / spare.name
         if os.path.lexists(old):
             os.rename(old, folder / slug)
+    rename_store(spare.common, spare.name, slug)
 
 
 def _remove_admin(admin: Path, view: Path) -> None:
@@ -331,6 +339,15 @@ def _remove_admin(admin: Path, view: Path) -> None:
         return
     if back == str(view / ".git"):
         remove_tree(admin)
+
+
+def _drop_spare_stores(common: Path, root: Path) -> None:
+    """Object stores of spares whose view is gone (blocking): a spare's agent never ran,
+    so its store holds nothing of a task's."""
+    for name in store_names(common):
+        view = root / VIEWS / name.removeprefix(PLACEHOLDER_MARK)
+        if name.startswith(PLACEHOLDER_MARK) and not os.path.lexists(view):
+            drop_store(common, name)
 
 
 def _prune_privates(root: Path, cutoff: float) -> None:

@@ -5,6 +5,7 @@ HeldRuntime (what they were given is in their spec and their folder)."""
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,41 @@ async def test_a_file_an_agent_shares_appears_in_the_thread(rig: RigFactory) -> 
         (folder / "link").symlink_to("/etc/hostname")
         with pytest.raises(ToolError, match="outside your working folder"):
             await share("link")
+        r.held.release()
+
+
+async def test_a_share_is_of_the_agents_folder_by_handle_and_follows_no_link(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime(), slack_settings=limits(max_bytes=1000)) as r:
+        ts = await send(r, "draw the chart", [])
+        spec = await agent(r)
+        folder = Path(spec.cwd)
+        (folder / "out").mkdir()
+        (folder / "out" / "chart.png").write_bytes(PNG)
+        (folder / "latest.png").symlink_to("out/chart.png")  # a link, even to a file inside
+        (folder / "linked").symlink_to(folder / "out")
+        os.mkfifo(folder / "pipe")  # opened for reading, it would wait for a writer forever
+        caller = Caller(spec.agent_id, "developer", "worker", spec.task_slug, 1)
+
+        async def share(path: str) -> dict[str, Any]:
+            return await share_file(r.orchestrator, caller, ShareFileInput(path=path))
+
+        # An absolute path inside the folder, spelled plainly, is the same file.
+        assert (await share(f"{folder}/./out//chart.png"))["name"] == "chart.png"
+        await r.slack.wait_for(lambda: [m for m in r.slack.thread("D1", ts) if m.get("files")])
+        for path, code, said in [
+            ("latest.png", "PERMISSION_DENIED", "goes through a symbolic link (latest.png)"),
+            ("linked/chart.png", "PERMISSION_DENIED", "goes through a symbolic link (linked)"),
+            ("out/../out/chart.png", "PERMISSION_DENIED", "outside your working folder"),
+            (f"{folder}-other/chart.png", "PERMISSION_DENIED", "outside your working folder"),
+            ("pipe", "INVALID_INPUT", "is a FIFO, a device or a socket, not a file"),
+            ("out/chart.png/x", "INVALID_INPUT", "out/chart.png is not a folder"),
+        ]:
+            with pytest.raises(ToolError) as refused:
+                await share(path)
+            assert (refused.value.code, said in refused.value.message) == (code, True), path
+            assert refused.value.suggestion
         r.held.release()
 
 

@@ -247,7 +247,7 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
 ) -> None:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-never-to-an-agent")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-never-to-an-agent")
-    monkeypatch.setenv("DEPLOY_KEY", "deploy-never-to-an-agent")  # withheld by config
+    monkeypatch.setenv("DEPLOY_KEY", "deploy-never-to-an-agent")  # not on the allow-list
 
     def script(request: ModelRequest) -> Turn:
         if not request.tool_results:
@@ -261,7 +261,6 @@ async def test_an_agent_running_env_sees_no_slack_secret_but_the_model_api(
         role=role,
         prompt="print env",
         cwd=str(Path.cwd()),
-        withhold_env=("SLACK_*", "DEPLOY_*"),
     )
     outcome = await run_alone(spec, orchestrator, model)
     assert outcome.status == "completed", outcome.error

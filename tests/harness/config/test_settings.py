@@ -691,15 +691,6 @@ def test_prune_after_days_must_be_positive(tmp_path: Path) -> None:
     assert "greater than 0" in error.problem
 
 
-def test_withheld_environment_variables_are_a_list_of_globs(tmp_path: Path) -> None:
-    config = parse_config({"withholdEnv": ["AWS_*", "GITHUB_TOKEN"]}, file=tmp_path / "c.yaml")
-    assert config.withhold_env == ("AWS_*", "GITHUB_TOKEN")
-    assert parse_config({}, file=tmp_path / "c.yaml").withhold_env == ()
-    error = parse_error({"withholdEnv": "AWS_*"}, tmp_path)
-    assert error.field == "withholdEnv"
-    assert "AWS_*" in str(error)
-
-
 def test_a_nats_runtime_names_its_server_and_resolves_its_files(tmp_path: Path) -> None:
     config = parse_config(
         {

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.boundary.git import Tree, commit_all
 from harness.config.roles import Role
 from harness.runtime.attachments import (
     MODEL_IMAGE_MAX_BYTES,
@@ -23,7 +24,6 @@ from harness.runtime.attachments import (
     write_attachments,
 )
 from harness.runtime.spec import AgentSpec
-from harness.workspaces.git import commit_all
 from tests.support import git, make_repository
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 20
@@ -100,7 +100,9 @@ async def test_written_files_are_exact_and_never_committed(tmp_path: Path) -> No
     # The agent took the .gitignore away: it is back before the harness commits.
     (repo / ".attachments" / ".gitignore").unlink()
     keep_out_of_git(repo)
-    assert await commit_all(repo, "work", author="harness developer", email="h@example.com")
+    tree = Tree(repo, repo / ".git", repo / ".git")
+    done = await commit_all(tree, "work", author="harness developer", email="h@example.com")
+    assert done.commit
     committed = git(repo, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
     assert committed == ["README.md", "work.txt"]
     assert git(repo, "status", "--porcelain") == ""
@@ -115,6 +117,39 @@ def test_a_link_an_agent_left_in_place_of_the_folder_is_not_followed(tmp_path: P
     write_attachments(folder, [attachment("authorized_keys", "text/plain", b"key")])
     assert list(outside.iterdir()) == []
     assert (folder / ".attachments" / "authorized_keys").read_bytes() == b"key"
+
+
+def test_links_an_agent_left_inside_the_folder_are_replaced_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "authorized_keys").write_bytes(b"theirs")
+    (outside / "config").write_bytes(b"theirs")
+    folder = tmp_path / "work"
+    (folder / ".attachments").mkdir(parents=True)
+    (folder / ".attachments" / "authorized_keys").symlink_to(outside / "authorized_keys")
+    (folder / ".attachments" / ".gitignore").symlink_to(outside / "config")
+    write_attachments(folder, [attachment("authorized_keys", "text/plain", b"key")])
+    assert (outside / "authorized_keys").read_bytes() == b"theirs"
+    assert (outside / "config").read_bytes() == b"theirs"
+    assert (folder / ".attachments" / "authorized_keys").read_bytes() == b"key"
+    assert not (folder / ".attachments" / ".gitignore").is_symlink()
+
+
+def test_keeping_out_of_git_writes_nothing_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / ".attachments").symlink_to(outside)
+    keep_out_of_git(folder)  # a link is no folder of attachments: nothing to keep out
+    assert list(outside.iterdir()) == []
+    (folder / ".attachments").unlink()
+    (folder / ".attachments").mkdir()
+    (outside / "config").write_bytes(b"theirs")
+    (folder / ".attachments" / ".gitignore").symlink_to(outside / "config")
+    keep_out_of_git(folder)
+    assert (outside / "config").read_bytes() == b"theirs"
+    assert (folder / ".attachments" / ".gitignore").read_text(encoding="utf-8").endswith("*\n")
 
 
 def test_a_spec_carries_its_attachments_to_another_host() -> None:

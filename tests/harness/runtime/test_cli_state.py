@@ -153,3 +153,20 @@ def test_a_runs_session_files_go_from_a_login_folder_and_nothing_else(tmp_path: 
         "settings.json",
     ]
     assert remove_session(tmp_path, "*") == 0  # never a pattern
+
+
+def test_links_a_run_left_in_a_login_folder_are_removed_never_followed(tmp_path: Path) -> None:
+    login, outside = tmp_path / "login", tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / f"{SESSION}.jsonl").write_text("theirs", encoding="utf-8")
+    (outside / "keep" / "file").write_text("theirs", encoding="utf-8")
+    (login / "projects" / "-tmp-w-t-1").mkdir(parents=True)
+    (login / "projects" / "linked").symlink_to(outside)  # glob's `*` would go through it
+    (login / "session-env").mkdir()
+    (login / "session-env" / SESSION).symlink_to(outside / "keep")
+    (login / "projects" / "-tmp-w-t-1" / SESSION).symlink_to(outside)
+
+    assert remove_session(login, SESSION) == 2
+    assert files_under(outside) == [f"{SESSION}.jsonl", "keep/file"]
+    assert not (login / "session-env" / SESSION).exists()
+    assert not (login / "projects" / "-tmp-w-t-1").exists()  # it held nothing but the link

@@ -10,10 +10,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from claude_agent_sdk import AssistantMessage, ResultMessage, SystemMessage, TextBlock
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+)
 from claude_agent_sdk.types import AssistantMessageError
 
 from harness.agents.events import AgentEvent
@@ -21,8 +28,8 @@ from harness.config.settings import parse_config
 from harness.errors import ConfigError
 from harness.project import Project, build_orchestrator
 from harness.runtime.agent_stream import RunTracker
-from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.spec import AgentControl
+from harness.runtime.claude import Binding, ClaudeRuntime
+from harness.runtime.spec import MODEL_API_RETRIES_ENV, AgentControl, AgentSpec
 from harness.tasks.journal import api_retry_in
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 
@@ -198,20 +205,29 @@ async def test_an_overloaded_model_api_shows_its_retries_and_the_agent_goes_on_o
     assert record.result is not None and record.result.summary == "hello"
 
 
+class UntoldRuntime(ClaudeRuntime):
+    """Leaves the spec's retry limit out of what it sets for the CLI; the runtime knows it."""
+
+    def options_for(
+        self, spec: AgentSpec, binding: Binding, stderr: Callable[[str], None]
+    ) -> ClaudeAgentOptions:
+        options = super().options_for(spec, binding, stderr)
+        env = {k: v for k, v in options.env.items() if k != MODEL_API_RETRIES_ENV}
+        return dataclasses.replace(options, env=env)
+
+
 @pytest.mark.slow
 async def test_a_cli_not_told_the_limit_is_stopped_by_the_runtime_at_the_limit(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # withholdEnv hides CLAUDE_CODE_MAX_RETRIES from the CLI, which then retries its own
-    # default 10 times: the runtime stops it after modelApiRetries all the same.
+    # The CLI is not told modelApiRetries (it gets the process's CLAUDE_CODE_MAX_RETRIES,
+    # its own default of 10): the runtime stops it after modelApiRetries all the same.
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "10")
-    config = dataclasses.replace(
-        project.config, model_api_retries=1, withhold_env=("CLAUDE_CODE_MAX_RETRIES",)
-    )
+    config = dataclasses.replace(project.config, model_api_retries=1)
 
     async with ScriptedModel(lambda _request: Turn.fail(500)) as model:
         orchestrator = build_orchestrator(
-            Project(config, project.roles), ClaudeRuntime(base_env=model.env())
+            Project(config, project.roles), UntoldRuntime(base_env=model.env())
         )
         started = time.monotonic()
         record = await orchestrator.run("developer", "say hello")

@@ -109,6 +109,9 @@ class Rig:
             ]  # fmt: skip
             listed = git(repository, "worktree", "list", "--porcelain")
             found += [line for line in listed.splitlines() if "/.views/" in line]
+            stores = repository / ".git/harness/tasks"  # git_stores
+            if stores.is_dir():
+                found += [str(p) for p in stores.iterdir() if p.name[0] == "_"]
         if (root / ".views").is_dir():
             found += [str(p) for p in (root / ".views").iterdir()]
         if (root / ".sandbox").is_dir():
@@ -174,6 +177,15 @@ async def test_a_spare_worktree_serves_a_new_task_as_a_cold_start_would_have(rig
         "web", "harness/t-warm", main,
     )  # fmt: skip
     assert git(workspace.path, "status", "--short") == ""
+    # The spare's object store became the task's: its commit is there, apart from the
+    # repository's own objects, and no spare's store is left.
+    head = git(rig.web, "rev-parse", "harness/t-warm")
+    store = rig.web / ".git/harness/tasks/t-warm"
+    assert (store / head[:2] / head[2:]).is_file()
+    assert not (rig.web / ".git/objects" / head[:2] / head[2:]).exists()
+    assert sorted(p.name for p in store.parent.iterdir() if p.name[0] != "_") == [
+        "t-cold", "t-warm",
+    ]  # fmt: skip
     # The same folder, branch and objects folder shapes, the same prompts and tools.
     cold, warm = shape(rig.seen("t-cold"), "t-cold"), shape(rig.seen("t-warm"), "t-warm")
     assert cold == warm
@@ -254,8 +266,8 @@ async def test_closing_the_host_leaves_nothing_of_its_spare_worktrees(rig: Rig) 
     assert rig.host.spares is not None
     await rig.host.spares.wait_ready(2, WAIT)
     spares = claude_children() - before
-    # Each: its branch, worktree, folder and gitdir file, P.
-    assert len(spares) == 2 and len(rig.leftovers()) == 2 * 5
+    # Each: its branch, worktree, folder and gitdir file, P, object store.
+    assert len(spares) == 2 and len(rig.leftovers()) == 2 * 6
 
     await rig.host.close()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.roles import Role
+from harness.config.settings import SandboxSettings
 from harness.permissions.rules import parse_rule
 from harness.runtime.spec import (
     AgentSpec,
@@ -121,6 +122,7 @@ def test_a_spec_and_an_outcome_as_earlier_versions_sent_them_still_read() -> Non
         "role": role,
         "prompt": "fix",
         "cwd": "/w",
+        "withholdEnv": ["SLACK_*"],  # no longer a field: agents get an allow-list
         "workspace": {
             "repository": "web",
             "url": None,
@@ -140,7 +142,6 @@ def test_a_spec_and_an_outcome_as_earlier_versions_sent_them_still_read() -> Non
 
     assert request.spec.role.allow == (parse_rule("Read"),)
     assert request.spec.workspace == WorkspaceRequest("web", None, "/r", "main", False)
-    assert request.spec.withhold_env == ("SLACK_*",)
     assert outcome_from_json(outcome) == RunOutcome(
         "completed", duration_ms=0, work=WorkReport(None, "abc", "", "")
     )
@@ -199,3 +200,15 @@ def test_a_wrong_field_on_the_wire_is_named_by_its_path() -> None:
         Event.decode(b'{"seq": "7", "kind": "message", "worker": "w", "data": {}}')
     with pytest.raises(DecodeError, match=r"result\.summary: missing"):
         outcome_from_json({"status": "completed", "result": {"changes": []}})
+
+
+def test_a_roles_env_and_the_sandboxs_pass_env_and_hide_travel_with_the_spec() -> None:
+    role = Role("developer", "Developer", "worker", "p", "r.md", env={"NODE_OPTIONS": "-x"})
+    sandbox = SandboxSettings(pass_env=("AWS_REG*",), hide=("/srv/keys",))
+    spec = AgentSpec(agent_id="a1", role=role, prompt="fix", cwd="/w", sandbox=sandbox)
+
+    request = RunRequest.decode(RunRequest(spec, "fix").encode())
+
+    assert request.spec == spec
+    assert request.spec.role.env == {"NODE_OPTIONS": "-x"}
+    assert request.spec.sandbox.pass_env == ("AWS_REG*",)

@@ -94,9 +94,15 @@ class Rig:
         mode: str = "default",
         folder: Path | None = None,
         hidden: tuple[str, ...] = (),
+        role_env: Mapping[str, str] | None = None,
+        pass_env: tuple[str, ...] = (),
+        sandboxed: bool = True,
+        budget: float | None = None,
     ) -> tuple[RunOutcome, list[str]]:
         """Runs a developer agent that makes these Bash calls; its outcome and the text of
-        each call's result, in order."""
+        each call's result, in order. ``role_env``, ``budget``: the role's ``env:`` and
+        ``maxBudgetUsd``; ``pass_env``, ``sandboxed``: config's ``sandbox.passEnv`` and
+        whether the sandbox is on."""
         self.script.commands = list(commands)
         role = Role("developer", "Developer", "worker", "You write code.", "roles/developer.md")
         role = dataclasses.replace(
@@ -104,6 +110,8 @@ class Rig:
             tools=("Bash", "Read", "Write", "Edit"),
             permission_mode=mode,  # type: ignore[arg-type]
             cwd=folder,  # the role's own folder, when it has one
+            env=dict(role_env or {}),
+            max_budget_usd=budget,
         )
         spec = AgentSpec(
             agent_id=f"a{abs(hash((slug, commands))) % 10**10:010d}",
@@ -112,7 +120,7 @@ class Rig:
             cwd="/nowhere",
             task_slug=slug,
             workspace=WorkspaceRequest("web", None, str(self.repository), "main"),
-            sandbox=SandboxSettings(network_allow=self.allow),
+            sandbox=SandboxSettings(enabled=sandboxed, network_allow=self.allow, pass_env=pass_env),
             hidden=hidden,
         )
         before = len(self.model.main_requests)
@@ -122,8 +130,9 @@ class Rig:
 
         io = RunIO(self.gateway, lambda _message: None, seen, lambda _cwd: None)
         outcome = await asyncio.wait_for(self.hosting.run(spec, AgentControl(), io), WAIT)
-        last = self.model.main_requests[before:][-1]
-        return outcome, [result.text for result in last.all_tool_results]
+        # The last request that reached the model (a refused one never did).
+        made = [r for r in self.model.main_requests[before:] if r.all_tool_results]
+        return outcome, [result.text for result in made[-1].all_tool_results] if made else []
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """The forge's credentials never reach an agent: the bot's GitHub token (in each repository's
-``tokenEnv``) is withheld from every agent's environment, and a GitHub App's private key is
-hidden even under /etc, which the sandbox shows read-only. A developer in the OS sandbox (the
+``tokenEnv``) is not on the allow-list of an agent's environment, and a GitHub App's private
+key is hidden even under a folder the sandbox shows read-only. A developer in the OS sandbox (the
 default), on a task whose pull request the harness opened with that token, looks everywhere
 a prompt-injected agent would. Real parts: the Claude Code CLI in bubblewrap against the
 scripted model, a bare repository as the remote, a loopback GitHub."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents.runs import harness_files, withheld_env
+from harness.agents.runs import harness_files
 from harness.project import Project, load_project
 from harness.tasks.model import ThreadRef
 from harness.testing.scripted_model import ModelRequest, Turn
@@ -58,10 +58,8 @@ class Commands:
         return Turn.finish("looked around")
 
 
-async def test_every_repositorys_token_variable_and_app_key_are_kept_from_agents(
-    project: Project,
-) -> None:
-    assert withheld_env(project.config) == ("SLACK_*", "HARNESS_SECRET_KEY", "GITHUB_TOKEN")
+async def test_every_app_key_is_kept_from_agents(project: Project) -> None:
+    # Token variables need no list: agents get an allow-list of the environment.
     assert str(KEY_FILE) in harness_files(project.config)
 
 

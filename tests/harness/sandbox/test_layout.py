@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from harness.sandbox.layout import (
     BRIDGE_INSIDE,
     HOME_INSIDE,
     SOCKET_INSIDE,
     SandboxLayout,
     bwrap_args,
+    etc_shown,
     launcher_script,
 )
 from harness.workspaces.git_view import Bind
@@ -25,9 +32,10 @@ LAYOUT = SandboxLayout(
     bridge="/site/harness/sandbox/bridge.py",
     python="/py/bin/python3.11",
     cli="/site/claude",
-    unset_env=("ANTHROPIC_API_KEY",),
-    set_env={"GIT_OBJECT_DIRECTORY": "/x/objects"},
+    pass_env=("LANG", "PATH"),
+    set_env={"GIT_OBJECT_DIRECTORY": "/x/objects", "HOME": "/root"},
     hidden=(("/w/t-1/config.yaml", False), ("/w/t-1/.agents/tasks", True)),
+    links=(("/etc/localtime", "/usr/share/zoneinfo/UTC"),),
 )
 
 
@@ -74,11 +82,14 @@ def test_the_harnesss_own_files_under_the_agents_folder_are_shown_empty_over_it(
     assert args[args.index("/w/t-1/.agents/tasks") - 1] == "--tmpfs"
 
 
-def test_the_key_is_unset_and_the_bridge_starts_the_cli_in_the_worktree() -> None:
+def test_the_environment_is_cleared_and_the_bridge_starts_the_cli_in_the_worktree() -> None:
     args = bwrap_args(LAYOUT)
 
-    assert args[args.index("--unsetenv") :][:2] == ["--unsetenv", "ANTHROPIC_API_KEY"]
-    assert ("HOME", HOME_INSIDE) in pairs(args, "--setenv")
+    assert "--unsetenv" not in args
+    clear = args.index("--clearenv")
+    assert clear < args.index("--setenv")  # nothing set before is left
+    assert ("HOME", HOME_INSIDE) in pairs(args, "--setenv")  # its own, whatever it is given
+    assert ("HOME", "/root") not in pairs(args, "--setenv")
     assert ("GIT_OBJECT_DIRECTORY", "/x/objects") in pairs(args, "--setenv")
     command = args[args.index("--") + 1 :]
     assert command == [
@@ -92,9 +103,70 @@ def test_the_key_is_unset_and_the_bridge_starts_the_cli_in_the_worktree() -> Non
     assert args[args.index("--chdir") + 1] == "/w/t-1"
 
 
-def test_the_launcher_execs_bwrap_with_the_clis_own_arguments_after() -> None:
+def test_links_of_etc_are_made_inside_not_followed_outside() -> None:
+    args = bwrap_args(LAYOUT)
+
+    assert ("/usr/share/zoneinfo/UTC", "/etc/localtime") in pairs(args, "--symlink")
+    assert "/etc/localtime" not in [target for _, target in pairs(args, "--ro-bind")]
+
+
+def test_only_toolchain_entries_of_etc_are_shown() -> None:
+    listing = [
+        "passwd", "group", "ld.so.cache", "ld.so.conf.d", "ssl", "python3.11", "java-17-openjdk",
+        "harness", "harness-env", "shadow", "sudoers", "ssh", "environment", "gitconfig",
+        "pip.conf", "npmrc", "nats.creds", "hostname",
+    ]  # fmt: skip
+
+    shown = etc_shown(listing)
+
+    assert shown == tuple(
+        f"/etc/{name}"
+        for name in sorted(
+            ["passwd", "group", "ld.so.cache", "ld.so.conf.d", "ssl", "python3.11",
+             "java-17-openjdk"]
+        )
+    )  # fmt: skip
+    assert etc_shown(["hosts"], etc="/other") == ("/other/hosts",)
+
+
+def test_the_launcher_execs_bwrap_without_the_harnesss_environment_and_passes_the_allowed(
+    tmp_path: Path,
+) -> None:
     script = launcher_script("/bin/bwrap", LAYOUT)
 
     assert script.startswith("#!/bin/sh\n")
-    assert script.rstrip().endswith('/site/claude "$@"')
-    assert "exec /bin/bwrap --unshare-all" in script
+    # bubblewrap itself (the sandbox's pid 1) starts with the allowed environment only.
+    assert script.rstrip().splitlines()[-1] == 'exec /usr/bin/env -i "$@"'
+    # What the shell makes of it: bwrap's environment and arguments.
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        '#!/bin/sh\nenv | sed "s/^/env: /"\nfor a in "$@"; do printf "%s\\n" "$a"; done\n'
+    )
+    fake.chmod(0o755)
+    runnable = tmp_path / "launcher"
+    runnable.write_text(script.replace("/bin/bwrap", str(fake)))
+    runnable.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "SECRET": "s3cret", "LANG": 'it\'s "$(rm -rf /)" `x`'}
+    done = subprocess.run(
+        [str(runnable), "--print"], env=env, capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert "s3cret" not in done.stdout
+    assert {"env: PATH=/usr/bin:/bin", f"env: LANG={env['LANG']}"} <= set(lines)
+    words = [line for line in lines if not line.startswith("env: ")]
+    assert words[0] == "--unshare-all"
+    assert words[: words.index("--clearenv")].count("--setenv") == 0
+    after = words[words.index("--clearenv") + 1 :]
+    assert after[:6] == ["--setenv", "LANG", env["LANG"], "--setenv", "PATH", "/usr/bin:/bin"]
+    assert after[-2:] == ["/site/claude", "--print"]
+    # An unset name is not set (not even empty).
+    del env["LANG"]
+    done = subprocess.run([str(runnable)], env=env, capture_output=True, text=True, check=True)
+    assert "LANG" not in done.stdout.splitlines() and "env: LANG=" not in done.stdout
+
+
+def test_a_name_a_shell_cannot_expand_is_refused() -> None:
+    bad = dataclasses.replace(LAYOUT, pass_env=("PATH", "A;rm -rf /"))
+
+    with pytest.raises(ValueError, match="not a variable name"):
+        launcher_script("/bin/bwrap", bad)

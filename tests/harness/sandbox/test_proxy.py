@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import logging
 import socket
 import ssl
@@ -20,13 +21,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from harness.sandbox.proxy import EgressProxy, Upstream, host_allowed
+from harness.sandbox.model_calls import ModelPolicy, Usage, price
+from harness.sandbox.proxy import EgressProxy, ProxyLimits, Upstream, host_allowed
 
 pytestmark = pytest.mark.anyio
 
 WAIT = 10.0
 KEY = "sk-ant-the-real-key-0123456789"
 PLACEHOLDER = "sk-ant-placeholder"
+MODELS = ModelPolicy({"m": 1000})
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -41,6 +44,7 @@ class StartProxy(Protocol):
         upstream: Upstream | None = None,
         allow: Sequence[str] = (),
         on_refused: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> Awaitable[EgressProxy]: ...
 
 
@@ -99,8 +103,9 @@ async def serve() -> AsyncIterator[Serve]:
 
 @pytest.fixture
 async def start_proxy(tmp_path: Path) -> AsyncIterator[StartProxy]:
-    """``await start_proxy(upstream, allow, on_refused)``, closed after the test; nothing may
-    reach the event loop's exception handler meanwhile."""
+    """``await start_proxy(upstream, allow, on_refused, **options)``, closed after the test
+    (``models`` is ``MODELS`` unless given); nothing may reach the event loop's exception
+    handler meanwhile."""
     proxies: list[EgressProxy] = []
     escaped: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
@@ -110,10 +115,12 @@ async def start_proxy(tmp_path: Path) -> AsyncIterator[StartProxy]:
         upstream: Upstream | None = None,
         allow: Sequence[str] = (),
         on_refused: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> EgressProxy:
         upstream = upstream or Upstream(f"http://127.0.0.1:{free_port()}", {"x-api-key": KEY})
         path = tmp_path / f"egress{len(proxies)}.sock"
-        proxy = EgressProxy(path, upstream, allow, on_refused=on_refused)
+        options.setdefault("models", MODELS)
+        proxy = EgressProxy(path, upstream, allow, on_refused=on_refused, **options)
         await proxy.start()
         proxies.append(proxy)
         return proxy
@@ -190,7 +197,7 @@ def replying(seen: list[Seen], reply: bytes) -> Handler:
     return handle
 
 
-def model_request(body: bytes = b'{"model": "m"}') -> bytes:
+def model_request(body: bytes = b'{"model": "m", "max_tokens": 10}') -> bytes:
     return (
         b"POST /v1/messages?beta=true HTTP/1.1\r\n"
         b"Host: 127.0.0.1:41234\r\n"
@@ -236,7 +243,8 @@ async def test_a_model_request_reaches_the_upstream_with_the_real_credential_onl
     assert PLACEHOLDER not in str(request.headers)
     assert request.get("connection") == ["close"]
     assert request.get("content-type") == ["application/json"]
-    assert request.body == b'{"model": "m"}'
+    assert request.body == b'{"model": "m", "max_tokens": 10}'
+    assert request.get("accept-encoding") == ["identity"]  # so its usage can be read
 
 
 async def test_a_streamed_reply_arrives_event_by_event_before_the_upstream_finishes(
@@ -293,7 +301,7 @@ async def test_a_real_client_streams_a_chunked_body_up_and_server_sent_events_ba
     proxy = await start_proxy(Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}))
 
     async def body() -> AsyncIterator[bytes]:
-        for part in (b'{"a":', b" 1}"):
+        for part in (b'{"model":', b' "m", "max_tokens": 5}'):
             yield part
 
     try:
@@ -312,7 +320,8 @@ async def test_a_real_client_streams_a_chunked_body_up_and_server_sent_events_ba
 
     assert response.status == 200
     assert text == "".join(f"event: n\ndata: {n}\n\n" for n in range(3))
-    assert seen == {"path": "/v1/messages?beta=true", "key": [KEY], "body": b'{"a": 1}'}
+    body_sent = b'{"model": "m", "max_tokens": 5}'
+    assert seen == {"path": "/v1/messages?beta=true", "key": [KEY], "body": body_sent}
 
 
 async def test_a_model_api_over_https_is_reached_with_tls_and_its_host_name_checked(
@@ -618,7 +627,7 @@ def test_a_malformed_allow_entry_is_refused_when_the_proxy_is_made(
     tmp_path: Path, entry: str
 ) -> None:
     with pytest.raises(ValueError):
-        EgressProxy(tmp_path / "s", Upstream("http://m", {}), [entry])
+        EgressProxy(tmp_path / "s", Upstream("http://m", {}), [entry], models=MODELS)
 
 
 # --- the socket and the proxy's life ------------------------------------------------------
@@ -629,7 +638,7 @@ async def test_the_socket_is_for_its_owner_only_and_gone_after_close(tmp_path: P
     with socket.socket(socket.AF_UNIX) as stale:
         stale.bind(str(path))  # left by a run that did not close: replaced
 
-    async with EgressProxy(path, Upstream("http://127.0.0.1:1", {})) as proxy:
+    async with EgressProxy(path, Upstream("http://127.0.0.1:1", {}), models=MODELS) as proxy:
         mode = path.stat().st_mode
         assert proxy.socket_path == path
 
@@ -650,3 +659,308 @@ async def test_close_ends_the_connections_still_open(serve: Serve, start_proxy: 
 
     assert rest == b""
     assert not proxy.socket_path.exists()
+
+
+# --- only the CLI's model calls: its models, its limits, its budget; every one counted ------
+
+
+OK_REPLY = b'HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n{"ok": 1}'
+
+
+async def api_answer(proxy: EgressProxy, data: bytes) -> tuple[int, dict[str, str], str]:
+    """The status, headers and error message of the proxy's own answer to a model client."""
+    async with connection(proxy, data) as (reader, _):
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
+        lines = head.decode().split("\r\n")
+        headers = {n.lower(): v.strip() for n, _, v in (line.partition(":") for line in lines[1:])}
+        body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), WAIT)
+    assert body.count(b"\n") == 1  # one line
+    error = json.loads(body)
+    assert error["type"] == "error"
+    return int(lines[0].split(" ")[1]), headers, error["error"]["message"]
+
+
+def post(path: str, body: bytes, *, method: str = "POST") -> bytes:
+    return (
+        f"{method} {path} HTTP/1.1\r\nx-api-key: {PLACEHOLDER}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/models HTTP/1.1\r\n\r\n",
+        post("/v1/files", b"{}"),
+        b"DELETE /v1/messages/batches/msgbatch_1 HTTP/1.1\r\n\r\n",
+        post("/v1/messages/batches", b'{"requests": []}'),
+        b"GET /v1/organizations/me HTTP/1.1\r\n\r\n",
+        b"TRACE /v1/messages HTTP/1.1\r\n\r\n",
+        b"HEAD /api/hello HTTP/1.1\r\n\r\n",
+        post("/v1/messages?beta=true&x=1", b'{"model": "m", "max_tokens": 10}'),
+    ],
+    ids=["models", "files", "delete", "batches", "organizations", "trace", "hello", "query"],
+)
+async def test_a_call_other_than_the_clis_gets_403_and_never_reaches_the_model_api(
+    serve: Serve, start_proxy: StartProxy, caplog: pytest.LogCaptureFixture, request_bytes: bytes
+) -> None:
+    seen: list[Seen] = []
+    port = await serve(replying(seen, OK_REPLY))
+    proxy = await start_proxy(Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}))
+
+    status, headers, message = await api_answer(proxy, request_bytes)
+    after = await exchange(proxy, model_request())  # served in order: the refused one is past
+
+    assert status == 403 and headers["x-should-retry"] == "false"
+    assert "is not a model call: the sandbox forwards only POST /v1/messages" in message
+    assert after.endswith(b'{"ok": 1}')
+    assert [request.line for request in seen] == ["POST /v1/messages?beta=true HTTP/1.1"]
+    assert "refused a model call" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"model": "claude-mythos-5-2", "max_tokens": 10}', "model 'claude-mythos-5-2' is not"),
+        (b'{"model": "m", "max_tokens": 64000}', "max_tokens 64000 is not within"),
+        (b'{"model": "m"}', "max_tokens None is not within"),
+        (b"not json", "not a JSON object"),
+    ],
+)
+async def test_another_model_or_more_output_tokens_gets_400_and_never_reaches_the_model_api(
+    serve: Serve, start_proxy: StartProxy, body: bytes, said: str
+) -> None:
+    seen: list[Seen] = []
+    port = await serve(replying(seen, OK_REPLY))
+    proxy = await start_proxy(Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}))
+
+    status, headers, message = await api_answer(proxy, model_request(body))
+    await exchange(proxy, model_request())
+
+    assert status == 400 and headers["x-should-retry"] == "false"
+    assert said in message
+    assert [request.body for request in seen] == [b'{"model": "m", "max_tokens": 10}']
+
+
+async def test_a_request_body_over_32_mib_gets_413_before_it_is_read(
+    start_proxy: StartProxy,
+) -> None:
+    proxy = await start_proxy()
+    head = b"POST /v1/messages HTTP/1.1\r\nContent-Length: 33554433\r\n\r\n"
+
+    status, headers, message = await api_answer(proxy, head)
+
+    assert status == 413 and headers["x-should-retry"] == "false"
+    assert "at most 32 MiB" in message
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+SSE_BODY = (
+    event(
+        "message_start",
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1000, "output_tokens": 1}}},
+    )
+    + event("content_block_delta", {"type": "content_block_delta", "delta": {"text": "hi"}})
+    + event("message_delta", {"type": "message_delta", "usage": {"output_tokens": 500}})
+    + event("message_stop", {"type": "message_stop"})
+)
+
+
+def chunks(data: bytes, size: int) -> bytes:
+    parts = [data[at : at + size] for at in range(0, len(data), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("reply", "usage"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + chunks(SSE_BODY, 33),
+            Usage(input_tokens=1000, output_tokens=500),
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+            b'{"usage": {"input_tokens": 7, "output_tokens": 9}}',
+            Usage(input_tokens=7, output_tokens=9),
+        ),
+        (  # no usage to read: the worst case (every request byte a token, all of max_tokens)
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{}",
+            Usage(input_tokens=len(b'{"model": "m", "max_tokens": 10}'), output_tokens=10),
+        ),
+        (b"HTTP/1.1 529 Overloaded\r\nContent-Length: 2\r\n\r\n{}", None),
+    ],
+    ids=["stream", "json", "unreadable", "error"],
+)
+async def test_every_model_reply_is_counted_as_it_passes(
+    serve: Serve, start_proxy: StartProxy, reply: bytes, usage: Usage | None
+) -> None:
+    port = await serve(replying([], reply))
+    counted: list[tuple[float, Usage]] = []
+    proxy = await start_proxy(
+        Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}),
+        on_usage=lambda cost, used: counted.append((cost, used)),
+    )
+
+    relayed = await exchange(proxy, model_request())
+
+    assert relayed == reply
+    if usage is None:
+        assert counted == [] and proxy.spent_usd == 0
+    else:
+        assert counted == [(price("m", usage), usage)]
+        assert proxy.spent_usd == price("m", usage)
+
+
+async def test_token_counting_goes_on_and_is_not_billed(
+    serve: Serve, start_proxy: StartProxy
+) -> None:
+    seen: list[Seen] = []
+    port = await serve(replying(seen, OK_REPLY))
+    counted: list[float] = []
+    proxy = await start_proxy(
+        Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}),
+        on_usage=lambda cost, _: counted.append(cost),
+    )
+
+    reply = await exchange(proxy, post("/v1/messages/count_tokens?beta=true", b'{"model": "m"}'))
+
+    assert reply.endswith(b'{"ok": 1}')
+    assert seen[0].get("x-api-key") == [KEY] and counted == []
+
+
+async def test_once_the_budget_is_spent_no_further_model_call_is_made(
+    serve: Serve, start_proxy: StartProxy
+) -> None:
+    reply = b'HTTP/1.1 200 OK\r\n\r\n{"usage": {"input_tokens": 1000, "output_tokens": 1000}}'
+    seen: list[Seen] = []
+    port = await serve(replying(seen, reply))
+    budget = price("m", Usage(input_tokens=1000, output_tokens=1000))
+    proxy = await start_proxy(
+        Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY}), budget_usd=budget
+    )
+
+    first = await exchange(proxy, model_request())
+    status, headers, message = await api_answer(proxy, model_request())
+
+    assert first == reply
+    assert status == 402 and headers["x-should-retry"] == "false"
+    assert "this agent's budget ($0.09) is spent" in message
+    assert len(seen) == 1
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+async def test_past_its_connections_a_sandbox_gets_429_at_once_and_one_warning_a_burst(
+    serve: Serve, start_proxy: StartProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = await serve(echo)
+    proxy = await start_proxy(
+        allow=["127.0.0.1"], limits=ProxyLimits(connections=2, rate=1000, burst=1000)
+    )
+    head = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()
+    async with contextlib.AsyncExitStack() as stack:
+        tunnels = [await stack.enter_async_context(connection(proxy, head)) for _ in range(2)]
+        for reader, _ in tunnels:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
+        refused = [await api_answer(proxy, model_request()) for _ in range(5)]
+        reader, writer = tunnels[0]
+        writer.write_eof()  # the echo ends too, and the tunnel with it: its place is free
+        assert await asyncio.wait_for(reader.read(), WAIT) == b""
+        admitted = await api_answer(proxy, b"GET /v1/models HTTP/1.1\r\n\r\n")
+
+    assert {(status, headers["retry-after"]) for status, headers, _ in refused} == {(429, "1")}
+    assert (
+        "too many connections from this sandbox (at most 2 at once, 1000 a second)" in refused[0][2]
+    )
+    assert admitted[0] == 403
+    warnings = [r for r in caplog.records if "too many connections" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+
+
+async def test_past_its_rate_a_sandbox_gets_429(start_proxy: StartProxy) -> None:
+    proxy = await start_proxy(limits=ProxyLimits(connections=100, rate=0.001, burst=3))
+
+    statuses = [(await answer(proxy, b"BAD\r\n\r\n"))[0] for _ in range(3)]
+    status, _, _ = await api_answer(proxy, b"BAD\r\n\r\n")
+
+    assert statuses == [400, 400, 400] and status == 429
+
+
+async def test_a_connection_that_says_nothing_is_closed(start_proxy: StartProxy) -> None:
+    proxy = await start_proxy(limits=ProxyLimits(head_timeout=0.05))
+
+    async with connection(proxy, b"") as (reader, _):
+        assert await asyncio.wait_for(reader.read(), WAIT) == b""
+
+
+async def test_a_flooded_sandbox_does_not_keep_another_from_its_model(
+    serve: Serve, start_proxy: StartProxy
+) -> None:
+    port = await serve(replying([], OK_REPLY))
+    upstream = Upstream(f"http://127.0.0.1:{port}", {"x-api-key": KEY})
+    flooded = await start_proxy(upstream, limits=ProxyLimits(connections=4))
+    other = await start_proxy(upstream)
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(40):  # held, saying nothing
+            await stack.enter_async_context(connection(flooded, b""))
+        status, _, _ = await api_answer(flooded, model_request())
+        reply = await exchange(other, model_request())
+
+    assert status == 429
+    assert reply.endswith(b'{"ok": 1}')
+
+
+# --- host names ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"CONNECT pypi.org/.evil.com:443 HTTP/1.1\r\n\r\n",
+        b"CONNECT pypi.org\\.evil.com:443 HTTP/1.1\r\n\r\n",
+        b"CONNECT 1.2.3:443 HTTP/1.1\r\n\r\n",
+        b"CONNECT 0x7f000001:443 HTTP/1.1\r\n\r\n",
+        b"CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n",
+        b"CONNECT a..b:443 HTTP/1.1\r\n\r\n",
+        b"GET http://pypi.org%2f.evil.com/ HTTP/1.1\r\n\r\n",
+        b"GET http://pypi.org\\.evil.com/ HTTP/1.1\r\n\r\n",
+    ],
+)
+async def test_a_name_that_is_no_host_name_gets_400_and_is_never_asked(
+    start_proxy: StartProxy, request_bytes: bytes
+) -> None:
+    asked: list[tuple[str, int]] = []
+
+    async def ask(host: str, port: int) -> bool:
+        asked.append((host, port))
+        return False
+
+    proxy = await start_proxy(ask=ask)
+
+    status, text = await answer(proxy, request_bytes)
+
+    assert status == 400 and "is not a host name or an IP address" in text
+    assert asked == []
+
+
+async def test_the_question_is_of_the_exact_host_and_port(start_proxy: StartProxy) -> None:
+    asked: list[tuple[str, int]] = []
+
+    async def ask(host: str, port: int) -> bool:
+        asked.append((host, port))
+        return False
+
+    proxy = await start_proxy(ask=ask)
+    for head in (
+        b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n",
+        b"CONNECT PyPI.org.:443 HTTP/1.1\r\n\r\n",
+        b"GET http://user@Example.com:8080/x HTTP/1.1\r\n\r\n",
+    ):
+        assert (await answer(proxy, head))[0] == 403
+
+    assert asked == [("::1", 8443), ("pypi.org", 443), ("example.com", 8080)]

@@ -189,21 +189,22 @@ async def test_another_task_s_branch_is_not_in_the_view_and_stays_as_it_is(
     view = await opened(workspaces, task, common)
 
     listed = await ok(view, task.path, "git", "branch", "--list", "--format=%(refname:short)")
+    worktrees = await ok(view, task.path, "git", "worktree", "list", "--porcelain")
     # What the agent writes at the other branch's name is its own copy, never that branch.
     await ok(view, task.path, "git", "update-ref", "refs/heads/harness/fix-footer", "HEAD")
-    code, _ = await inside(view, task.path, "git", "switch", "harness/fix-footer")
     other_head, _ = await inside(
         view, task.path, "sh", "-c", f"echo 'ref: refs/heads/main' > {other.git_dir}/HEAD"
     )
 
     assert listed.split() == ["harness/add-login", "main"]
-    assert code != 0 and other_head != 0
+    assert "fix-footer" not in worktrees and f"worktree {task.path}" in worktrees
+    assert other_head != 0
     assert await closed(workspaces, task, common) is None
     assert git(web, "rev-parse", "harness/fix-footer") == theirs
     assert git(other.path, "symbolic-ref", "HEAD") == "refs/heads/harness/fix-footer"
 
 
-async def test_with_packed_refs_the_agent_sees_other_branches_but_cannot_delete_them(
+async def test_with_packed_refs_the_agent_still_sees_no_other_branch_and_deletes_none(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
     await workspaces.prepare("fix-footer", "web")
@@ -216,7 +217,7 @@ async def test_with_packed_refs_the_agent_sees_other_branches_but_cannot_delete_
     await ok(view, task.path, "git", "add", "login.py")
     await ok(view, task.path, "git", "commit", "--quiet", "-m", "login")
 
-    assert "harness/fix-footer" in listed.split() and deleted != 0
+    assert listed.split() == ["harness/add-login", "main"] and deleted != 0
     moved = await closed(workspaces, task, common)
     assert moved == git(web, "rev-parse", "harness/add-login")
     assert git(web, "rev-parse", "harness/fix-footer") == task.base_commit
@@ -240,22 +241,32 @@ async def test_work_added_but_not_committed_in_the_view_is_committed_by_the_harn
     assert fsck(common) == ""
 
 
+@pytest.mark.parametrize(
+    ("local", "where"),
+    [(True, "harness/tasks/add-login/pack"), (False, "objects/pack")],
+)
 async def test_objects_the_agent_packed_in_its_view_are_brought_in_as_a_pack(
-    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path, local: bool, where: str
 ) -> None:
     view = await opened(workspaces, task, common)
     await commit_file(view, task.path, "login.py", "def login(): ...\n", "login")
-    await ok(view, task.path, "git", "repack", "-d", "-q")
+    # Without -l the pack holds the repository's own loose objects too.
+    await ok(view, task.path, "git", "repack", "-d", "-q", *(["-l"] if local else []))
     packs = sorted(p.name for p in (private_of(workspaces, task) / "objects/pack").iterdir())
     assert [p.rsplit(".", 1)[1] for p in packs if p.startswith("pack-")][:2] == ["idx", "pack"]
 
     moved = await closed(workspaces, task, common)
 
     assert moved == git(web, "rev-parse", "harness/add-login")
-    assert {p for p in packs if p.endswith((".idx", ".pack"))} <= {
-        p.name for p in (common / "objects/pack").iterdir()
-    }
-    assert not [p for p in (common / "objects/pack").iterdir() if p.name.startswith("tmp_")]
+    # Into the task's own store, which the repository reaches and no other task is shown;
+    # but a pack holding objects of the repository's own store goes there, beside them
+    # (a store holding them would make `git gc` drop them from the repository's own).
+    target = {p.name for p in (common / where).iterdir()}
+    assert {p for p in packs if p.endswith((".idx", ".pack"))} <= target
+    assert not [p for p in target if p.startswith("tmp_")]
+    assert fsck(common) == ""
+    git(web, "gc", "--quiet")
+    assert git(web, "show", "harness/add-login:login.py") == "def login(): ..."
     assert fsck(common) == ""
 
 
@@ -398,7 +409,8 @@ async def test_a_file_planted_under_an_object_s_name_is_never_copied_into_the_re
     view = await opened(workspaces, task, common)
     # The name of a blob the operator may commit later, holding another blob.
     blob = hashlib.sha1(b"blob 8\0api_key\n").hexdigest()
-    planted = Path(next(b.source for b in view.binds if b.source.endswith("objects")))
+    planted = private_of(workspaces, task) / "objects"
+    assert str(planted) in view.env.values()
     (planted / blob[:2]).mkdir()
     (planted / blob[:2] / blob[2:]).write_bytes(zlib.compress(b"blob 6\0evil!\n"))
     (planted / "ab").mkdir()
@@ -411,11 +423,44 @@ async def test_a_file_planted_under_an_object_s_name_is_never_copied_into_the_re
 
     assert await closed(workspaces, task, common) is None
 
-    assert not (common / "objects" / blob[:2] / blob[2:]).exists()
-    assert not (common / "objects" / "ab" / ("ab" * 19)).exists()
-    assert not (common / "objects" / "cd" / ("ef" * 19)).exists()
-    assert not (common / "objects" / "pack" / "pack-00.pack").exists()
-    assert not [p for p in (common / "objects").rglob("tmp_*")]
+    for objects in (common / "objects", common / "harness/tasks" / task.slug):
+        assert not (objects / blob[:2] / blob[2:]).exists()
+        assert not (objects / "ab" / ("ab" * 19)).exists()
+        assert not (objects / "cd" / ("ef" * 19)).exists()
+        assert not (objects / "pack" / "pack-00.pack").exists()
+        assert not [p for p in objects.rglob("tmp_*")]
+    assert fsck(common) == ""
+
+
+async def test_object_folders_linked_to_another_task_s_store_bring_none_of_its_objects(
+    workspaces: Workspaces, task: Workspace, common: Path, web: Path
+) -> None:
+    other = await workspaces.prepare("other-task", "web")
+    other_view = await opened(workspaces, other, common)
+    await commit_file(other_view, other.path, "secret.py", "KEY = 'other'\n", "secret")
+    await ok(other_view, other.path, "git", "repack", "-d", "-q", "-l")
+    await commit_file(other_view, other.path, "loose.py", "KEY = 'loose'\n", "loose")
+    assert await closed(workspaces, other, common) is not None
+    store = common / "harness/tasks" / other.slug
+    loose = next(p for p in store.iterdir() if len(p.name) == 2)
+    assert [p for p in (store / "pack").iterdir() if p.suffix == ".pack"]
+    secret = git(web, "rev-parse", "harness/other-task")
+    view = await opened(workspaces, task, common)
+    # The agent links its own object folders to the other task's store (a path it can guess).
+    planted = private_of(workspaces, task) / "objects"
+    assert str(planted) in view.env.values()
+    if (planted / "pack").exists():
+        os.rmdir(planted / "pack")
+    (planted / "pack").symlink_to(store / "pack")
+    (planted / loose.name).symlink_to(loose)
+
+    await closed(workspaces, task, common)
+
+    mine = common / "harness/tasks" / task.slug
+    copied = [p.name for p in mine.rglob("*") if p.is_file()] if mine.exists() else []
+    others = {p.name for p in store.rglob("*") if p.is_file()}
+    assert not set(copied) & others
+    assert secret not in (await opened(workspaces, task, common)).env.values()
     assert fsck(common) == ""
 
 
@@ -431,7 +476,25 @@ async def test_a_rewritten_commondir_makes_opening_the_view_fail_as_tampered(
     with pytest.raises(TamperedWorkspaceError):
         await closed(workspaces, task, common)
 
-    assert f"commondir leads to {fake}" in caught.value.message
+    assert f"commondir does not lead to {common}" in caught.value.message
+    assert str(fake) not in caught.value.message  # what the agent wrote is never quoted
+
+
+@pytest.mark.parametrize("name", ["gitdir", "commondir"])
+async def test_an_admin_file_linked_to_a_secret_is_tampering_and_the_secret_is_never_quoted(
+    workspaces: Workspaces, task: Workspace, common: Path, tmp_path: Path, name: str
+) -> None:
+    secret = tmp_path / "config.yaml"
+    secret.write_text("slack:\n  botToken: xoxb-SECRET-FROM-CONFIG\n", encoding="utf-8")
+    admin_file = Path(task.git_dir or "") / name
+    admin_file.unlink()
+    admin_file.symlink_to(secret)  # the admin folder is writable in the agent's sandbox
+
+    with pytest.raises(TamperedWorkspaceError) as caught:
+        await opened(workspaces, task, common)
+
+    assert "xoxb-SECRET" not in caught.value.message and "xoxb-SECRET" not in str(caught.value)
+    assert "not a small text file" in caught.value.message
 
 
 async def test_a_worktree_of_another_repository_is_refused_as_tampered(
@@ -459,13 +522,16 @@ async def test_workspaces_give_a_view_to_a_worktree_and_none_to_a_scratch_folder
     assert await workspaces.sandbox_view(scratch) is None
     await workspaces.settle_sandbox_view(scratch)
     assert view is not None
-    assert [(Path(b.target), b.writable) for b in view.binds] == [
-        (task.path, True),
-        (common, False),
-        (Path(task.git_dir or ""), True),
-        (common / "refs/heads/harness", True),
-        (common / "logs/refs/heads/harness", True),
-        (private_of(workspaces, task) / "objects", True),
+    private, admin = private_of(workspaces, task), Path(task.git_dir or "")
+    assert [(Path(b.source), Path(b.target), b.writable) for b in view.binds] == [
+        (task.path, task.path, True),
+        (private / "common", common, False),
+        *((common / name, common / name, False) for name in ("objects", "refs", "logs", "hooks")),
+        (common / "harness/tasks" / task.slug, common / "harness/task", False),
+        (admin, common / "worktrees" / admin.name, True),
+        (private / "refs", common / "refs/heads/harness", True),
+        (private / "logs", common / "logs/refs/heads/harness", True),
+        (private / "objects", private / "objects", True),
     ]
     assert view.env == {
         "GIT_OBJECT_DIRECTORY": str(private_of(workspaces, task) / "objects"),
@@ -508,10 +574,14 @@ async def test_a_url_repository_s_bare_cache_works_the_same(
     assert view is not None
     await commit_file(view, task.path, "login.py", "x = 1\n", "login")
     moved, _ = await inside(view, task.path, "git", "update-ref", "refs/remotes/origin/x", "HEAD")
-    # Nothing in the cache changed but the mount points, made before the agent ran.
+    # Nothing in the cache changed but the mount points and the harness's own folder (the
+    # tasks' stores, which the cache reaches through the pool, an alternate of its objects),
+    # made before the agent ran.
     after = snapshot(cache, Path(task.git_dir or ""))
     assert {path: after.get(path) for path in before} == before
-    assert set(after) - set(before) <= {"logs", "logs/refs", "logs/refs/heads", *MOUNTS}
+    added = {path for path in set(after) - set(before) if path.split("/")[0] != "harness"}
+    assert added <= {"logs", "logs/refs", "logs/refs/heads", *MOUNTS, "objects/info/alternates"}
+    assert (cache / "objects/info/alternates").read_text() == "../harness/objects\n"
     await workspaces.settle_sandbox_view(task)
 
     assert moved != 0

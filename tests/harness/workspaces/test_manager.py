@@ -670,14 +670,31 @@ async def test_hooks_and_fsmonitor_an_agent_configures_never_run_in_the_harness_
 
 
 def test_the_harness_s_git_never_gets_its_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    secrets = (
+        "SLACK_BOT_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "HARNESS_SECRET_KEY",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "DEPLOY_TOKEN",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+    )
+    for name in secrets:
+        monkeypatch.setenv(name, "secret")
     monkeypatch.setenv("PATH", os.environ["PATH"])
 
-    env = git_env()
+    env, minimal = git_env(), git_env(inherit=False)
 
-    assert "SLACK_BOT_TOKEN" not in env and "ANTHROPIC_API_KEY" not in env
+    assert not set(secrets) & set(env)
     assert env["PATH"] == os.environ["PATH"]
+    assert env["GIT_CONFIG_GLOBAL"] == os.environ["GIT_CONFIG_GLOBAL"]  # the operator's own
+    assert set(minimal) <= {"PATH", "HOME", "LC_ALL", "LANGUAGE", "GIT_TERMINAL_PROMPT"} | {
+        "GIT_OPTIONAL_LOCKS"
+    }
 
 
 async def test_prune_takes_what_a_crashed_runs_cli_left_with_the_workspace(
