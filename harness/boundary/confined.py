@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.sandbox.layout import MASKED_PATHS, SYSTEM_PATHS, etc_shown
+from harness.sandbox.layout import (
+    ISOLATION,
+    MASKED_PATHS,
+    SYSTEM_PATHS,
+    etc_shown,
+    shown_empty,
+)
 from harness.sandbox.runner import SandboxUnavailableError, bwrap_binary, check_sandbox
 
 logger = logging.getLogger(__name__)
@@ -112,29 +118,13 @@ def _link_file(path: Path) -> str | None:
 
 def command_args(bwrap: str, view: View, command: Sequence[str], path: str) -> list[str]:
     """bubblewrap's command line running ``command`` in ``view`` with PATH ``path``. Pure."""
-    args = [
-        bwrap,
-        "--unshare-all",  # no network, its own pids, users and IPC
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-    ]
+    args = [bwrap, *ISOLATION, "--cap-drop", "ALL"]  # no network, its own pids, users and IPC
     for folder in view.system:
         args += ["--ro-bind", folder, folder]
     for link, target in view.links:
         args += ["--symlink", target, link]
     for masked, is_folder in view.masked:
-        if is_folder:
-            args += ["--tmpfs", masked, "--remount-ro", masked]
-        else:
-            args += ["--ro-bind", "/dev/null", masked]
+        args += shown_empty(masked, is_folder)
     for folder in dict.fromkeys(view.shown):
         args += ["--ro-bind", folder, folder]
     args += ["--chdir", view.cwd, "--clearenv"]

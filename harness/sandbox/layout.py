@@ -80,6 +80,20 @@ ETC_ENTRIES = (
 MASKED_PATHS = ("/etc/ssl/private",)
 
 
+# What every sandbox of the harness starts from: its own namespaces, /proc, /dev and /tmp.
+ISOLATION = (
+    "--unshare-all",  # user (where it can), pid, network, IPC, UTS and cgroup namespaces
+    "--die-with-parent",  # the harness's kill (even SIGKILL) takes the whole sandbox
+    "--new-session",  # no ioctl can push keystrokes into the harness's terminal
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+)
+
+
 @dataclass(frozen=True)
 class SandboxLayout:
     """One agent's sandbox. Paths are the host's; ``binds`` go in order, a later one over an
@@ -110,29 +124,17 @@ def bwrap_args(layout: SandboxLayout) -> list[str]:
     """bubblewrap's arguments up to the command, and the command: the bridge, which execs
     the CLI with the arguments that follow (the launcher appends them). The environment is
     cleared, then ``set_env`` and its home set; ``launcher_script`` adds ``pass_env``."""
-    args = [
-        "--unshare-all",  # user (where it can), pid, network, IPC, UTS and cgroup namespaces
-        "--die-with-parent",  # the harness's kill (even SIGKILL) takes the whole sandbox
-        "--new-session",  # no ioctl can push keystrokes into the harness's terminal
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        HOME_INSIDE,
-    ]
+    args = [*ISOLATION, "--tmpfs", HOME_INSIDE]
     for path in layout.readable:
         args += ["--ro-bind", path, path]
     for path, target in layout.links:
         args += ["--symlink", target, path]
     for path, is_folder in layout.masked:
-        args += _empty(path, is_folder)
+        args += shown_empty(path, is_folder)
     for bind in layout.binds:
         args += ["--bind" if bind.writable else "--ro-bind", bind.source, bind.target]
     for path, is_folder in layout.hidden:
-        args += _empty(path, is_folder)
+        args += shown_empty(path, is_folder)
     args += ["--ro-bind", layout.bridge, BRIDGE_INSIDE, "--bind", layout.socket, SOCKET_INSIDE]
     args += ["--clearenv"]
     env = {**layout.set_env, "HOME": HOME_INSIDE, "TMPDIR": "/tmp"}
@@ -143,7 +145,7 @@ def bwrap_args(layout: SandboxLayout) -> list[str]:
     return args
 
 
-def _empty(path: str, is_folder: bool) -> list[str]:
+def shown_empty(path: str, is_folder: bool) -> list[str]:
     """Shows ``path`` empty and read-only."""
     if is_folder:
         return ["--tmpfs", path, "--remount-ro", path]
