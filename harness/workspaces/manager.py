@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness.boundary import git as agent_git
+from harness.boundary import git_work as agent_work
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.tasks.common import SLUG_RE, validate_slug
 from harness.workspaces.choice import RepositoryChoice, choose_repository
@@ -240,7 +241,7 @@ class Workspaces(SandboxFolders):
         """The worktree's branch; None when detached or when its git cannot be trusted (a
         report then says why)."""
         try:
-            return await agent_git.head_branch(await agent_git.confine(path, root=self.root))
+            return await agent_work.head_branch(await agent_git.confine(path, root=self.root))
         except WorkspaceError as exc:
             logger.warning("%s", exc.message)
             return None
@@ -277,16 +278,16 @@ class Workspaces(SandboxFolders):
 
     async def _commit(
         self, workspace: Workspace, message: str, *, author: str
-    ) -> agent_git.Committed:
+    ) -> agent_work.Committed:
         if workspace.base_commit is None or not self.settings.commit_work:
-            return agent_git.Committed(None)
+            return agent_work.Committed(None)
         async with self._lock(f"task:{workspace.slug}"):
             tree = await self._tree(workspace)
             # The commit's objects go to the task's own store: other tasks never see them.
             objects = await self.objects_env(workspace)
             if objects:
                 tree = dataclasses.replace(tree, objects=tuple(objects.items()))
-            return await agent_git.commit_all(tree, message, author=author, email=COMMIT_EMAIL)
+            return await agent_work.commit_all(tree, message, author=author, email=COMMIT_EMAIL)
 
     async def report(
         self, workspace: Workspace, *, commit: str | None, author: str
@@ -304,14 +305,14 @@ class Workspaces(SandboxFolders):
             return None
         tree = await self._tree(workspace)
         if workspace.branch is not None:
-            head = await agent_git.head_branch(tree)
+            head = await agent_work.head_branch(tree)
             if head != workspace.branch:
                 raise SwitchedBranchError(workspace, head)
         left_out: tuple[str, ...] | None = None
         if commit is not None and self.settings.commit_work:
             left_out = (await self._commit(workspace, commit, author=author)).left_out
         if left_out is None:
-            left_out = await agent_git.nested(tree, added_only=True)
+            left_out = await agent_work.nested(tree, added_only=True)
         changes = await self.changes(workspace)
         if changes is None:
             return None
@@ -327,10 +328,10 @@ class Workspaces(SandboxFolders):
             return None
         tree, base = await self._tree(workspace), workspace.base_commit
         files, head, branch, uncommitted, commits = await asyncio.gather(
-            agent_git.diff_files(tree, base),
+            agent_work.diff_files(tree, base),
             agent_git.run(tree, "rev-parse", "HEAD"),
-            agent_git.head_branch(tree),
-            agent_git.has_uncommitted_work(tree),
+            agent_work.head_branch(tree),
+            agent_work.has_uncommitted_work(tree),
             agent_git.run(tree, "rev-list", "--count", f"{base}..HEAD"),
         )
         return Changes(branch, head.text, base, int(commits.text), uncommitted, files)
@@ -340,7 +341,7 @@ class Workspaces(SandboxFolders):
         undecodable bytes replaced; prune's patch files are byte-exact); "" for scratch."""
         if workspace.base_commit is None:
             return ""
-        patch = await agent_git.diff_patch(await self._tree(workspace), workspace.base_commit)
+        patch = await agent_work.diff_patch(await self._tree(workspace), workspace.base_commit)
         return patch.decode("utf-8", "replace")
 
     async def list(self) -> builtins.list[WorkspaceInfo]:
@@ -375,7 +376,7 @@ class Workspaces(SandboxFolders):
             return WorkspaceInfo(slug, path, kind, None, None, modified, dirty)
         try:
             workspace = await self._open(slug, path)
-            dirty = await agent_git.has_uncommitted_work(
+            dirty = await agent_work.has_uncommitted_work(
                 await agent_git.confine(path, root=self.root)
             )
         except WorkspaceError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from harness.boundary import git as agent_git
+from harness.boundary import git_work as agent_work
 from harness.workspaces.files import (
     folder_kind,
     has_files,
@@ -127,12 +128,12 @@ class Pruner:
         # A submodule the worktree never checked out is an empty folder: nothing to lose.
         inside = [
             name
-            for name in await agent_git.nested(tree)
+            for name in await agent_work.nested(tree)
             if await asyncio.to_thread(os.path.lexists, path / name / ".git")
         ]
         if inside:
             return _holds_repositories(slug, path, inside)
-        if await agent_git.head_branch(tree) is None:
+        if await agent_work.head_branch(tree) is None:
             refs = ("refs/heads", "refs/remotes", "refs/tags")
             held = await agent_git.run(tree, "for-each-ref", "--count=1", "--contains=HEAD", *refs)
             if not held.text:
@@ -144,10 +145,10 @@ class Pruner:
                     "there (`git switch -c NAME`) or remove the worktree by hand",
                 )
         if self.dry_run:
-            return Removed(slug, None, would_save=await agent_git.has_uncommitted_work(tree))
+            return Removed(slug, None, would_save=await agent_work.has_uncommitted_work(tree))
         patch = None
-        if await agent_git.has_uncommitted_work(tree):
-            patch = await self._save(slug, await agent_git.diff_patch(tree, "HEAD"))
+        if await agent_work.has_uncommitted_work(tree):
+            patch = await self._save(slug, await agent_work.diff_patch(tree, "HEAD"))
         # Always --force: without, git runs its own status over the worktree, submodules
         # included; what it would protect is saved above.
         await git(
@@ -158,7 +159,7 @@ class Pruner:
         return Removed(slug, patch)
 
     async def _scratch(self, slug: str, path: Path) -> Removed | Kept:
-        if await asyncio.to_thread(agent_git.scratch_has_commits, path):
+        if await asyncio.to_thread(agent_work.scratch_has_commits, path):
             # The empty repository the folder was made with goes; its history would not fit
             # in the patch of its files. (Read as data: its config is the agent's.)
             return Kept(
@@ -171,7 +172,7 @@ class Pruner:
         patch = None
         if await asyncio.to_thread(has_files, path):
             try:
-                patch = await self._save(slug, await agent_git.folder_patch(path))
+                patch = await self._save(slug, await agent_work.folder_patch(path))
             except agent_git.NestedRepositoryError as exc:
                 logger.warning("prune: kept %s: %s", path, exc.message)
                 return Kept(slug, "failed", f"{exc.message}; {exc.fix}")

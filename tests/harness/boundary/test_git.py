@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.boundary import git as agent_git
-from harness.boundary.git import (
-    HARDENING,
-    NestedRepositoryError,
-    Tree,
+from harness.boundary import git_work as agent_work
+from harness.boundary.git import HARDENING, NestedRepositoryError, Tree, confine, disarmed_env
+from harness.boundary.git_work import (
     commit_all,
-    confine,
     diff_files,
     diff_patch,
-    disarmed_env,
     folder_patch,
     has_uncommitted_work,
     scratch_has_commits,
@@ -145,7 +141,7 @@ OPERATIONS: dict[str, Operation] = {
     "numstat": lambda tree: diff_files(tree, "main"),
     "diff": lambda tree: diff_patch(tree, "main"),
     "commit": lambda tree: commit_all(tree, "work", author="harness dev", email="h@example.com"),
-    "nested": agent_git.nested,
+    "nested": agent_work.nested,
 }
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.boundary.git import Tree, commit_all
+from harness.boundary.git import Tree
+from harness.boundary.git_work import commit_all
 from harness.config.roles import Role
 from harness.runtime.attachments import (
     MODEL_IMAGE_MAX_BYTES,
