@@ -80,6 +80,14 @@ async def nested(tree: Tree, *, added_only: bool = False) -> tuple[str, ...]:
     """The git repositories inside the work tree, as paths relative to it: untracked folders
     holding one and gitlinks of the index (``added_only``: those its HEAD lacks, which an
     agent added). git lists both without looking inside them."""
+    folders, links = await _repositories(tree)
+    if added_only:
+        links = await _added(tree, links)
+    return tuple(sorted({*folders, *links}))
+
+
+async def _repositories(tree: Tree) -> tuple[list[str], list[str]]:
+    """The untracked folders holding a repository, and the index's gitlinks."""
     untracked, staged = await asyncio.gather(
         run(tree, "ls-files", "-z", "--others", "--exclude-standard"),
         run(tree, "ls-files", "-z", "--stage"),
@@ -92,7 +100,12 @@ async def nested(tree: Tree, *, added_only: bool = False) -> tuple[str, ...]:
         for record in _split(staged.stdout)
         if record.startswith(_GITLINK + " ")
     ]
-    if added_only and links and await _has_head(tree):
+    return folders, links
+
+
+async def _added(tree: Tree, links: list[str]) -> list[str]:
+    """Those of the gitlinks ``links`` that HEAD lacks."""
+    if links and await _has_head(tree):
         listed = await run(tree, "ls-tree", "-r", "-z", "HEAD", "--", *_literal(links))
         kept = {
             record.partition("\t")[2]
@@ -100,7 +113,7 @@ async def nested(tree: Tree, *, added_only: bool = False) -> tuple[str, ...]:
             if record.startswith(_GITLINK + " ")
         }
         links = [link for link in links if link not in kept]
-    return tuple(sorted({*folders, *links}))
+    return links
 
 
 async def _has_head(tree: Tree) -> bool:
@@ -125,7 +138,11 @@ async def commit_all(tree: Tree, message: str, *, author: str, email: str) -> Co
     ``message``, but nested repositories: gitlinks the agent added are taken out of its
     index and left out with untracked repositories, their files kept where they are. The
     repository's hooks and signing are skipped: this records the work as it is."""
-    left_out = await nested(tree, added_only=True)
+    # One listing serves both: no repository of the tree is added, and those the agent
+    # added are also taken out of its index (their folders are then untracked ones).
+    folders, links = await _repositories(tree)
+    every = sorted({*folders, *links})
+    left_out = tuple(sorted({*folders, *await _added(tree, links)}))
     if left_out:
         logger.warning(
             "nested git repositories in %s left out of the commit (still there): %s",
@@ -137,7 +154,7 @@ async def commit_all(tree: Tree, message: str, *, author: str, email: str) -> Co
         await run(tree, "update-index", "--force-remove", "--", *left_out)
     if not await has_uncommitted_work(tree):
         return Committed(None, left_out)
-    await run(tree, "add", "--all", "--", *_all_but(await nested(tree)))
+    await run(tree, "add", "--all", "--", *_all_but(every))
     staged = await run(tree, "diff", "--cached", "--quiet", IGNORE_SUBMODULES, "HEAD", check=False)
     if staged.ok:
         return Committed(None, left_out)

@@ -277,12 +277,18 @@ class Workspaces(SandboxFolders):
         return (await self._commit(workspace, message, author=author)).commit
 
     async def _commit(
-        self, workspace: Workspace, message: str, *, author: str
+        self,
+        workspace: Workspace,
+        message: str,
+        *,
+        author: str,
+        tree: agent_git.Tree | None = None,
     ) -> agent_work.Committed:
+        """``tree``: the worktree's git, when the caller checked it already."""
         if workspace.base_commit is None or not self.settings.commit_work:
             return agent_work.Committed(None)
         async with self._lock(f"task:{workspace.slug}"):
-            tree = await self._tree(workspace)
+            tree = tree or await self._tree(workspace)
             # The commit's objects go to the task's own store: other tasks never see them.
             objects = await self.objects_env(workspace)
             if objects:
@@ -310,13 +316,13 @@ class Workspaces(SandboxFolders):
                 raise SwitchedBranchError(workspace, head)
         left_out: tuple[str, ...] | None = None
         if commit is not None and self.settings.commit_work:
-            left_out = (await self._commit(workspace, commit, author=author)).left_out
+            committed = await self._commit(workspace, commit, author=author, tree=tree)
+            left_out = committed.left_out
         if left_out is None:
             left_out = await agent_work.nested(tree, added_only=True)
-        changes = await self.changes(workspace)
-        if changes is None:
-            return None
-        diff = await self.patch(workspace) if changes.files else ""
+        # The worktree's git checked once above serves every read of the report.
+        changes = await self._changes(tree, workspace.base_commit)
+        diff = await self._patch(tree, workspace.base_commit) if changes.files else ""
         stat = "\n".join([changes.stat(), *nested_notes(workspace.path, left_out)])
         return WorkReport(changes.branch, changes.head, stat, diff)
 
@@ -326,7 +332,9 @@ class Workspaces(SandboxFolders):
         """What the task changed since its base commit; None for a scratch folder."""
         if workspace.base_commit is None:
             return None
-        tree, base = await self._tree(workspace), workspace.base_commit
+        return await self._changes(await self._tree(workspace), workspace.base_commit)
+
+    async def _changes(self, tree: agent_git.Tree, base: str) -> Changes:
         files, head, branch, uncommitted, commits = await asyncio.gather(
             agent_work.diff_files(tree, base),
             agent_git.run(tree, "rev-parse", "HEAD"),
@@ -341,8 +349,10 @@ class Workspaces(SandboxFolders):
         undecodable bytes replaced; prune's patch files are byte-exact); "" for scratch."""
         if workspace.base_commit is None:
             return ""
-        patch = await agent_work.diff_patch(await self._tree(workspace), workspace.base_commit)
-        return patch.decode("utf-8", "replace")
+        return await self._patch(await self._tree(workspace), workspace.base_commit)
+
+    async def _patch(self, tree: agent_git.Tree, base: str) -> str:
+        return (await agent_work.diff_patch(tree, base)).decode("utf-8", "replace")
 
     async def list(self) -> builtins.list[WorkspaceInfo]:
         """Every workspace under root, by slug."""
