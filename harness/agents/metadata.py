@@ -94,24 +94,19 @@ async def _run_field(field: MetadataField, cwd: Path, bwrap: str | None) -> Fiel
     try:
         if bwrap is not None:
             args = await confined_shell(bwrap, cwd, field.command)
-            proc = await asyncio.create_subprocess_exec(
-                *args,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},  # bwrap's own: no secret
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # so a timeout can kill the whole sandbox
-            )
+            where: Path | None = None  # the sandbox's own --chdir
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # bwrap's own: no secret
         else:
-            proc = await asyncio.create_subprocess_shell(
-                field.command,
-                cwd=cwd,
-                env=disarmed_env(cwd),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # so a timeout can kill the whole pipeline
-            )
+            args, where, env = ["/bin/sh", "-c", field.command], cwd, disarmed_env(cwd)
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            cwd=where,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # so a timeout can kill the whole pipeline or sandbox
+        )
     except OSError as exc:
         return FieldValue(None, f"Command {field.command!r} could not start: {exc}")
     try:

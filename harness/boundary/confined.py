@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.boundary.files import BoundaryError, Folder, read_file
 from harness.sandbox.layout import (
     ISOLATION,
     MASKED_PATHS,
@@ -96,23 +96,12 @@ def worktree_git_dirs(worktree: Path) -> tuple[Path, Path] | str:
 
 
 def _link_file(path: Path) -> str | None:
-    """The text of one of git's small link files, a regular file read without following a
-    link (a FIFO is not waited on); None when it is anything else."""
+    """The text of one of git's small link files, a regular file read by the boundary's
+    reader (no link followed, a FIFO not waited on); None when it is anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder (a scratch's .git), a FIFO
-            return None
-        data = os.read(fd, _LINK_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > _LINK_FILE_BYTES:
-        return None
-    try:
-        return data.decode("utf-8").strip()
-    except UnicodeDecodeError:
+        with Folder.open(path.parent) as folder:
+            return read_file(folder, (path.name,), _LINK_FILE_BYTES).decode("utf-8").strip()
+    except (BoundaryError, OSError, UnicodeDecodeError):
         return None
 
 

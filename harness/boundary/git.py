@@ -32,7 +32,7 @@ from pathlib import Path
 
 # The module, not its names: importing confined first comes back here through the workspaces.
 from harness.boundary import confined
-from harness.workspaces.git import GitResult, WorkspaceError, git
+from harness.workspaces.git import GitResult, WorkspaceError, config_env, git
 
 logger = logging.getLogger(__name__)
 
@@ -222,9 +222,5 @@ def disarmed_env(cwd: Path) -> dict[str, str]:
     env.update(_ENV)
     env.update(LANG="C.UTF-8", LC_ALL="C.UTF-8", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     env["GIT_CEILING_DIRECTORIES"] = str(cwd.parent)
-    env["GIT_CONFIG_COUNT"] = str(len(HARDENING))
-    for index, setting in enumerate(HARDENING):
-        key, _, value = setting.partition("=")
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    env.update(config_env(HARDENING))
     return env

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.config.settings import RepositorySettings
 from harness.errors import ForgeError
-from harness.workspaces.git import git
+from harness.workspaces.git import config_env, git
 
 PUSH_TIMEOUT_SECONDS = 120.0
 
@@ -49,16 +49,9 @@ def credential_env(token: str | None) -> dict[str, str]:
     if not token:
         return {}
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
-    return {
-        "GIT_CONFIG_COUNT": "2",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {basic}",
-        # Nothing on this machine may answer for the token instead (a credential helper).
-        "GIT_CONFIG_KEY_1": "credential.helper",
-        "GIT_CONFIG_VALUE_1": "",
-        "GIT_ASKPASS": "",
-        "SSH_ASKPASS": "",
-    }
+    # Nothing on this machine may answer for the token instead (a credential helper).
+    settings = (f"http.extraHeader=AUTHORIZATION: basic {basic}", "credential.helper=")
+    return {**config_env(settings), "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
 
 
 def remote_of(repo: RepositorySettings) -> str:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -185,6 +185,18 @@ def git_env(extra: Mapping[str, str] | None = None, *, inherit: bool = True) -> 
     }
     env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     env.update(extra or {})
+    return env
+
+
+def config_env(settings: Sequence[str]) -> dict[str, str]:
+    """``key=value`` settings as git's ``GIT_CONFIG_*`` variables: as ``-c`` on the command
+    line (over every config file), for a git and every git it starts, without a command
+    line that others can read."""
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for index, setting in enumerate(settings):
+        key, _, value = setting.partition("=")
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
     return env
 
 
