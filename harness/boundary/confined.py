@@ -26,11 +26,14 @@ from harness.boundary.files import BoundaryError, Folder, read_file
 from harness.sandbox.layout import (
     ISOLATION,
     MASKED_PATHS,
-    SYSTEM_PATHS,
-    etc_shown,
     shown_empty,
 )
-from harness.sandbox.runner import SandboxUnavailableError, bwrap_binary, check_sandbox
+from harness.sandbox.runner import (
+    SandboxUnavailableError,
+    bwrap_binary,
+    check_sandbox,
+    shown_system,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,15 +59,10 @@ class View:
 def view_of(folder: Path) -> View:
     """The view for a command in ``folder``. Blocking."""
     cwd = os.path.realpath(folder)
-    try:
-        etc = etc_shown(os.listdir("/etc"))
-    except OSError:
-        etc = ()
-    links = tuple((path, os.readlink(path)) for path in etc if os.path.islink(path))
-    system = tuple(path for path in SYSTEM_PATHS if os.path.lexists(path))
-    system += tuple(path for path in etc if not os.path.islink(path))
+    system, links = shown_system()  # what an agent's sandbox shows of the machine
     masked = tuple((path, os.path.isdir(path)) for path in MASKED_PATHS if os.path.lexists(path))
-    return View(cwd, (cwd, *_worktree_git(Path(cwd))), system, links, masked)
+    shown = (cwd, *_worktree_git(Path(cwd)))
+    return View(cwd, shown, tuple(system), tuple(links), masked)
 
 
 def _worktree_git(worktree: Path) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ MODEL_ACCESS: tuple[str, ...] = ("ANTHROPIC_*", "CLAUDE_CODE_OAUTH_TOKEN", "CLAU
 NEVER: tuple[str, ...] = ("SLACK_*",)
 
 # A name a /bin/sh script can expand: others cannot be passed by the launcher.
-_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -118,4 +118,4 @@ def launcher_names(
     (the git view's; its home and ``/tmp`` are its own), nor the ``withheld`` ones (the
     model's, which the bridge sets), nor a name a shell cannot expand."""
     skip = {"HOME", "TMPDIR", *fixed, *withheld}
-    return tuple(sorted(n for n in allowed if n not in skip and _SHELL_NAME.match(n)))
+    return tuple(sorted(n for n in allowed if n not in skip and SHELL_NAME.match(n)))

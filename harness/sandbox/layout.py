@@ -11,12 +11,12 @@ is an allow-list (``environment.py``): bubblewrap starts from an empty one.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from harness.sandbox.environment import SHELL_NAME
 from harness.workspaces.git_view import Bind
 
 # Where the sandbox's own parts appear inside it.
@@ -24,8 +24,6 @@ RUN_DIR = "/run/harness"
 SOCKET_INSIDE = f"{RUN_DIR}/egress.sock"
 BRIDGE_INSIDE = f"{RUN_DIR}/bridge.py"
 HOME_INSIDE = "/home/agent"
-# A variable name a /bin/sh script can expand.
-_SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Runs the launcher's bubblewrap with an empty environment: bubblewrap's --clearenv clears
 # only what its children get, and its own (the sandbox's pid 1, in /proc/1/environ) would
@@ -171,7 +169,7 @@ def launcher_script(bwrap: str, layout: SandboxLayout) -> str:
     args = bwrap_args(layout)
     cut = args.index("--clearenv") + 1
     for name in layout.pass_env:
-        if not _SHELL_NAME.match(name):
+        if not SHELL_NAME.match(name):
             raise ValueError(f"{name!r} is not a variable name a shell can expand")
     # Each `set --` puts words in front of those already there: built from the end.
     inside = [

@@ -93,7 +93,7 @@ def _probe() -> str | None:
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
     args = [bwrap, "--unshare-all", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
-    readable, links = _system()
+    readable, links = shown_system()
     for path in readable:
         args += ["--ro-bind", path, path]
     for path, target in links:
@@ -122,7 +122,7 @@ def _existing(paths: Sequence[str]) -> list[str]:
     return [path for path in paths if os.path.lexists(path)]
 
 
-def _system() -> tuple[list[str], list[tuple[str, str]]]:
+def shown_system() -> tuple[list[str], list[tuple[str, str]]]:
     """The system folders and the entries of /etc the sandbox shows, and of those /etc
     entries that are links, (path, target): made inside as links. Blocking."""
     try:
@@ -219,7 +219,7 @@ def _write_launcher(
     assert bwrap is not None  # checked before
     python = os.path.realpath(sys.executable)
     cli = os.path.realpath(cli)
-    system, links = _system()
+    system, links = shown_system()
     readable = [
         *system,
         sys.base_prefix,  # the bridge's Python and its standard library
