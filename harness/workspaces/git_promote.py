@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.workspaces.git_files import read_regular, write_file
 from harness.workspaces.git_own import OwnObjects, index_names
-from harness.workspaces.git_settle import Layout, c_git, hex_length
+from harness.workspaces.git_settle import Layout, c_git, hex_length, object_format
 from harness.workspaces.git_shown import is_task_ref
 from harness.workspaces.git_stores import HARNESS, STORES, locked, store_names
 from harness.workspaces.values import BRANCH_PREFIX
@@ -75,9 +75,9 @@ async def promote(layout: Layout) -> int:
         if not walked.ok:
             logger.warning("public history of %s not checked: %s", layout.common, walked.stderr)
             return 0
-        fmt = (await c_git(layout, "rev-parse", "--show-object-format")).text
+        length = hex_length(await object_format(layout))
         objects = walked.text.split()
-        moved = await asyncio.to_thread(_promote, layout.common, objects, hex_length(fmt))
+        moved = await asyncio.to_thread(_promote, layout.common, objects, length)
         if moved:
             logger.info("%s: %d files of tasks' stores moved into its own", layout.common, moved)
     if tips != checked:
@@ -176,7 +176,7 @@ async def complete_own(layout: Layout) -> int:
     if not walked.ok:
         logger.warning("task %s: its branch's objects not checked: %s", layout.slug, walked.stderr)
         return 0
-    length = hex_length((await c_git(layout, "rev-parse", "--show-object-format")).text)
+    length = hex_length(await object_format(layout))
     missing = await asyncio.to_thread(_missing, layout, walked.text.split(), length)
     for oid in missing:
         kind = (await c_git(layout, "cat-file", "-t", oid)).text

@@ -36,6 +36,7 @@ __all__ = [
     "branch_commit",
     "c_git",
     "hex_length",
+    "object_format",
     "read_regular",
     "settle",
     "write_file",
@@ -110,7 +111,7 @@ async def settle(layout: Layout) -> str | None:
     """Bring the objects in P into the task's store (which C reaches), then move the task's
     branch to the commit P's ref names (``git_view.close_view``, which checks the worktree's
     git first, says how). The new head commit when the branch moved, else None."""
-    fmt = (await c_git(layout, "rev-parse", "--show-object-format")).text
+    fmt = await object_format(layout)
     await _bring_objects(layout, fmt)
     return await _move_branch(layout, fmt)
 
@@ -197,6 +198,19 @@ def _read_ref(layout: Layout, length: int) -> str:
 
 def hex_length(fmt: str) -> int:
     return 64 if fmt == "sha256" else 40
+
+
+# A repository's object format never changes: asked of git once per repository, not at
+# every view opened and settled.
+_FORMATS: dict[Path, str] = {}
+
+
+async def object_format(layout: Layout) -> str:
+    """C's object format (``sha1`` or ``sha256``), the name of its hash."""
+    if layout.common not in _FORMATS:
+        found = (await c_git(layout, "rev-parse", "--show-object-format")).text
+        _FORMATS[layout.common] = found
+    return _FORMATS[layout.common]
 
 
 # --- bringing the objects in --------------------------------------------------------------
