@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.boundary.files import BoundaryError, Folder, read_file
+from harness.boundary.files import read_link_file
 from harness.sandbox.layout import (
     ISOLATION,
     MASKED_PATHS,
@@ -39,8 +39,6 @@ logger = logging.getLogger(__name__)
 
 HOME = "/tmp"
 LANG = "C.UTF-8"
-# git's link files hold one path.
-_LINK_FILE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -78,29 +76,19 @@ def worktree_git_dirs(worktree: Path) -> tuple[Path, Path] | str:
     agent's: read without following a link, and what they say is never repeated (a link
     to a secret would be). Blocking."""
     dot_git = worktree / ".git"
-    text = _link_file(dot_git)
+    text = read_link_file(dot_git)
     if text is None or not text.startswith("gitdir:"):
         return f"{dot_git} is not a file naming a git directory"
     admin = Path(os.path.realpath(worktree / text.removeprefix("gitdir:").strip()))
     if admin.parent.name != "worktrees" or not admin.is_dir():
         return "its .git names no folder of a repository's worktrees"
     common = admin.parent.parent
-    named, back = _link_file(admin / "commondir"), _link_file(admin / "gitdir")
+    named, back = read_link_file(admin / "commondir"), read_link_file(admin / "gitdir")
     if named is None or os.path.realpath(admin / named) != str(common):
         return f"{admin}/commondir does not name the repository {common}"
     if back is None or os.path.realpath(admin / back) != os.path.realpath(dot_git):
         return f"{admin}/gitdir does not name this worktree"
     return admin, common
-
-
-def _link_file(path: Path) -> str | None:
-    """The text of one of git's small link files, a regular file read by the boundary's
-    reader (no link followed, a FIFO not waited on); None when it is anything else."""
-    try:
-        with Folder.open(path.parent) as folder:
-            return read_file(folder, (path.name,), _LINK_FILE_BYTES).decode("utf-8").strip()
-    except (BoundaryError, OSError, UnicodeDecodeError):
-        return None
 
 
 def command_args(bwrap: str, view: View, command: Sequence[str], path: str) -> list[str]:

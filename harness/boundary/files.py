@@ -38,6 +38,7 @@ __all__ = [
     "entry_kind",
     "make_folders",
     "read_file",
+    "read_link_file",
     "split_in_folder",
     "split_relative",
     "walk_stats",
@@ -117,6 +118,22 @@ def read_file(folder: Folder, names: Sequence[str], max_bytes: int, *, shown: st
         return _read_capped(fd, shown, max_bytes)
     finally:
         os.close(fd)
+
+
+# git's link files (a worktree's `.git`, an admin folder's `commondir` and `gitdir`) hold
+# one path each.
+LINK_FILE_MAX = 4096
+
+
+def read_link_file(path: Path) -> str | None:
+    """The text of one of git's small link files at ``path`` (whose folder is the harness's
+    own path), stripped: read by handle, no link followed, never blocking; None when it is
+    anything but a small regular UTF-8 file."""
+    try:
+        with Folder.open(path.parent) as folder:
+            return read_file(folder, (path.name,), LINK_FILE_MAX).decode("utf-8").strip()
+    except (BoundaryError, OSError, UnicodeDecodeError):
+        return None
 
 
 def entry_kind(folder: Folder, names: Sequence[str]) -> Kind:

@@ -10,15 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from harness.boundary.files import BoundaryError, Folder, entry_kind, read_file, walk_stats
+from harness.boundary.files import BoundaryError, Folder, entry_kind, read_link_file, walk_stats
 from harness.clock import SYSTEM, file_stamp
 
 # missing: nothing there yet; worktree: a folder whose `.git` is a file (a linked worktree);
 # scratch: any other folder; other: a file or a symlink, never used as a workspace.
 FolderKind = Literal["missing", "worktree", "scratch", "other"]
 PATCHES = ".patches"
-# A worktree's `.git` link file and its admin folder's `commondir` hold one path each.
-_LINK_FILE_MAX = 4096
 
 
 def folder_kind(path: Path) -> FolderKind:
@@ -58,10 +56,8 @@ def worktree_common_dir(path: Path) -> Path | None:
     admin = _gitdir(path)
     if admin is None:
         return None
-    try:
-        with Folder.open(Path(admin)) as folder:
-            common = read_file(folder, ("commondir",), _LINK_FILE_MAX).decode("utf-8").strip()
-    except (BoundaryError, OSError, UnicodeDecodeError):
+    common = read_link_file(Path(admin) / "commondir")
+    if common is None:
         return None
     return Path(os.path.realpath(os.path.join(admin, common)))
 
@@ -77,12 +73,8 @@ def _gitdir(path: Path) -> str | None:
     """What the worktree's ``.git`` file names, as a path (not resolved). The file is the
     agent's: read by handle, a link or anything but a small regular file refused, so it
     never names what another file says, and never blocks."""
-    try:
-        with Folder.open(path) as folder:
-            text = read_file(folder, (".git",), _LINK_FILE_MAX).decode("utf-8").strip()
-    except (BoundaryError, OSError, UnicodeDecodeError):
-        return None
-    if not text.startswith("gitdir:"):
+    text = read_link_file(path / ".git")
+    if text is None or not text.startswith("gitdir:"):
         return None
     return os.path.join(path, text.removeprefix("gitdir:").strip())
 

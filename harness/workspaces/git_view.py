@@ -36,8 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.boundary.files import Folder, read_file
-from harness.boundary.paths import BoundaryError
+from harness.boundary.files import read_link_file
 from harness.workspaces.files import remove_tree, worktree_admin_dir
 from harness.workspaces.git import TamperedWorkspaceError, WorkspaceError
 from harness.workspaces.git_files import read_regular, write_file
@@ -57,8 +56,6 @@ logger = logging.getLogger(__name__)
 
 # The folder under the workspaces' root holding each task's P.
 SANDBOXES = ".sandbox"
-# A worktree admin folder's commondir and gitdir each hold one path.
-_ADMIN_FILE_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -223,11 +220,8 @@ def _admin_problem(layout: Layout, worktree: Path) -> str | None:
     admin = layout.admin
     if admin.parent != layout.common / "worktrees" or not admin.is_dir():
         return f"which is not a folder of {layout.common / 'worktrees'}"
-    try:
-        with Folder.open(admin) as folder:
-            common = read_file(folder, ("commondir",), _ADMIN_FILE_MAX).decode("utf-8").strip()
-            back = read_file(folder, ("gitdir",), _ADMIN_FILE_MAX).decode("utf-8").strip()
-    except (BoundaryError, OSError, UnicodeDecodeError):
+    common, back = read_link_file(admin / "commondir"), read_link_file(admin / "gitdir")
+    if common is None or back is None:
         return "whose commondir or gitdir is not a small text file"
     if Path(os.path.realpath(admin / common)) != layout.common:
         return f"whose commondir does not lead to {layout.common}"
