@@ -11,9 +11,9 @@ import pydantic
 from pydantic import Field
 
 from harness.problems import Invalid, NonEmptyStr
+from harness.sandbox.environment import SHELL_NAME
 
 _FULL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _URL = r"^https?://[^\s/]+(/\S*)?$"
 
 
@@ -44,7 +44,7 @@ class RepositoryGitHub(_Section):
     token_env: str = Field(
         "GITHUB_TOKEN",
         alias="tokenEnv",
-        pattern=_ENV_NAME,
+        pattern=SHELL_NAME.pattern,
         examples=["GITHUB_TOKEN"],
         description="the environment variable holding the bot's token (agents never see it)",
     )

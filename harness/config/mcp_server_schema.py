@@ -18,10 +18,10 @@ from pydantic import Field
 
 from harness.errors import ConfigError
 from harness.problems import Invalid, NonEmptyStr
+from harness.sandbox.environment import SHELL_NAME
 
 # Shorter tokens can be guessed; 16 characters of `openssl rand -hex 16` are 128 bits.
 MIN_TOKEN_CHARS = 16
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _MAKE_ONE = "make one with `openssl rand -hex 32`"
 
 
@@ -49,7 +49,7 @@ class McpTokenEntry(_Section):
     token_env: str | None = Field(
         None,
         alias="tokenEnv",
-        pattern=_ENV_NAME,
+        pattern=SHELL_NAME.pattern,
         examples=["HARNESS_MCP_TOKEN_ALICE"],
         description="the environment variable holding the token, read at start",
     )

@@ -4,12 +4,11 @@ harness sets for every agent or a secret's."""
 
 from __future__ import annotations
 
-import re
 from fnmatch import fnmatchcase
 
 from harness.problems import Invalid
+from harness.sandbox.environment import SHELL_NAME
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Variables a role may not set, why, and what to do instead: the harness sets them for every
 # agent (its sandbox, its run, its model access, its git view) or they are secrets.
 _RESERVED_ENV: tuple[tuple[tuple[str, ...], str, str], ...] = (
@@ -49,7 +48,7 @@ _RESERVED_ENV: tuple[tuple[tuple[str, ...], str, str], ...] = (
 def role_env(value: dict[str, str]) -> dict[str, str]:
     """``value`` as it is; Invalid (at the name) for a name a role may not set."""
     for name in value:
-        if not _ENV_NAME.match(name):
+        if not SHELL_NAME.match(name):  # the launcher passes it by shell
             raise Invalid(
                 f"{name!r} is not an environment variable name",
                 fix="use letters, digits and `_`, not starting with a digit, e.g. `NODE_OPTIONS`",
