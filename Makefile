@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-cli demo-cluster bench clean
+.PHONY: test test-fast demo demo-cli demo-cluster bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,11 +14,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# pytest on pytest-xdist's workers: JOBS=4 on two cores, as most of the suite waits on the
+# processes it starts (the CLI, git, nats-server, harness itself); JOBS=0 runs it in this process.
+# Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set:
+# else every worker, and every harness process a test starts, compiles and assert-rewrites
+# every module again, seconds each.
+JOBS ?= 4
+FAST_JOBS ?= 2
+PYTEST := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u PYTHONDONTWRITEBYTECODE \
+	$(BIN)/pytest
+
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy $(BIN)/pytest
+	$(PYTEST) -n $(JOBS)
+
+# The edit-test loop: the fast tier (pure and in-process tests; `slow` says what is left out).
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow" -n $(FAST_JOBS)
 
 # The demos are offline whatever is exported; REAL=1 uses the Slack tokens and model key set
 # (only 1, yes or true: REAL=0 stays offline).

@@ -55,10 +55,10 @@ async def fill_store(config: Path) -> str:
     async with ScriptedModel(lambda request: Turn.finish("done", changes=["a.py"])) as model:
         orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
         for n in range(TASKS - 1):
-            await orchestrator.create_task(f"bench task {n}", requester="U0BENCH")
+            await orchestrator.tasks.create_task(f"bench task {n}", requester="U0BENCH")
         record = await orchestrator.run("developer", "the task to show", requested_by="U0BENCH")
         await orchestrator.shutdown()
-    task = next(t for t in await orchestrator.task_summaries() if t.dispatch_count)
+    task = next(t for t in await orchestrator.tasks.task_summaries() if t.dispatch_count)
     assert record.status == "completed", record.error
     return task.slug
 

@@ -108,13 +108,13 @@ async def one_run(
     result = next(m for m in reversed(slack.thread(channel, ts))
                   if OPEN_PR_ACTION in json.dumps(m.get("blocks") or []))  # fmt: skip
     orchestrator = server.bot.orchestrator
-    slug = next(s.slug for s in await orchestrator.task_summaries() if s.thread
+    slug = next(s.slug for s in await orchestrator.tasks.task_summaries() if s.thread
                 and s.thread.channel == channel)  # fmt: skip
     posted = len(slack.calls("chat.postMessage"))
     clicked = time.time()  # the emulator stamps calls with time.time()
     await slack.block_action("U1", channel, result["ts"], OPEN_PR_ACTION, slug)
     linked = await first_call(slack, posted, "is open", 30)
-    pull = (await orchestrator.task(slug)).pull_request
+    pull = (await orchestrator.tasks.task(slug)).pull_request
     assert pull is not None and pull.head_commit is not None
     posted = len(slack.calls("chat.postMessage"))
     github.set_check_runs(FULL_NAME, pull.head_commit, [CheckRun("tests", "completed", "failure")])

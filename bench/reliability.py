@@ -546,13 +546,13 @@ async def recover_once(
     refused until ``outage`` s after the first try."""
     channel = f"D{job}"
     for method in RESULT_METHODS:
-        slack.fail_next(method, times=100_000, status=500)
+        slack.faults.fail_next(method, times=100_000, status=500)
     asked = await slack.user_message(f"U{job}", channel, f"please do job {job}")
     ts = asked.event["ts"]
     await model.wait_for_request(lambda r: job_of(r) == job, 60)
     first = await slack.wait_for(lambda: result_call(slack, channel, ok=False), 60)
     await asyncio.sleep(max(0.0, first[0].time + outage - time.time()))
-    slack.clear_faults()
+    slack.faults.clear()
     recovered = time.time()
     [posted] = await slack.wait_for(lambda: result_call(slack, channel, ok=True), 120)
 

@@ -62,13 +62,13 @@ async def one_stop(slack: SlackEmulator, model: ScriptedModel, n: int) -> tuple[
     await model.wait_for_request(
         lambda r: f"fix page {n} slowly" in r.first_user_text, timeout=WAIT
     )
-    await slack.wait_for(lambda: slack.session_status(channel, ts) == "processing", WAIT)
+    await slack.wait_for(lambda: slack.agent.session_status(channel, ts) == "processing", WAIT)
     children = claude_children()
     assert children, "no claude process to stop"
     told = len(slack.calls("agents.sessions.setStatus"))
     clicked = time.time()
     watch = asyncio.ensure_future(gone_at(children))
-    await slack.press_stop(f"US{n}", channel, ts)
+    await slack.agent.press_stop(f"US{n}", channel, ts)
 
     def left_processing() -> float | None:
         for call in slack.calls("agents.sessions.setStatus")[told:]:

@@ -74,7 +74,9 @@ async def first_sign(config: Path, burst: int) -> None:
     async with SlackEmulator() as slack:
         server = await serve(slack, config, held)
         try:
-            roots = [await slack.assistant_thread_started(f"UB{n}", f"DB{n}") for n in range(burst)]
+            roots = [
+                await slack.agent.assistant_thread_started(f"UB{n}", f"DB{n}") for n in range(burst)
+            ]
             sent: dict[str, float] = {}
 
             async def send(n: int) -> None:
@@ -105,7 +107,7 @@ async def streaming(config: Path) -> None:
     async with ScriptedModel(script) as model, SlackEmulator() as slack:
         server = await serve(slack, config, ClaudeRuntime(base_env=model.env()))
         try:
-            root = await slack.assistant_thread_started("US", "DS")
+            root = await slack.agent.assistant_thread_started("US", "DS")
             sent = await slack.user_message("US", "DS", "walk through the files", thread_ts=root)
             await slack.wait_for(
                 lambda: "white_check_mark" in slack.reactions("DS", sent.event["ts"]), 120

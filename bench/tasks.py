@@ -174,7 +174,7 @@ def project_config(root: Path, folder: Path) -> Path:
 async def bench_tool(config: Path, count: int) -> None:
     runtime = HeldRuntime()
     orchestrator = build_orchestrator(load_project(config), runtime)
-    tools = HarnessTools(orchestrator)
+    tools = HarnessTools(orchestrator.services)
     # Called in a live analyst's name, as its MCP server calls it (and audited in its task).
     analyst = await orchestrator.draft("product-analyst", "plan: list the tasks")
     await runtime.wait_started(1)

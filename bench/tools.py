@@ -55,8 +55,8 @@ def make_project(root: Path) -> Path:
 async def draft_latency(config: Path) -> None:
     async with ScriptedModel(lambda request: Turn.finish("done")) as model:
         orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
-        tools = HarnessTools(orchestrator)
-        task = await orchestrator.create_task("bench drafts")
+        tools = HarnessTools(orchestrator.services)
+        task = await orchestrator.tasks.create_task("bench drafts")
         samples, ids = [], []
         for n in range(20):
             started = time.perf_counter()
@@ -83,7 +83,7 @@ async def metadata_latency(config: Path) -> None:
         project, config=dataclasses.replace(project.config, metadata=tuple(FIELDS))
     )
     orchestrator = build_orchestrator(project, runtime)
-    tools = HarnessTools(orchestrator)
+    tools = HarnessTools(orchestrator.services)
     for n in range(AGENTS):
         await orchestrator.draft(f"dev{n}", f"work {n}")
     await runtime.wait_started(AGENTS)

@@ -138,7 +138,7 @@ async def follow_ups(project: Project, model: ScriptedModel, runs: int) -> list[
         channel = f"DF{n}"
         ts = (await slack.user_message("U1", channel, f"write f{n}")).event["ts"]
         await slack.wait_for(lambda: "white_check_mark" in slack.reactions(channel, ts), 60)
-        [slug] = [t.slug for t in await orchestrator.task_summaries()
+        [slug] = [t.slug for t in await orchestrator.tasks.task_summaries()
                   if t.thread is not None and t.thread.channel == channel]  # fmt: skip
         await spares.wait_for(slug, 60)
         text = f"and more f{n}"
@@ -161,7 +161,7 @@ async def floor(project: Project, model: ScriptedModel, runs: int) -> list[float
     role = project.roles["developer"]
     samples = []
     for n in range(runs):
-        folder = await workspaces.spare_folder()
+        folder = await workspaces.sandbox_folders.spare_folder()
         template = AgentSpec(agent_id="spare", role=role, prompt="", cwd=str(folder))
         warm = await runtime.warm(template)
         text = f"floor {n}"

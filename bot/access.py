@@ -1,4 +1,6 @@
-"""Who may use the bot, and who may stop an agent. Pure checks over config.slack.
+"""Who may use the bot. Pure checks over config.slack. (Who may stop an agent, approve
+what it runs or see a task is the core's to say: ``harness/agents/authority.py``,
+``harness/agents/visibility.py``.)
 
 Empty allowlists mean everyone / every channel. The channel allowlist applies to channels
 (public or private); a DM is governed by the user allowlist alone, since DM channel ids are
@@ -36,13 +38,3 @@ def check_access(
     if settings.allowed_channels and not is_dm and channel not in settings.allowed_channels:
         return Refusal(CHANNEL_REFUSAL)
     return None
-
-
-def is_dm_channel(channel: str) -> bool:
-    """Slash commands carry no channel type: DM channel ids start with D."""
-    return channel.startswith("D")
-
-
-def may_kill(settings: SlackSettings, user: str, requester: str | None) -> bool:
-    """Only the task's requester and configured admins may stop its agents."""
-    return user in settings.admins or (requester is not None and user == requester)

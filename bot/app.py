@@ -54,6 +54,7 @@ from bot.shared_files import SlackFileChannel
 from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
+from harness.agents.visibility import is_direct_message
 from harness.errors import NotAllowedError
 from harness.metrics import Metrics
 from harness.tasks.ledger import LEDGER_FILE, Ledger
@@ -170,7 +171,7 @@ class HarnessBot:
         await self.conversations.load()
         self.outbox.start()
         # The bot says how pull requests' checks go, whoever opened them.
-        self.orchestrator.keep_following_pull_requests()
+        self.orchestrator.pull_requests.keep_following_pull_requests()
         await self.orchestrator.keep_warm()  # spare agents: requests start at once
         settled = await self.conversations.watcher.resume(self.interrupted)
         if self.sessions is not None:
@@ -207,7 +208,7 @@ def create_app(
     options = options or BotOptions()
     owns_client = client is None
     metrics = Metrics()
-    metrics.watch(orchestrator)
+    metrics.watch(orchestrator, orchestrator.humans.pending_questions)
     client = client or make_client(env, options, metrics)
     config = orchestrator.config
     # Bolt acks events before it runs listeners (process_before_response=False): the
@@ -220,13 +221,14 @@ def create_app(
     )
     background = Background()
     poster = Poster(client)
-    ledger = Ledger(config.tasks_dir / LEDGER_FILE)
+    # The orchestrator's clock: the ledger's times, and so the dedupe's and the outbox's.
+    ledger = Ledger(config.tasks_dir / LEDGER_FILE, orchestrator.clock)
 
     async def read_diff(task_slug: str, agent_id: str) -> str | None:
-        return await orchestrator.diff(task_slug, await orchestrator.record(agent_id))
+        return await orchestrator.tasks.diff(task_slug, await orchestrator.record(agent_id))
 
     async def given_up(agent: AgentRef, reason: str) -> None:
-        await orchestrator.note_undelivered(agent["task_slug"], agent["agent_id"], reason)
+        await orchestrator.tasks.note_undelivered(agent["task_slug"], agent["agent_id"], reason)
 
     outbox = Outbox(
         ledger,
@@ -293,8 +295,8 @@ def create_app(
                    recent=options.recent_tasks)  # fmt: skip
     humans = SlackHumanChannel(poster)
     humans.on_change = home.changed
-    orchestrator.add_human_channel(humans)
-    orchestrator.add_file_channel(SlackFileChannel(poster))  # files agents share, in threads
+    orchestrator.humans.add_human_channel(humans)
+    orchestrator.files.add_file_channel(SlackFileChannel(poster))  # files agents share, in threads
     sessions = AgentSessions(client, orchestrator, poster, watcher, background, metrics)
     sessions.follow_questions(humans)
     watcher.session_status = sessions.stream_status
@@ -304,18 +306,20 @@ def create_app(
         user: str, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> str:
         channel = str((body.get("channel") or {}).get("id", ""))
-        refusal = check_access(config.slack, user, channel, is_dm=channel.startswith("D"))
+        refusal = check_access(config.slack, user, channel, is_dm=is_direct_message(channel))
         if refusal is not None:
             await respond(text=refusal.text, response_type="ephemeral", replace_original=False)
             return "refused: not allowed"
-        picked = parse_button_value(str(action.get("value", "")), orchestrator.pending_questions())
+        picked = parse_button_value(
+            str(action.get("value", "")), orchestrator.humans.pending_questions()
+        )
         answer = answer_for(picked[0], picked[1], user) if picked is not None else None
         answered = False
         if picked is not None and answer is not None:
             refused = await elsewhere(picked[0], clicked_thread(body))
             if refused is None:
                 try:
-                    answered = orchestrator.answer_question(picked[0].question_id, answer)
+                    answered = orchestrator.humans.answer_question(picked[0].question_id, answer)
                 except NotAllowedError as exc:  # the core says who may decide an approval
                     refused = approval_refusal(exc)
             if refused is not None:
@@ -342,7 +346,7 @@ def create_app(
     async def elsewhere(question: Question, thread: ThreadRef) -> str | None:
         """Why ``question`` may not be answered from ``thread``; None when it is its task's
         own thread (who may decide an approval is the core's to say)."""
-        task = await orchestrator.task(question.task_slug)
+        task = await orchestrator.tasks.task(question.task_slug)
         if task.thread != thread:
             return "This question belongs to another thread: answer it there."
         return None
@@ -394,7 +398,9 @@ def create_app(
         )
 
     app.action(RERUN_ACTION)(thread_button(run_again, "run again:"))
-    pulls = PullRequestThreads(orchestrator, poster, watcher, background)
+    pulls = PullRequestThreads(
+        orchestrator.pull_requests, orchestrator.tasks, poster, watcher, background
+    )
     app.action(OPEN_PR_ACTION)(thread_button(pulls.open, "pull request of"))
     app.action(FIX_CHECKS_ACTION)(thread_button(pulls.fix, "fix the checks of"))
     app.action(ACTION_PATTERN)(on_answer_button)

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import excerpt
 from bot.poster import CALL_ERRORS, classify
 from harness.agents.pool import AgentInfo
+from harness.agents.visibility import is_direct_message
 from harness.config.roles import Role
 from harness.tasks.model import ThreadRef
 
@@ -76,7 +77,7 @@ def assistant_status(info: AgentInfo) -> str:
 
 
 def in_assistant_thread(thread: ThreadRef) -> bool:
-    return thread.channel.startswith("D")
+    return is_direct_message(thread.channel)
 
 
 class ThreadStatus:

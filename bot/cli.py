@@ -47,21 +47,7 @@ def run(project: Project, args: argparse.Namespace) -> int:
     env = SlackEnv.from_environ(os.environ)
     check_token_shapes(env)
     mode = choose_mode(env, args.mode)  # a HarnessError here is reported by the harness CLI
-    if project.config.runtime.kind == "nats":  # its workers must be reachable: else say so now
-        asyncio.run(check_nats(project))
+    # Where its agents run is checked and connected first: an unreachable one is said at once.
     return asyncio.run(serve(
         project, env=env, mode=mode, port=args.port, host=args.host, health_port=args.health_port
     ))  # fmt: skip
-
-
-async def check_nats(project: Project) -> None:
-    """Connects to the NATS server of ``runtime: nats`` and lets go: a HarnessError naming
-    the URL and the fix, within a few seconds, when it is not there (or nats-py is not)."""
-    from harness.runtime.nats_link import NatsLink, NatsSettings, require_nats
-
-    require_nats()
-    runtime = project.config.runtime
-    assert runtime.url is not None  # parse_config requires it for `nats`
-    settings = NatsSettings(runtime.url, runtime.credentials, runtime.tls_ca, runtime.prefix)
-    link = await NatsLink.connect(settings, name="harness bot (start check)")
-    await link.close()

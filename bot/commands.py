@@ -2,8 +2,8 @@
 acked at once, work done after (connect and disconnect: ``forge_commands.py``).
 
 Answers are ephemeral (only the person who typed the command sees them). ``kill`` is allowed
-to the task's requester and to the admins in config.slack.admins; the agent's thread then
-says who stopped it.
+to the task's requester and to the admins in config.slack.admins (the core decides); the
+agent's thread then says who stopped it.
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
 
-from bot.access import check_access, is_dm_channel
+from bot.access import check_access
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
 from bot.forge_commands import ForgeCommands
 from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
+from bot.sessions import stop_agent
 from bot.settings import BotOptions
 from bot.visibility import visible_tasks
 from harness.agents.metadata import FieldValue
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
+from harness.agents.visibility import is_direct_message
 from harness.config.settings import SlackSettings
 from harness.tasks.model import TaskSummary
 from harness.tasks.store import DamagedTask
@@ -40,6 +42,8 @@ _DAMAGED_SHOWN = 10
 
 # How long a command answered in its ack may take (Slack gives up on an ack after 3 s).
 ACK_WITHIN = 2.5
+# How long `kill` waits for the core to have stopped the agent before it answers "Stopping".
+_STOP_ANSWERED_WITHIN = 0.5
 
 HELP = (
     "*/harness*: the agents working on your tasks\n"
@@ -160,13 +164,13 @@ class Commands:
         self.background = background
         self.settings = settings
         self.options = options
-        self.forges = ForgeCommands(orchestrator, poster, background, within=ACK_WITHIN)
+        self.forges = ForgeCommands(orchestrator.accounts, poster, background, within=ACK_WITHIN)
 
     async def handle(self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]) -> str:
         """Answers the command; returns what was done, in a few words, for the request log."""
         user = str(command.get("user_id") or "")
         channel = str(command.get("channel_id") or "")
-        refusal = check_access(self.settings, user, channel, is_dm=is_dm_channel(channel))
+        refusal = check_access(self.settings, user, channel, is_dm=is_direct_message(channel))
         if refusal is not None:
             await ack(text=refusal.text)
             return "refused: not allowed"
@@ -177,7 +181,7 @@ class Commands:
         if parsed.name == "help":
             await ack(text=HELP)
         elif parsed.name == "kill" and parsed.agent_id is not None:
-            answer, outcome = self.kill(parsed.agent_id, user)
+            answer, outcome = await self.kill(parsed.agent_id, user)
             await ack(text=answer)
             return f"kill {parsed.agent_id}: {outcome}"
         elif parsed.name in ("connect", "disconnect"):
@@ -211,9 +215,9 @@ class Commands:
             logger.exception("/harness %s failed", name)
             return "Sorry, that did not work; an admin can find the details in the bot's log."
 
-    def kill(self, agent_id: str, user: str, via: str = "/harness kill") -> tuple[str, str]:
-        """Decides at once (so the answer is the ack) and stops the agent in the background;
-        the answer, and the outcome in a few words."""
+    async def kill(self, agent_id: str, user: str, via: str = "/harness kill") -> tuple[str, str]:
+        """Asks the core to stop the agent for ``user`` and answers at once (the answer is the
+        ack); the answer, and the outcome in a few words."""
         entry = self.orchestrator.agent(agent_id)
         if entry is None:
             return (
@@ -221,19 +225,24 @@ class Commands:
                 "`/harness list` shows the live agents.",
                 "no such live agent",
             )
-        requester = entry.requester
-        if not self.orchestrator.may_decide(user, requester):
+        reason = f"stopped from Slack by {user} with {via}"
+        stopping = self.background.spawn(
+            stop_agent(self.orchestrator, self.watcher, agent_id, reason, user),
+            name=f"kill {agent_id}",
+        )
+        # The core decides who may stop, and refuses before it stops anything: a refusal is
+        # back at once. A stop that takes longer goes on in the background; the agent's
+        # thread says when it has stopped.
+        await asyncio.wait({stopping}, timeout=_STOP_ANSWERED_WITHIN)
+        refused = stopping.result() if stopping.done() and not stopping.exception() else None
+        if refused is not None:
+            requester = refused.requester
             who = f"the person who asked for it ({mention(requester)})" if requester else "nobody"
             return (
                 f"You can't stop `{agent_id}`: only {who} and the bot's admins can stop the "
                 f"agents of task `{escape(entry.task_slug)}`.",
                 "refused, not the requester or an admin",
             )
-        self.watcher.stopped_by[agent_id] = user
-        self.background.spawn(
-            self.orchestrator.kill(agent_id, f"stopped from Slack by {user} with {via}", by=user),
-            name=f"kill {agent_id}",
-        )
         return (
             f"Stopping {escape(entry.role)} `{agent_id}`; its thread will say when it has stopped.",
             "stopping",
@@ -241,15 +250,15 @@ class Commands:
 
     async def _list(self) -> str:
         agents = self.orchestrator.agents()
-        values = await self.orchestrator.collect_metadata(Path(a.cwd) for a in agents)
-        fields = [f.name for f in self.orchestrator.metadata_fields if f.include_in_list]
+        values = await self.orchestrator.metadata.collect_many(Path(a.cwd) for a in agents)
+        fields = [f.name for f in self.orchestrator.metadata.fields if f.include_in_list]
         return render_agent_list(agents, {str(k): v for k, v in values.items()}, fields)
 
     async def _tasks(self, user: str) -> str:
-        summaries = await self.orchestrator.task_summaries()
+        summaries = await self.orchestrator.tasks.task_summaries()
         tasks = await visible_tasks(user, summaries, self.orchestrator, self.poster)
         tasks = tasks[: self.options.recent_tasks]
         bound = [t for t in tasks if t.thread is not None]
         found = await asyncio.gather(*(self.poster.permalink(t.thread) for t in bound if t.thread))
         links = {t.slug: link for t, link in zip(bound, found, strict=True) if link}
-        return render_task_list(tasks, links, await self.orchestrator.damaged_tasks())
+        return render_task_list(tasks, links, await self.orchestrator.tasks.damaged_tasks())

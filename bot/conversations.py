@@ -107,12 +107,12 @@ class Conversations:
 
     async def load(self) -> None:
         """The thread bindings, requesters and deliveries already seen, from disk."""
-        self.index.load(await self.orchestrator.task_summaries())
+        self.index.load(await self.orchestrator.tasks.task_summaries())
         # A damaged task's thread is still its own: a reply there hears why nothing starts.
-        for damaged in await self.orchestrator.damaged_tasks():
+        for damaged in await self.orchestrator.tasks.damaged_tasks():
             if damaged.thread is not None and not self.index.is_bound(damaged.thread):
                 self.index.bind(damaged.thread, damaged.slug)
-        await migrate_requesters(self.orchestrator, self.orchestrator.config.tasks_dir)
+        await migrate_requesters(self.orchestrator.tasks, self.orchestrator.config.tasks_dir)
         await self.dedupe.load()
 
     # ------------------------------------------------------------------ intake (no awaits)
@@ -239,11 +239,11 @@ class Conversations:
         """A reply in a thread where an agent waits on ``ask_human`` answers it (instead of
         starting a follow-up). True when it did."""
         slug = self.index.slug(message.thread)
-        picked = pick_question(self.orchestrator.pending_questions(slug), message.text)
+        picked = pick_question(self.orchestrator.humans.pending_questions(slug), message.text)
         if slug is None or picked is None:
             return False
         question, text = picked
-        if not names_an_agent(message.text) and not self.orchestrator.may_decide(
+        if not names_an_agent(message.text) and not self.orchestrator.humans.may_decide(
             message.user, question.requester
         ):
             # Someone else in the thread talks to the bot, not to the agent's question: a
@@ -253,7 +253,7 @@ class Conversations:
         if answer is None:  # no verdict on the approval: an ordinary follow-up
             return False
         try:
-            answered = self.orchestrator.answer_question(question.question_id, answer)
+            answered = self.orchestrator.humans.answer_question(question.question_id, answer)
         except NotAllowedError as refused:
             # Taken as an answer that was refused, not as a follow-up for a new agent.
             text = approval_refusal(refused)
@@ -345,7 +345,7 @@ class Conversations:
         repository: str | None = None,
     ) -> None:
         message, thread = decision.message, decision.message.thread
-        choice = self.orchestrator.choose_repository(message.text, message.channel)
+        choice = self.orchestrator.tasks.choose_repository(message.text, message.channel)
         if repository is None and choice.status == "ambiguous":
             # The thread stays reserved: the person picks with a button, then it starts.
             self._choosing[thread] = (decision, bot_user_id)
@@ -366,7 +366,7 @@ class Conversations:
             description = thread_task_description(choice.text, earlier)
             prompt = choice.text or description
         try:
-            task = await self.orchestrator.create_task(
+            task = await self.orchestrator.tasks.create_task(
                 description, thread, repository or choice.repository, requester=message.user
             )
         except HarnessError as exc:
@@ -387,7 +387,7 @@ class Conversations:
         if slug is None:  # the task this thread was reserved for could not be created
             return
         try:
-            task = await self.orchestrator.task(slug)
+            task = await self.orchestrator.tasks.task(slug)
         except TaskDamagedError as exc:  # never a new task without the thread's history
             await self._fail(
                 message,

@@ -8,11 +8,11 @@ restart is still recognised.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from harness.clock import SYSTEM, Clock
 from harness.tasks.ledger import Ledger
 
 
@@ -24,7 +24,7 @@ class TtlSet:
         ttl: float,
         *,
         max_size: int = 200_000,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
     ) -> None:
         self.ttl = ttl
         self.max_size = max_size
@@ -55,19 +55,25 @@ class TtlSet:
 
 
 class Dedupe:
-    def __init__(self, ledger: Ledger, keep: float, clock: Callable[[], float] = time.time):
+    """Keys are kept ``keep`` seconds of ``clock``'s wall time: the ledger's times, which
+    outlive a restart (the ledger's own clock by default, so the two agree)."""
+
+    def __init__(self, ledger: Ledger, keep: float, clock: Clock | None = None):
         self.ledger = ledger
         self.keep = keep
-        self._clock = clock
-        self._seen = TtlSet(keep, clock=clock)
+        self._clock = clock or ledger.clock
+        self._seen = TtlSet(keep, clock=self._now)
         self._unsaved: list[str] = []
         self._intake: dict[str, dict[str, Any]] = {}
         self._saving = asyncio.Lock()
 
     async def load(self) -> None:
         """What the ledger remembers of the last ``keep`` seconds."""
-        for key, at in await self.ledger.recent(self._clock() - self.keep):
+        for key, at in await self.ledger.recent(self._now() - self.keep):
             self._seen.add(key, at)
+
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
 
     def first_time(self, key: str) -> bool:
         """True the first time ``key`` is seen (then ``save`` makes that last)."""

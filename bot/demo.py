@@ -8,7 +8,7 @@ terminal shows the thread unfold: the analyst, the developer it drafts, their re
 
 With ``--cluster`` (``make demo-cluster``) the agents run elsewhere: a NATS server with
 JetStream and two ``harness worker`` processes start on loopback, the bot sends its agents to
-them (``runtime: nats``), and the transcript says which worker ran each agent.
+them (``harness.testing.cluster``), and the transcript says which worker ran each agent.
 
 It is offline whatever is exported: Slack tokens and model keys are left unused (it says
 so) unless ``--real`` (``make demo REAL=1``) asks for them: then a SLACK_BOT_TOKEN runs the
@@ -27,7 +27,6 @@ import logging
 import os
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,18 +35,16 @@ from bot.app import create_app
 from bot.server import BotServer, serve
 from bot.settings import BotOptions, SlackEnv, check_token_shapes, choose_mode
 from bot.testing.slack_emulator import ApiCall, SlackEmulator, transcript_line
+from harness.agents.orchestrator import Orchestrator
 from harness.atomic import write_atomic
-from harness.cli.offline import exported_keys, harness_command, model_access, scripted_env
+from harness.cli.offline import exported_keys, harness_command
 from harness.cli.scaffold import config_for_demo
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator, load_project
-from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.nats_hosting import NatsHosting
-from harness.runtime.nats_link import NatsSettings
-from harness.runtime.spec import AgentRuntime
-from harness.testing.nats_server import NatsServer
+from harness.opening import Harness, open_harness
+from harness.project import Project, load_project
+from harness.runtime.model_access import model_access, scripted_env
+from harness.testing.cluster import local_cluster
 from harness.testing.scripted_model import ScriptedModel, demo_script
-from harness.testing.workers import start_worker
 
 DEFAULT_REQUEST = "plan: a settings page with a dark mode toggle"
 USER, CHANNEL = "UDEMO", "DDEMO"
@@ -90,40 +87,33 @@ async def _model_env(real: bool) -> AsyncIterator[dict[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def _runtime(
-    cluster: bool, folder: Path, workspaces: Path, real: bool
-) -> AsyncIterator[AgentRuntime]:
+async def _harness(
+    project: Project, cluster: bool, folder: Path, workspaces: Path, real: bool
+) -> AsyncIterator[Harness]:
+    """The harness the demo's bot serves: its agents here, or with ``cluster`` on two workers
+    through a NATS server of its own; on the scripted model unless ``real``."""
+    simulated = _real_model(real) is None
     async with _model_env(real) as model_env:
         if not cluster:
-            yield ClaudeRuntime(base_env=model_env)
+            here = open_harness(
+                project, purpose="serve", model_env=model_env, simulated_costs=simulated
+            )
+            async with here as harness:
+                yield harness
             return
-        async with NatsServer(folder / "nats") as nats:
-            _print(f"demo: NATS with JetStream at {nats.url}")
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-            env.update(model_env)
-            workers = []
-            for name in ("worker-a", "worker-b"):
-                workers.append(await start_worker(name, nats.url, env, workspaces))
-                _print(f"demo: {name} ready (harness worker, 2 slots, workspaces in "
-                       f"{workspaces / name})")  # fmt: skip
-            # Their logs are not part of the transcript; read so a worker never blocks.
-            logs = [asyncio.ensure_future(_drained(worker)) for worker in workers]
-            runtime = NatsHosting(NatsSettings(nats.url))
-            try:
-                yield runtime
-            finally:
-                await runtime.close()
-                for worker in workers:
-                    if worker.returncode is None:
-                        worker.terminate()
-                    await worker.wait()
-                await asyncio.gather(*logs)
-                _print("demo: workers stopped")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+        env.update(model_env)
+        async with local_cluster(folder, workspaces, env, say=_said) as runtime:
+            config = dataclasses.replace(project.config, runtime=runtime)
+            on_cluster = open_harness(
+                Project(config, project.roles), purpose="serve", simulated_costs=simulated
+            )
+            async with on_cluster as harness:
+                yield harness
 
 
-async def _drained(worker: asyncio.subprocess.Process) -> None:
-    assert worker.stderr is not None
-    await worker.stderr.read()
+def _said(line: str) -> None:
+    _print(f"demo: {line}")
 
 
 async def run_demo(
@@ -133,20 +123,19 @@ async def run_demo(
     # task records point at them (a dot folder never passes for a task's workspace).
     workspaces = project.config.workspaces.root / ".demo-workers"
     with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
-        async with _runtime(cluster, Path(tmp), workspaces, real) as runtime:
-            simulated = _real_model(real) is None
-            return await _converse(project, runtime, request, timeout, simulated=simulated)
+        async with _harness(project, cluster, Path(tmp), workspaces, real) as harness:
+            return await _converse(project, harness.orchestrator, request, timeout)
 
 
 async def _converse(
-    project: Project, runtime: AgentRuntime, request: str, timeout: float, *, simulated: bool
+    project: Project, orchestrator: Orchestrator, request: str, timeout: float
 ) -> int:
     async with SlackEmulator() as slack:
         # Messages are stamped from now on, so each run's thread is a new one: a thread an
         # earlier run left in this folder's tasks (same channel, same ts) would own it.
-        slack.store.base_ts = max(slack.store.base_ts, int(time.time()))
+        now = orchestrator.clock.now().timestamp()
+        slack.store.base_ts = max(slack.store.base_ts, int(now))
         slack.on_call(_show)
-        orchestrator = build_orchestrator(project, runtime, simulated_costs=simulated)
         env = SlackEnv(
             bot_token=slack.identity.bot_token,
             signing_secret=slack.identity.signing_secret,
@@ -179,7 +168,7 @@ async def _converse(
             except TimeoutError:
                 _print(f"demo: no result within {timeout:g} s")
                 return 1
-            _shown_task.extend(t.slug for t in (await orchestrator.task_summaries())[:1])
+            _shown_task.extend(t.slug for t in (await orchestrator.tasks.task_summaries())[:1])
             for text in _results(slack.thread(CHANNEL, ts)):  # each result, in full
                 _print("\n".join(f"    {row}" for row in text.splitlines()))
         finally:

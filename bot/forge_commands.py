@@ -18,8 +18,7 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 from bot.background import Background
 from bot.blocks import escape
 from bot.poster import CALL_ERRORS, Poster
-from harness.agents.forge_accounts import DeviceLogin
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.account_links import AccountLinks, DeviceLogin
 from harness.errors import HarnessError
 
 logger = logging.getLogger(__name__)
@@ -67,9 +66,9 @@ class ForgeCommands:
     """Part of ``Commands``: the answers of connect and disconnect."""
 
     def __init__(
-        self, orchestrator: Orchestrator, poster: Poster, background: Background, *, within: float
+        self, accounts: AccountLinks, poster: Poster, background: Background, *, within: float
     ) -> None:
-        self.orchestrator = orchestrator
+        self.accounts = accounts
         self.poster = poster
         self.background = background
         self.within = within  # how long an answer in the ack may take
@@ -114,8 +113,8 @@ class ForgeCommands:
 
     async def _connect(self, user: str, say: Say) -> tuple[str, str]:
         try:
-            linked_as = await self.orchestrator.github_login(user)
-            login = await self.orchestrator.start_github_link(user)
+            linked_as = await self.accounts.github_login(user)
+            login = await self.accounts.start_github_link(user)
         except HarnessError as exc:
             return render_failure(exc, "Not linked"), "connect github: refused"
         except Exception:  # the top of a command's work: the person must hear back
@@ -141,7 +140,7 @@ class ForgeCommands:
 
     async def _disconnect(self, user: str) -> tuple[str, str]:
         try:
-            was_linked = await self.orchestrator.unlink_github(user)
+            was_linked = await self.accounts.unlink_github(user)
         except HarnessError as exc:
             return render_failure(exc, "Not unlinked"), "disconnect github: refused"
         except Exception:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.pull_requests import PullRequests
 from harness.forge.webhook import SECRET_ENV, checks_reported, signature_ok
 
 logger = logging.getLogger(__name__)
@@ -21,7 +21,7 @@ GITHUB_WEBHOOK_PATH = "/github/webhook"
 
 
 def github_webhook(
-    orchestrator: Orchestrator,
+    pull_requests: PullRequests,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         secret = os.environ.get(SECRET_ENV, "")
@@ -33,7 +33,7 @@ def github_webhook(
             return web.Response(status=401, text="bad signature")
         reported = checks_reported(request.headers.get("X-GitHub-Event", ""), body)
         if reported is not None:
-            woken = await orchestrator.checks_reported(reported)
+            woken = await pull_requests.checks_reported(reported)
             logger.info("GitHub reported checks of %s: looking now at %s", reported.repository,
                         ", ".join(woken) or "no followed pull request")  # fmt: skip
         return web.Response(status=202)

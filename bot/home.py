@@ -151,7 +151,7 @@ class HomeTab:
         self.viewers: set[str] = set()
         self._refresh_due = False
         orchestrator.subscribe(self._on_agent_event)
-        orchestrator.subscribe_pull_requests(lambda _event: self.changed())
+        orchestrator.pull_requests.subscribe(lambda _event: self.changed())
 
     async def publish(self, user: str) -> None:
         self.viewers.add(user)
@@ -162,17 +162,17 @@ class HomeTab:
             logger.warning("home tab of %s not published: %s", user, classify(exc).error)
 
     async def _view(self, user: str) -> View:
-        questions = self.orchestrator.pending_questions()
-        mine = waiting_on(user, questions, self.orchestrator.may_decide)
+        questions = self.orchestrator.humans.pending_questions()
+        mine = waiting_on(user, questions, self.orchestrator.humans.may_decide)
         links = await asyncio.gather(*(self._link(q.task_slug) for q in mine))
         summaries = await visible_tasks(
-            user, await self.orchestrator.task_summaries(), self.orchestrator, self.poster
+            user, await self.orchestrator.tasks.task_summaries(), self.orchestrator, self.poster
         )
         summaries = summaries[: self.recent]
         tasks: list[TaskLine] = []
         for summary in summaries:
             with contextlib.suppress(HarnessError):  # a damaged task is listed elsewhere
-                task = await self.orchestrator.task(summary.slug)
+                task = await self.orchestrator.tasks.task(summary.slug)
                 link = await self.poster.permalink(task.thread) if task.thread else None
                 tasks.append(task_line(task, link))
         waiting = list(zip(mine, links, strict=True))
@@ -180,7 +180,7 @@ class HomeTab:
 
     async def _link(self, task_slug: str) -> str | None:
         try:
-            task = await self.orchestrator.task(task_slug)
+            task = await self.orchestrator.tasks.task(task_slug)
         except HarnessError:
             return None
         return await self.poster.permalink(task.thread) if task.thread else None

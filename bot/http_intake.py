@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,9 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import Clock, SignatureVerifier
+
+from harness.clock import SYSTEM
+from harness.clock import Clock as HarnessClock
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +221,11 @@ class _Received:
 
 
 class HttpIntake:
-    def __init__(self, app: AsyncApp, signing_secret: str) -> None:
+    """``clock``'s wall time says how old a request's signed timestamp is."""
+
+    def __init__(self, app: AsyncApp, signing_secret: str, clock: HarnessClock = SYSTEM) -> None:
         self._app = app
+        self._clock = clock
         # Without a secret nothing can be verified: every request is refused (401).
         self._secret = signing_secret
         self._queue: asyncio.Queue[_Received] = asyncio.Queue()
@@ -263,7 +268,7 @@ class HttpIntake:
             request.headers.get("X-Slack-Request-Timestamp"),
             request.headers.get("X-Slack-Signature"),
             signing_secret=self._secret,
-            now=time.time(),
+            now=self._clock.now().timestamp(),
         )
 
     async def _work(self) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -29,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import SlackMessage
 from bot.poster import DeliveryError, Poster, classify, message_content
+from harness.clock import Clock
 from harness.retry import Backoff
 from harness.tasks.ledger import Ledger, Owed
 from harness.tasks.model import ThreadRef
@@ -124,7 +124,7 @@ class Outbox:
         read_diff: Callable[[str, str], Awaitable[str | None]],
         on_given_up: Callable[[AgentRef, str], Awaitable[None]],
         max_delay: float = 30.0,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | None = None,
         undelivered: Gauge | None = None,
     ) -> None:
         self.ledger = ledger
@@ -133,7 +133,9 @@ class Outbox:
         self._read_diff = read_diff
         self._on_given_up = on_given_up
         self.max_delay = max_delay
-        self._clock = clock
+        # Due times are the ledger's (epoch seconds of its clock's wall time): its clock by
+        # default, so the two agree.
+        self._clock = clock or ledger.clock
         # What the threads are still owed (a metric): set at each pass, less each entry done.
         self._undelivered = undelivered
         self._wake = asyncio.Event()
@@ -197,6 +199,9 @@ class Outbox:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
+
     async def deliver_due(self) -> float | None:
         """One pass over what is due: seconds until the next entry falls due, None when
         nothing is left."""
@@ -218,7 +223,7 @@ class Outbox:
 
     async def _deliver_lane(self, entries: list[Owed]) -> float | None:
         for owed in entries:
-            now = self._clock()
+            now = self._now()
             if owed.due > now:
                 return owed.due - now  # a later entry of the thread waits for this one
             outcome = await self._deliver(owed)
@@ -252,7 +257,7 @@ class Outbox:
                 )
                 if index > owed.step:
                     await self.ledger.advance(owed.id, index)
-                await self.ledger.postpone(owed.id, self._clock() + delay, exc.error)
+                await self.ledger.postpone(owed.id, self._now() + delay, exc.error)
                 return delay
             if index + 1 < len(steps):
                 await self.ledger.advance(owed.id, index + 1)

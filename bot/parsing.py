@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from bot.assistant import GREETING
 from bot.blocks import escape
+from harness.agents.visibility import is_direct_message
 from harness.tasks.model import ThreadRef
 
 # Message subtypes that are still a person talking to the bot.
@@ -133,7 +134,7 @@ def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessa
     whole = _str(event, "text")
     raw = whole[:MAX_TEXT_CHARS]
     is_dm = event.get("channel_type") == "im" or (
-        "channel_type" not in event and channel.startswith("D")
+        "channel_type" not in event and is_direct_message(channel)
     )
     text = unescape(strip_mention(raw, bot_user_id))
     invisible = bool(text) and not visible(text)

@@ -2,7 +2,9 @@
 edits, 👀, ephemeral replies, questions), with failures logged rather than raised, and what a
 failed call means (``classify``, whatever Slack or a proxy answered: JSON, an HTML or text
 page, bytes, nothing, a reset or a timeout). What the bot owes a thread goes through
-``bot.outbox``. ``SlackClient`` is the Web API client that fails only with ``CALL_ERRORS``.
+``bot.outbox``. ``SlackClient`` is the Web API client that fails only with ``CALL_ERRORS``;
+``retry_transient`` tries a call again while it fails transiently (a post an agent waits
+on, the last append of a streamed reply).
 
 Rate limits are handled by the client's retry handler (see bot.app.make_client). The poster
 also remembers the newest message it knows of in each thread, so a status message is
@@ -12,11 +14,10 @@ end of the thread, where people read.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -25,10 +26,12 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.blocks import SlackMessage
 from harness.errors import HarnessError
-from harness.retry import Backoff
+from harness.retry import Backoff, retrying
 from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 # A post an agent waits on is tried again after 0.5 s, 1 s, 2 s...
 _POST_BACKOFF = Backoff(first=0.5, cap=8.0)
@@ -125,6 +128,29 @@ def classify(exc: BaseException) -> DeliveryError:
     return DeliveryError(f"{type(exc).__name__}: {exc}", transient=False)
 
 
+async def retry_transient(
+    call: Callable[[], Awaitable[R]],
+    *,
+    attempts: int,
+    backoff: Backoff,
+    on_retry: Callable[[DeliveryError], None],
+) -> R:
+    """``call()``'s answer, tried again while it fails transiently (up to ``attempts`` tries,
+    waiting as ``backoff`` says); ``on_retry`` is told each failure tried again. The failure
+    that ends it, transient or not, is raised as a ``DeliveryError``."""
+    try:
+        return await retrying(
+            call,
+            retry_on=CALL_ERRORS,
+            retry_if=lambda exc: classify(exc).transient,
+            backoff=backoff,
+            attempts=attempts,
+            on_retry=lambda exc, _delay: on_retry(classify(exc)),
+        )
+    except CALL_ERRORS as exc:
+        raise classify(exc) from exc
+
+
 class SlackClient(AsyncWebClient):
     """The Web API client, made to fail the way ``CALL_ERRORS`` says whatever Slack answers:
     slack_sdk raises its own AttributeError or ValueError (not a Slack error) on a few answers
@@ -187,23 +213,26 @@ class Poster:
     ) -> str | None:
         """Posts into the thread; the new message's ts, or None when Slack refused it.
         With ``attempts`` > 1 a transient failure is tried again (after 0.5 s, 1 s, ...)."""
-        for attempt in range(attempts):
-            try:
-                response = await self.client.chat_postMessage(
+
+        def failed(error: DeliveryError) -> None:
+            logger.warning("chat.postMessage to %s failed: %s", thread.channel, error.error)
+
+        try:
+            response = await retry_transient(
+                lambda: self.client.chat_postMessage(
                     channel=thread.channel,
                     thread_ts=thread.thread_ts,
                     unfurl_links=False,
                     unfurl_media=False,
                     **message_content(message),
-                )
-                break
-            except CALL_ERRORS as exc:
-                logger.warning(
-                    "chat.postMessage to %s failed: %s", thread.channel, classify(exc).error
-                )
-                if attempt + 1 == attempts or not classify(exc).transient:
-                    return None
-                await asyncio.sleep(_POST_BACKOFF.delay(attempt))
+                ),
+                attempts=attempts,
+                backoff=_POST_BACKOFF,
+                on_retry=failed,
+            )
+        except DeliveryError as error:
+            failed(error)
+            return None
         ts = response.get("ts")
         if isinstance(ts, str):
             self.note(thread, ts)

@@ -219,7 +219,7 @@ class AgentWatcher:
                     await self.poster.update(watch.thread.channel, ts, text)
                     shown = text
         if stream is not None:  # what it said last, before the result closes the stream
-            for piece in (await self.orchestrator.said(watch.task_slug, record))[said:]:
+            for piece in (await self.orchestrator.tasks.said(watch.task_slug, record))[said:]:
                 stream.say(piece)
             await stream.flush(attempts=4)  # the last: nothing would send it later
         await self.settle(watch, record)
@@ -239,7 +239,7 @@ class AgentWatcher:
         """Owes the thread the agent's result in place of its status message, then the
         reaction on the person's message; the watch ends in the same step."""
         thread = watch.thread
-        diff = await self.orchestrator.diff(watch.task_slug, record)
+        diff = await self.orchestrator.tasks.diff(watch.task_slug, record)
         messages = render_record(
             record,
             task_slug=watch.task_slug,
@@ -250,8 +250,8 @@ class AgentWatcher:
         if record.status == "interrupted":
             messages = with_rerun_button(messages, record.agent_id)
         if record.status == "completed" and record.diff_stat:
-            task = await self.orchestrator.task(watch.task_slug)
-            has_forge = self.orchestrator.forge_of(task) is not None
+            task = await self.orchestrator.tasks.task(watch.task_slug)
+            has_forge = self.orchestrator.pull_requests.forge_of(task) is not None
             messages = result_buttons_for(messages, record, task, has_forge)
         first, rest = messages[0], messages[1:]
         steps: list[Step] = []
@@ -337,7 +337,7 @@ class AgentWatcher:
     async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
         """Tells the task's thread that ``record``'s agent was interrupted (once)."""
         try:
-            task = await self.orchestrator.task(task_slug)
+            task = await self.orchestrator.tasks.task(task_slug)
         except HarnessError as exc:
             logger.warning("cannot announce interrupted agent %s: %s", record.agent_id, exc)
             return False

@@ -1,5 +1,5 @@
-"""Pull requests in the thread: the buttons act through the orchestrator, and its pull
-request events are posted into the task's thread (views: ``bot/pull_request_views.py``)."""
+"""Pull requests in the thread: the buttons act through the core's pull request service, and
+its events are posted into the task's thread (views: ``bot/pull_request_views.py``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from bot.background import Background
 from bot.poster import Poster
 from bot.progress import AgentWatcher
 from bot.pull_request_views import pull_request_message
-from harness.agents.orchestrator import Orchestrator
-from harness.agents.pull_requests import PullRequestEvent
+from harness.agents.pull_requests import PullRequestEvent, PullRequests
+from harness.agents.task_desk import TaskDesk
 from harness.errors import ForgeError, HarnessError
 from harness.tasks.model import Task, ThreadRef
 
@@ -24,18 +24,20 @@ def refusal(exc: HarnessError) -> str:
 class PullRequestThreads:
     def __init__(
         self,
-        orchestrator: Orchestrator,
+        pull_requests: PullRequests,
+        tasks: TaskDesk,
         poster: Poster,
         watcher: AgentWatcher,
         background: Background,
     ) -> None:
-        self.orchestrator = orchestrator
+        self.pull_requests = pull_requests
+        self.tasks = tasks
         self.poster = poster
         self.watcher = watcher
         self.background = background
-        orchestrator.subscribe_pull_requests(self._on_event)
+        pull_requests.subscribe(self._on_event)
         # A pull request opened from the terminal or by an agent links its thread too.
-        orchestrator.link_threads(poster.permalink)
+        pull_requests.link_threads(poster.permalink)
 
     async def _on_event(self, event: PullRequestEvent) -> None:
         thread = event.task.thread
@@ -60,7 +62,7 @@ class PullRequestThreads:
 
     async def _task_here(self, thread: ThreadRef, slug: str) -> Task | str:
         try:
-            task = await self.orchestrator.task(slug)
+            task = await self.tasks.task(slug)
         except HarnessError as exc:
             return refusal(exc)
         if task.thread != thread:
@@ -78,7 +80,7 @@ class PullRequestThreads:
 
     async def _open(self, task: Task, user: str, link: str | None) -> None:
         try:
-            await self.orchestrator.open_pull_request(task.slug, by=user, thread_url=link)
+            await self.pull_requests.open_pull_request(task.slug, by=user, thread_url=link)
         except ForgeError:
             return  # said in the thread by its "failed" event
         except HarnessError as exc:  # not theirs to open: said to them alone
@@ -93,7 +95,7 @@ class PullRequestThreads:
         if isinstance(task, str):
             return task
         try:
-            await self.orchestrator.fix_checks(slug, by=user)
+            await self.pull_requests.fix_checks(slug, by=user)
         except HarnessError as exc:
             return refusal(exc)
         return None

@@ -14,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.task_desk import TaskDesk
 from harness.errors import HarnessError
 
 logger = logging.getLogger(__name__)
@@ -36,16 +36,16 @@ def _read(path: Path) -> dict[str, str]:
     return {k: v for k, v in users.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-async def migrate_requesters(orchestrator: Orchestrator, tasks_dir: Path) -> int:
+async def migrate_requesters(tasks: TaskDesk, tasks_dir: Path) -> int:
     """Copies the requesters of an earlier version's file into their tasks; how many."""
     path = tasks_dir / FILE_NAME
     users = await asyncio.to_thread(_read, path)
     moved = 0
     for slug, user in users.items():
         try:
-            task = await orchestrator.task(slug)
+            task = await tasks.task(slug)
             if task.requester is None:
-                await orchestrator.set_requester(slug, user)
+                await tasks.set_requester(slug, user)
                 moved += 1
         except HarnessError as exc:  # a task deleted or damaged since: nothing to keep
             logger.info("requester of %s not moved: %s", slug, exc.message)

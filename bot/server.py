@@ -26,10 +26,10 @@ from bot.poster import slack_error
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness import health
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator, configured_hosting
-from harness.runtime.claude import ClaudeRuntime
-from harness.runtime.spec import AgentRuntime, Hosting
-from harness.workspaces import Workspaces
+from harness.opening import Harness, open_harness
+from harness.project import Project
+from harness.runtime.backends import runtime_backend
+from harness.runtime.spec import AgentRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +73,14 @@ class BotServer:
         await self._check_tokens()  # before the bot's first call to Slack
         await self.bot.start()
         if self.mode == "http":
-            self._intake = HttpIntake(self.bot.app, self.bot.signing_secret)
+            self._intake = HttpIntake(
+                self.bot.app, self.bot.signing_secret, self.bot.orchestrator.clock
+            )
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
-            web_app.router.add_post(GITHUB_WEBHOOK_PATH, github_webhook(self.bot.orchestrator))
+            web_app.router.add_post(
+                GITHUB_WEBHOOK_PATH, github_webhook(self.bot.orchestrator.pull_requests)
+            )
             health.add_routes(web_app, self.bot.metrics, self.checks())
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
@@ -172,12 +176,13 @@ class BotServer:
         await self.bot.close()
 
 
-def describe(server: BotServer, project: Project) -> str:
-    """The start line: where it listens, the Slack workspace, the config, roles and runtime,
-    so an operator sees at once which setup this process runs."""
+def describe(server: BotServer, project: Project, runtime: str | None = None) -> str:
+    """The start line: where it listens, the Slack workspace, the config, roles and where the
+    agents run (``runtime``, default: where config.yaml says), so an operator sees at once
+    which setup this process runs."""
     config = project.config
     where = f"HTTP mode, listening on {server.url}" if server.mode == "http" else "Socket Mode"
-    runtime = config.runtime.kind + (f" at {config.runtime.url}" if config.runtime.url else "")
+    runtime = runtime or runtime_backend(config.runtime).where
     sandbox = "" if config.sandbox.enabled else "; sandbox off"
     return (
         f"{where}, connected to Slack workspace {server.workspace or '(unnamed)'}; "
@@ -211,22 +216,29 @@ async def serve(
     options: BotOptions | None = None,
     health_port: int | None = None,
 ) -> int:
-    """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown."""
-    config = project.config
-    agents: AgentRuntime | Hosting | None = runtime
-    if runtime is None and config.runtime.kind == "local":
-        # The Claude SDK is imported now, before the first event: importing it on the first
-        # agent's start would hold every ack back for most of a second.
-        agents = ClaudeRuntime()
-    elif runtime is None:
-        # Workers over NATS, connected now rather than at the first agent: /readyz is ready
-        # only once agents can be sent to them.
-        hosting = configured_hosting(config.runtime, Workspaces(config.workspaces))
-        connect = getattr(hosting, "connect", None)
-        if connect is not None:
-            await connect()
-        agents = hosting
-    orchestrator = build_orchestrator(project, agents)
+    """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown. Its agents run where
+    config.yaml says (on ``runtime`` here, when given), opened before the first event: the
+    runtime is loaded (importing it at the first agent would hold every ack back) and the
+    workers are connected (/readyz is ready only once agents can be sent to them)."""
+    async with open_harness(project, purpose="serve", runtime=runtime) as harness:
+        return await _serve(
+            harness, project, env=env, mode=mode, port=port, host=host, options=options,
+            health_port=health_port,
+        )  # fmt: skip
+
+
+async def _serve(
+    harness: Harness,
+    project: Project,
+    *,
+    env: SlackEnv,
+    mode: Mode,
+    port: int,
+    host: str,
+    options: BotOptions | None,
+    health_port: int | None,
+) -> int:
+    orchestrator = harness.orchestrator
     recovered = await orchestrator.recover_interrupted()
     if recovered:
         print(
@@ -252,7 +264,8 @@ async def serve(
     try:
         try:
             if await _start(server, stopped):
-                print(f"harness bot: {describe(server, project)}", file=sys.stderr, flush=True)
+                said = describe(server, project, harness.where)
+                print(f"harness bot: {said}", file=sys.stderr, flush=True)
                 await stopped
         except (SlackClientError, OSError) as exc:
             print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)

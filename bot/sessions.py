@@ -7,9 +7,9 @@ while any of its agents runs or waits in the queue, *suspended* while one waits 
 gone. Statuses of one thread are sent one at a time, the latest winning.
 
 Stop (the ``agent_session_stopped`` event) stops the task's running and queued agents, on the
-terms of ``/harness kill``: the task's requester or an admin; anyone else is told why not,
-and nothing stops. The thread says who stopped them, and the session leaves *processing* as
-they end.
+terms of ``/harness kill``: the core decides (the task's requester or an admin); anyone else
+is told why not, and nothing stops. The thread says who stopped them, and the session leaves
+*processing* as they end.
 
 Where Slack refuses sessions (the app is not declared an agent), the bot says once in its log
 how to enable them and goes on with the assistant status line alone.
@@ -39,7 +39,7 @@ from bot.questions import SlackHumanChannel
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
-from harness.errors import HarnessError
+from harness.errors import HarnessError, NotAllowedError
 from harness.metrics import Metrics
 from harness.tasks.model import DispatchRecord, ThreadRef
 
@@ -111,9 +111,31 @@ def warnings_of(response: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def stop_refusal(requester: str | None) -> str:
+def stop_refusal(refused: NotAllowedError) -> str:
+    """What someone whose Stop the core refused is told (the core decided who may)."""
+    requester = refused.requester
     who = f"the person who asked for it ({mention(requester)})" if requester else "nobody"
     return f"You can't stop this thread's agents: only {who} and the bot's admins can."
+
+
+async def stop_agent(
+    orchestrator: Orchestrator, watcher: AgentWatcher, agent_id: str, reason: str, user: str
+) -> NotAllowedError | None:
+    """Asks the core to stop ``agent_id`` for ``user``: the core's refusal (only it decides
+    who may stop, and it refuses before it stops anything), or None once asked. The agent's
+    thread says who stopped it: marked before, for the agent may end before the core
+    returns; the mark is taken back when refused."""
+    before = watcher.stopped_by.get(agent_id)
+    watcher.stopped_by[agent_id] = user
+    try:
+        await orchestrator.kill(agent_id, reason, by=user)
+    except NotAllowedError as refused:
+        if before is None:
+            watcher.stopped_by.pop(agent_id, None)
+        else:
+            watcher.stopped_by[agent_id] = before
+        return refused
+    return None
 
 
 def stop_notice(user: str, agents: Sequence[AgentInfo]) -> str:
@@ -166,7 +188,7 @@ class AgentSessions:
 
     def status_of(self, slug: str) -> SessionStatus:
         live = [a for a in self.orchestrator.agents() if a.task_slug == slug]
-        return session_status(live, bool(self.orchestrator.pending_questions(slug)))
+        return session_status(live, bool(self.orchestrator.humans.pending_questions(slug)))
 
     def stream_status(self, slug: str) -> SessionStatus | None:
         """The status a stream of this task ends with; None without a session."""
@@ -193,7 +215,7 @@ class AgentSessions:
         else:
             busy = ("processing", "suspended")
             slugs = {s for s, t in self._tasks.items() if self._shown.get(t.thread) in busy}
-            slugs |= {q.task_slug for q in self.orchestrator.pending_questions()}
+            slugs |= {q.task_slug for q in self.orchestrator.humans.pending_questions()}
         for each in slugs & set(self._tasks):
             self._dirty.add(each)
             if each not in self._syncing:
@@ -250,7 +272,7 @@ class AgentSessions:
         Slack by the stopped bot, get their status now."""
         for slug in dict.fromkeys(slug for slug, _ in interrupted):
             try:
-                task = await self.orchestrator.task(slug)
+                task = await self.orchestrator.tasks.task(slug)
             except HarnessError:
                 continue
             if task.thread is not None and self.enabled:
@@ -298,7 +320,7 @@ class AgentSessions:
 
     async def _stop(self, thread: ThreadRef, user: str) -> str:
         try:
-            task = await self.orchestrator.find_task(thread)
+            task = await self.orchestrator.tasks.find_task(thread)
         except HarnessError as exc:
             logger.warning("Stop in %s: its task cannot be read: %s", thread, exc)
             task = None
@@ -313,19 +335,19 @@ class AgentSessions:
             if self._shown.get(thread) in (None, "processing"):  # e.g. shown before a restart
                 self.changed(task.slug)
             return "nothing running"
-        if not self.orchestrator.may_decide(user, task.requester):
-            text = stop_refusal(task.requester)
+        reason = f"stopped from Slack by {user} with the Stop button"
+        stopped = await asyncio.gather(
+            *(stop_agent(self.orchestrator, self.watcher, a.agent_id, reason, user) for a in live),
+            return_exceptions=True,
+        )
+        # The task's agents share its requester: the core refuses all of them or none.
+        refused = next((r for r in stopped if isinstance(r, NotAllowedError)), None)
+        if refused is not None:
+            text = stop_refusal(refused)
             await self.poster.ephemeral(thread.channel, user, text, thread.thread_ts)
             return "refused, not the requester or an admin"
         self.on_stop(thread, user)
-        for agent in live:
-            self.watcher.stopped_by[agent.agent_id] = user
-        reason = f"stopped from Slack by {user} with the Stop button"
         self.background.spawn(self.poster.post(thread, stop_notice(user, live)), name="stopped")
-        stopped = await asyncio.gather(
-            *(self.orchestrator.kill(a.agent_id, reason, by=user) for a in live),
-            return_exceptions=True,
-        )
         for agent, done in zip(live, stopped, strict=True):
             if isinstance(done, BaseException):
                 logger.warning("Stop could not end agent %s: %s", agent.agent_id, done)

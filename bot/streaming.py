@@ -12,7 +12,6 @@ agent's journal, and the result is sent in full either way.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,7 +20,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
 from bot.parsing import AGENT_ID_RE
-from bot.poster import CALL_ERRORS, DeliveryError, classify
+from bot.poster import CALL_ERRORS, DeliveryError, classify, retry_transient
+from harness.agents.visibility import is_direct_message
 from harness.retry import Backoff
 from harness.tasks.model import DispatchStatus, FeedbackValue, ThreadRef
 
@@ -133,7 +133,7 @@ class ReplyStream:
                                   # that mixes them with plain markdown_text appends.
                                   "chunks": [{"type": "markdown_text", "text": header}],
                                   "task_display_mode": "plan"}  # fmt: skip
-        if self.recipient is not None and not self.thread.channel.startswith("D"):
+        if self.recipient is not None and not is_direct_message(self.thread.channel):
             params |= {"recipient_user_id": self.recipient.user,
                        "recipient_team_id": self.recipient.team}  # fmt: skip
         try:
@@ -177,21 +177,26 @@ class ReplyStream:
         chunks = [line.chunk() for line in self._tasks.values()]
         if text:
             chunks.insert(0, {"type": "markdown_text", "text": text})
-        for attempt in range(attempts):
-            try:
-                await self.client.chat_appendStream(
-                    channel=self.thread.channel, ts=self.ts, chunks=chunks
-                )
-                break
-            except CALL_ERRORS as exc:
-                error = classify(exc)
-                if not error.transient:
-                    self._give_up(error)
-                    return
-                logger.info("append to the stream in %s failed: %s", self.thread, error.error)
-                if attempt + 1 == attempts:
-                    return
-                await asyncio.sleep(_APPEND_BACKOFF.delay(attempt))
+        ts = self.ts
+
+        def failed(error: DeliveryError) -> None:
+            logger.info("append to the stream in %s failed: %s", self.thread, error.error)
+
+        try:
+            await retry_transient(
+                lambda: self.client.chat_appendStream(
+                    channel=self.thread.channel, ts=ts, chunks=chunks
+                ),
+                attempts=attempts,
+                backoff=_APPEND_BACKOFF,
+                on_retry=failed,
+            )
+        except DeliveryError as error:
+            if error.transient:  # kept for the next flush
+                failed(error)
+            else:
+                self._give_up(error)
+            return
         self.appends += 1
         self._streamed += len(text)
         self._shown.update(self._tasks)

@@ -34,6 +34,7 @@ from bot.parsing import MAX_TEXT_CHARS, Ignore, clicked_thread
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.streaming import FEEDBACK_ACTION, parse_feedback
 from harness.agents.orchestrator import Orchestrator
+from harness.agents.visibility import is_direct_message
 from harness.errors import HarnessError
 from harness.tasks.model import ThreadRef
 
@@ -59,7 +60,7 @@ def shortcut_event(payload: Mapping[str, Any], request: str, bot_user_id: str) -
         "type": "message",
         "user": str((payload.get("user") or {}).get("id") or ""),
         "channel": channel,
-        "channel_type": "im" if channel.startswith("D") else "channel",
+        "channel_type": "im" if is_direct_message(channel) else "channel",
         "ts": ts,
         "text": f"<@{bot_user_id}> {request}"[:MAX_TEXT_CHARS],
     }
@@ -109,7 +110,8 @@ def register_surfaces(
     ) -> None:
         await ack()
         user = str((body.get("user") or {}).get("id") or "")
-        answer, outcome = commands.kill(str(action.get("value") or ""), user, via="the App Home")
+        agent_id = str(action.get("value") or "")
+        answer, outcome = await commands.kill(agent_id, user, via="the App Home")
         logger.info("home kill by %s: %s", user, outcome)
         if outcome != "stopping":  # a refusal or a gone agent: said where the person is
             try:
@@ -126,10 +128,10 @@ def register_surfaces(
             return
         verdict, agent_id, slug = picked
         try:
-            task = await orchestrator.task(slug)
+            task = await orchestrator.tasks.task(slug)
             if task.thread != clicked_thread(body):  # a value forged for another thread
                 return
-            await orchestrator.record_feedback(slug, agent_id, user, verdict)
+            await orchestrator.tasks.record_feedback(slug, agent_id, user, verdict)
             logger.info("feedback from %s on %s: %s", user, agent_id, verdict)
         except HarnessError as exc:
             logger.info("feedback on %s not recorded: %s", agent_id, exc)
@@ -142,7 +144,7 @@ def register_surfaces(
         user = str((body.get("user") or {}).get("id") or "")
         channel = str((body.get("channel") or {}).get("id") or "")
         message = body.get("message") or {}
-        refusal = check_access(settings, user, channel, is_dm=channel.startswith("D"))
+        refusal = check_access(settings, user, channel, is_dm=is_direct_message(channel))
         text = str(message.get("text") or "")
         if refusal is not None or not (text.strip() or files_of(message)):
             why = refusal.text if refusal is not None else "That message has no text to send."

@@ -63,7 +63,7 @@ async def _started_since(conversations: Conversations, thread: ThreadRef, at: fl
     if slug is None:
         return False
     try:
-        task = await conversations.orchestrator.task(slug)
+        task = await conversations.orchestrator.tasks.task(slug)
     except HarnessError:
         return False
     return any(started_after(d.started_at, at) for d in task.dispatches)
@@ -83,7 +83,7 @@ async def run_again(
     slug = conversations.index.slug(thread)
     try:
         record = await orchestrator.record(agent_id)
-        task = await orchestrator.task(slug) if slug else None
+        task = await orchestrator.tasks.task(slug) if slug else None
     except (AgentNotFoundError, HarnessError):
         return "I do not know that agent any more."
     if task is None or all(d.agent_id != agent_id for d in task.dispatches):
@@ -91,7 +91,7 @@ async def run_again(
     if record.status != "interrupted":
         return f"Agent `{agent_id}` {record.status}; only an interrupted agent is run again."
     requester = task.requester
-    if not orchestrator.may_decide(user, requester):
+    if not orchestrator.humans.may_decide(user, requester):
         who = mention(requester) if requester else "the person who asked"
         return f"Only {who} (or an admin) can run it again."
     if conversations.closing:

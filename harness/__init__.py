@@ -4,24 +4,31 @@ What someone embedding the harness uses (imported on first use, so ``import harn
 light)::
 
     project = load_project(Path("config.yaml"))     config.yaml and the roles it names
-    orchestrator = build_orchestrator(project)      the one facade over everything below
+    orchestrator = build_orchestrator(project)      the agents' lifecycle and the services
     handle = await orchestrator.draft("developer", "fix the login page")
     record = await orchestrator.wait(handle.agent_id)
 
-The packages, bottom to top (each imports only those before it):
+The packages, bottom to top (each imports only those before it; ``tests/test_architecture.py``
+checks it), over the leaf modules here (``errors``, ``clock``, ``retry``, ``git``...), which
+import no package:
 
 - ``permissions``: permission rules in Claude Code's syntax, and the shell reading behind them
 - ``config``: config.yaml, role files, routing
 - ``tasks``: the task model and the task store (task.json, journals, the audit log)
+- ``sandbox``: the agents' OS sandbox (bubblewrap), the model and egress proxy
+- ``boundary``: the one place what an agent wrote is opened, read or run over
 - ``workspaces``: each task's git worktree or scratch folder
+- ``forge``: pushing a task's branch, pull requests and their checks
 - ``runtime``: the agent spec, the host that runs it, the Claude runtime, NATS and workers
-- ``agents``: the orchestrator, the agents' runs, the pool, questions to humans, recovery
+- ``agents``: the orchestrator and the services it wires (tasks, humans, pull requests,
+  accounts, shared files), the agents' runs, the pool, recovery, the pure policies
 - ``tools``: the harness MCP tools and approvals of built-in tool calls
-- ``project`` (the module that builds an orchestrator from a config), then ``cli``
+- ``project`` (builds an orchestrator from a config) and ``opening`` (opens the harness for
+  a front end: the runtime chosen, checked and connected), then ``cli`` and ``mcp_server``
 
 ``testing`` holds the kits the tests, demos and benchmarks share (the scripted model, the held
-runtime, a NATS server). The Slack front end is the separate ``bot`` package; nothing here
-imports Slack.
+runtime, a NATS server), above the packages it drives (below ``project``). The Slack front end
+is the separate ``bot`` package; nothing here imports Slack.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -170,6 +171,51 @@ class NotAllowedError(HarnessError):
         self.user = user
         self.action = action
         self.requester = requester
+
+
+class WorkspaceError(HarnessError):
+    """A workspace could not be prepared, read or removed."""
+
+
+class TamperedWorkspaceError(WorkspaceError):
+    """A worktree's ``.git`` was changed or removed (by its agent, say) since the harness made
+    it: the harness does not trust it with its own git. ``workspace`` is the task's
+    ``Workspace`` (typed loosely: errors import no package)."""
+
+    def __init__(self, workspace: Any, now: str | None, *, why: str | None = None) -> None:
+        found = f"it names {now}" if now else "it is gone or unreadable"
+        said = why or f"{found}, not {workspace.git_dir}"
+        super().__init__(
+            f"the .git of task {workspace.slug}'s worktree was changed ({said}): its work "
+            "was neither read nor committed",
+            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
+            "was committed before",
+        )
+
+
+class SwitchedBranchError(TamperedWorkspaceError):
+    """A worktree's HEAD was moved off its task's branch (its agent can write HEAD): the
+    harness commits nothing there, which would land on another branch."""
+
+    def __init__(self, workspace: Any, head: str | None) -> None:
+        on = f"on {head}" if head else "on a detached HEAD"
+        WorkspaceError.__init__(
+            self,
+            f"task {workspace.slug}'s worktree is {on}, not its branch {workspace.branch}: "
+            "its work was neither read nor committed",
+            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
+            "was committed before",
+        )
+
+
+class GitError(WorkspaceError):
+    """A git command failed; ``stderr`` is git's own explanation."""
+
+    def __init__(self, args: tuple[str, ...], cwd: Path, stderr: str, *, fix: str) -> None:
+        reason = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
+        super().__init__(f"`git {' '.join(args)}` failed in {cwd}: {reason}", fix=fix)
+        self.args_run = args
+        self.stderr = stderr
 
 
 ForgeFailure = Literal[

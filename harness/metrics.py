@@ -4,20 +4,21 @@ The agents' gauges (running, queued, questions waiting) are read from the orches
 scrape time; the rest are counted where things happen: a finished agent's duration and cost
 from its "finished" event, and the bot's requests, Slack API errors and posts it still owes
 (the bot increments these; harness/ knows nothing of Slack).
+
+The agents are read through the protocols at the end, which say what is read of them: this
+module imports no other part of the harness, so the worker (which has no orchestrator) and
+the health endpoints load none of the agents' side.
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from harness.agents.events import AgentEvent, Listener
-from harness.agents.pool import AgentInfo
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _DURATIONS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
@@ -98,12 +99,14 @@ class Metrics:
             registry=r,
         )
 
-    def watch(self, orchestrator: _Watched, *, questions: bool = True) -> None:
-        """Reads the agents (and questions) of ``orchestrator`` at scrape time and records
-        the agents that finish."""
+    def watch(
+        self, orchestrator: _Watched, questions: Callable[[], Sequence[_Asked]] | None = None
+    ) -> None:
+        """Reads the agents of ``orchestrator`` (and the ``questions`` waiting) at scrape
+        time and records the agents that finish."""
         self.watch_agents(lambda: [(a.role, a.status == "queued") for a in orchestrator.agents()])
-        if questions:
-            self._now.questions = lambda: [q.kind for q in orchestrator.pending_questions()]
+        if questions is not None:
+            self._now.questions = lambda: [q.kind for q in questions()]
         orchestrator.subscribe(self.on_agent_event)
 
     def watch_agents(self, agents: Callable[[], Iterable[tuple[str, bool]]]) -> None:
@@ -111,7 +114,8 @@ class Metrics:
         orchestrator)."""
         self._now.agents = agents
 
-    def on_agent_event(self, event: AgentEvent) -> None:
+    def on_agent_event(self, event: AgentEventView) -> None:
+        """Records an agent that finished (the orchestrator's ``AgentEvent``)."""
         if event.kind != "finished":
             return
         record = event.record
@@ -131,9 +135,46 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+class LiveAgent(Protocol):
+    """What the gauges read of a live agent (the orchestrator's ``AgentInfo``)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+class EndedRecord(Protocol):
+    """What is counted of a finished agent's record (a ``DispatchRecord``)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def duration_ms(self) -> int | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def cost_simulated(self) -> bool: ...
+
+
+class AgentEventView(Protocol):
+    """What is read of an agent event (the orchestrator's ``AgentEvent``)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def record(self) -> EndedRecord: ...
+
+
 class _Watched(Protocol):
     """What ``Metrics.watch`` reads: the orchestrator's facade."""
 
-    def agents(self) -> list[AgentInfo]: ...
-    def pending_questions(self) -> Sequence[Any]: ...
-    def subscribe(self, listener: Listener) -> None: ...
+    def agents(self) -> Sequence[LiveAgent]: ...
+    def subscribe(self, listener: Callable[[AgentEventView], None]) -> None: ...
+
+
+class _Asked(Protocol):
+    @property
+    def kind(self) -> str: ...

@@ -9,13 +9,12 @@ from pathlib import Path
 
 from harness.agents.orchestrator import Orchestrator
 from harness.clock import SYSTEM, Clock
-from harness.config.roles import Role, load_roles
+from harness.config import Config, Role, RuntimeSettings, load_config, load_roles
 from harness.config.routing import validate_routing
-from harness.config.settings import Config, RuntimeSettings, load_config
 from harness.errors import ConfigError, RoleError
 from harness.problems import closest
-from harness.runtime.host import AgentHost
-from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, Hosting, RunIO, RunOutcome
+from harness.runtime.backends import LocalBackend, runtime_backend
+from harness.runtime.spec import AgentRuntime, Hosting
 from harness.tasks.store import FileTaskStore
 from harness.tools.gateway import HarnessTools
 from harness.workspaces.manager import Workspaces
@@ -113,16 +112,19 @@ def build_orchestrator(
     project: Project,
     runtime: AgentRuntime | Hosting | None = None,
     *,
+    workspaces: Workspaces | None = None,
     simulated_costs: bool = False,
     clock: Clock = SYSTEM,
 ) -> Orchestrator:
     """The orchestrator over the project's task store, serving the harness tools. Its agents
     run where config.yaml's ``runtime:`` says, unless given: an ``AgentRuntime`` runs them on
-    a host in this process, a ``Hosting`` (workers over NATS) wherever it sends them. With
+    a host in this process, a ``Hosting`` (workers over NATS) wherever it sends them. Front
+    ends open it with ``harness.opening.open_harness``, which checks and connects the runtime
+    first. ``workspaces``: those of the hosting given, when it is a host here. With
     ``simulated_costs`` (a scripted model) their records mark every cost as simulated.
     ``clock`` gives every time and id the harness stamps or draws."""
     config = project.config
-    workspaces = Workspaces(config.workspaces)
+    workspaces = workspaces or Workspaces(config.workspaces, clock)
     if isinstance(runtime, Hosting):
         hosting = runtime
     else:
@@ -142,29 +144,8 @@ def build_orchestrator(
 def configured_hosting(
     settings: RuntimeSettings, workspaces: Workspaces, runtime: AgentRuntime | None = None
 ) -> Hosting:
-    """A host in this process running agents on ``runtime`` (default: the Claude runtime) in
-    ``workspaces`` (``local``, or whenever a runtime is given), or the hosts of workers over
-    NATS (``nats``)."""
-    if settings.kind == "local" or runtime is not None:
-        return AgentHost(runtime or _ClaudeRuntimeOnFirstRun(), workspaces)
-    from harness.runtime.nats_hosting import NatsHosting
-    from harness.runtime.nats_link import NatsSettings
-
-    assert settings.url is not None  # parse_config requires it for `nats`
-    nats = NatsSettings(settings.url, settings.credentials, settings.tls_ca, settings.prefix)
-    return NatsHosting(nats, lost_after=settings.lost_after_seconds)
-
-
-class _ClaudeRuntimeOnFirstRun:
-    """The Claude runtime, imported when the first agent runs: the Claude SDK takes most of
-    a second to import, and commands that only read tasks never need it."""
-
-    def __init__(self) -> None:
-        self._runtime: AgentRuntime | None = None
-
-    async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
-        if self._runtime is None:
-            from harness.runtime.claude import ClaudeRuntime
-
-            self._runtime = ClaudeRuntime()
-        return await self._runtime.run(spec, control, io)
+    """The agents' hosting, not connected yet: a host in this process running them on
+    ``runtime`` in ``workspaces`` when one is given, else where ``settings`` (config.yaml's
+    ``runtime:``) say (``harness/runtime/backends.py``)."""
+    backend = LocalBackend() if runtime is not None else runtime_backend(settings)
+    return backend.hosting(workspaces, runtime)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,34 @@ REPO = Path(__file__).resolve().parent.parent
 # The conformance suites live in modules of their own (not test modules): explain their
 # failed asserts as pytest does for test modules.
 pytest.register_assert_rewrite("tests.harness.tasks.suites", "tests.harness.runtime.suite")
+
+# Why a test is too slow for the fast tier (pyproject.toml describes each marker): a test with
+# any of these is also marked `slow`, so `pytest -m "not slow"` is the fast tier.
+SLOW_REASONS = ("nats", "subprocess", "waits", "git")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under pytest-xdist (-n) the slow tests come first (below): its load scheduling must then
+    # hand out tests one at a time, as workers get free, not in chunks fixed at the start
+    # (one worker would be left with a chunk of the slowest tests while the others idle).
+    if getattr(config.option, "numprocesses", None) and (
+        getattr(config.option, "maxschedchunk", 0) is None
+    ):
+        config.option.maxschedchunk = 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and any(
+            item.get_closest_marker(reason) for reason in SLOW_REASONS
+        ):
+            item.add_marker(pytest.mark.slow)
+    # On pytest-xdist's workers (`make test` runs `-n 4`): the slow tests first, so that the
+    # run ends on short tests spread over every worker rather than on one long test. A stable
+    # sort: each tier keeps its order. A serial run keeps the file order.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

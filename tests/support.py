@@ -15,9 +15,9 @@ from harness.tasks.model import Task
 
 async def latest_task(orchestrator: Orchestrator) -> Task:
     """The newest task, in full."""
-    summaries = await orchestrator.task_summaries()
+    summaries = await orchestrator.tasks.task_summaries()
     assert summaries, "no task was created"
-    return await orchestrator.task(summaries[0].slug)
+    return await orchestrator.tasks.task(summaries[0].slug)
 
 
 def git(folder: Path, *args: str) -> str:

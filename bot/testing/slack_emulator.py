@@ -11,52 +11,139 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
-import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from typing import Any, TypeVar
-from urllib.parse import urlencode
-
-import aiohttp
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 from bot.testing.slack_agent_api import Stream
 from bot.testing.slack_agent_users import AgentSurfaceUsers
 from bot.testing.slack_api import user_record
+from bot.testing.slack_delivery import BotDelivery, Mode
 from bot.testing.slack_model import (
     JSON,
     ApiCall,
     DeliveredEvent,
+    Identity,
     channel_type_of,
-    sign,
     transcript_line,
 )
 from bot.testing.slack_payloads import (
     block_actions,
     changed_event,
     deleted_event,
-    envelope,
-    event_callback,
     mention_event,
     message_event,
-    new_id,
     slash_fields,
 )
+from bot.testing.slack_server import EmulatorServer
 
 __all__ = ["ApiCall", "DeliveredEvent", "SlackEmulator", "Stream", "transcript_line"]
 
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
-FORM = "application/x-www-form-urlencoded"
 
 
-class SlackEmulator(AgentSurfaceUsers):
+class SlackEmulator:
     """Loopback Slack. Use `async with SlackEmulator(...) as slack:` or `with s.in_thread():`.
 
-    Constructor: see `EmulatorServer.__init__` (tokens, ids, `bot_url`, `delivery`, `port`).
+    Its parts: `server` (Slack's state and routes), `faults` (Slack failing on cue), `agent`
+    (the agent surfaces' users and what they show); the bot is delivered to by HTTP at
+    `bot_url` or over Socket Mode (`delivery`).
     """
+
+    def __init__(
+        self,
+        *,
+        signing_secret: str = "emulator-signing-secret",
+        bot_token: str = "xoxb-emulator",
+        app_token: str = "xapp-emulator",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        team_id: str = "T1",
+        app_id: str = "A1",
+        bot_url: str | None = None,
+        delivery: Mode | None = None,
+        port: int = 0,
+        ack_timeout: float = 3.0,
+        connect_timeout: float = 10.0,
+        http_timeout: float = 10.0,
+    ) -> None:
+        self.identity = Identity(
+            bot_token, app_token, signing_secret, bot_user_id, bot_id, team_id, app_id
+        )
+        self.server = EmulatorServer(
+            self.identity, port=port, ack_timeout=ack_timeout, connect_timeout=connect_timeout
+        )
+        self.store, self.api, self.faults = self.server.store, self.server.api, self.server.faults
+        self.shared_files = self.server.shared_files
+        self._bot = BotDelivery(
+            self.identity,
+            self.server.send_envelope,
+            self.server.changes.notify,
+            bot_url=bot_url,
+            mode=delivery,
+            http_timeout=http_timeout,
+        )
+        self.agent = AgentSurfaceUsers(
+            self.api.agent,
+            self.store,
+            self.identity,
+            self._bot,
+            bot_message=self.api.bot_message,
+            add_user=self.add_user,
+            changed=self.server.changes.notify,
+            response_url=self.server.response_url,
+            read=self._read,
+        )
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._thread_id: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def api_url(self) -> str:
+        return self.server.api_url
+
+    @property
+    def bot_url(self) -> str | None:
+        return self._bot.bot_url
+
+    @bot_url.setter
+    def bot_url(self, url: str | None) -> None:
+        self._bot.bot_url = url
+
+    @property
+    def delivery(self) -> str:
+        """`http` (signed POSTs to `bot_url`), `socket`, or `none` (store, deliver nothing).
+
+        By default http when `bot_url` is set, else socket."""
+        return self._bot.mode
+
+    @delivery.setter
+    def delivery(self, mode: Mode | None) -> None:
+        self._bot.mode = mode
+
+    async def start(self) -> Self:
+        await self.server.start()
+        await self._bot.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        await self._bot.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
 
     @contextlib.contextmanager
     def in_thread(self) -> Iterator[SlackEmulator]:
@@ -108,88 +195,13 @@ class SlackEmulator(AgentSurfaceUsers):
         headers: dict[str, str] | None = None,
     ) -> tuple[int, str]:
         """POSTs a raw body to `bot_url`, signed like Slack (unless overridden)."""
-        if self._session is None or not self.bot_url:
-            raise RuntimeError("post_signed needs a started emulator and a bot_url")
-        timestamp = timestamp_override or str(int(time.time()))
-        signature = signature_override or sign(self.identity.signing_secret, timestamp, body)
-        all_headers = {
-            "Content-Type": content_type,
-            "X-Slack-Request-Timestamp": timestamp,
-            "X-Slack-Signature": signature,
-            **(headers or {}),
-        }
-        async with self._session.post(self.bot_url, data=body, headers=all_headers) as resp:
-            return resp.status, await resp.text()
-
-    async def _deliver(
-        self,
-        kind: str,
-        payload: JSON,
-        *,
-        event_id: str | None = None,
-        retry_num: int = 0,
-        retry_reason: str | None = None,
-    ) -> DeliveredEvent:
-        delivered = DeliveredEvent(kind, payload, event_id=event_id, retry_num=retry_num)
-        if self.delivery == "http":
-            if kind == "events_api":
-                body, ctype = json.dumps(payload).encode(), "application/json"
-            elif kind == "slash_commands":
-                body, ctype = urlencode(payload).encode(), FORM
-            else:
-                body, ctype = urlencode({"payload": json.dumps(payload)}).encode(), FORM
-            headers = {}
-            if retry_num:
-                headers["X-Slack-Retry-Num"] = str(retry_num)
-                headers["X-Slack-Retry-Reason"] = retry_reason or "http_timeout"
-            try:
-                delivered.status, delivered.body = await self.post_signed(
-                    body, content_type=ctype, headers=headers
-                )
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                logger.warning("Slack emulator: delivery to %s failed: %r", self.bot_url, exc)
-                delivered.body = repr(exc)
-        elif self.delivery == "socket":
-            reason = (retry_reason or "timeout") if retry_num else ""
-            env = envelope(kind, payload, retry_attempt=retry_num, retry_reason=reason)
-            delivered.envelope_id = env["envelope_id"]
-            delivered.ack = await self._send_envelope(env)
-        self._deliveries.append(delivered)
-        await self._changed()
-        return delivered
-
-    async def _send_envelope(self, env: JSON) -> JSON | None:
-        try:
-            sock = await self.wait_for(self._live_socket, timeout=self.connect_timeout)
-        except TimeoutError:
-            message = f"no Socket Mode connection to deliver to in {self.connect_timeout}s"
-            raise TimeoutError(message) from None
-        waiter: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
-        self._ack_waiters[env["envelope_id"]] = waiter
-        try:
-            await sock.ws.send_json(env)
-            return await asyncio.wait_for(waiter, self.ack_timeout)
-        except (TimeoutError, ConnectionError) as exc:
-            logger.warning("Slack emulator: envelope %s not acked: %r", env["envelope_id"], exc)
-            return None
-        finally:
-            self._ack_waiters.pop(env["envelope_id"], None)
-
-    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
-        """Asks the connected Socket Mode clients to reconnect (`{"type": "disconnect"}`)."""
-        for sock in [s for s in self._sockets if not s.retired]:
-            sock.retired = True
-            frame = {"type": "disconnect", "reason": reason, "debug_info": {"host": "emulator"}}
-            with contextlib.suppress(ConnectionError):
-                await sock.ws.send_json(frame)
-        await self._changed()
-
-    def join(self, user: str, channel: str) -> None:
-        """Makes ``user`` a member of ``channel`` (posting there makes one too)."""
-        self.store.members.setdefault(channel, set()).add(user)
-
-    def add_user(self, user_id: str, name: str | None = None) -> None:
-        self.users.setdefault(user_id, user_record(user_id, self.identity.team_id, name))
+        return await self._bot.post_signed(
+            body,
+            content_type=content_type,
+            signature_override=signature_override,
+            timestamp_override=timestamp_override,
+            headers=headers,
+        )
 
     async def deliver_event(
         self,
@@ -199,18 +211,18 @@ class SlackEmulator(AgentSurfaceUsers):
         retry_reason: str | None = None,
     ) -> DeliveredEvent:
         """Delivers a raw event; `retry_of` re-sends it with the same event_id, retry_num + 1."""
-        if retry_of is None:
-            event_id = new_id("Ev")
-            payload = event_callback(self.identity, event, event_id)
-            return await self._deliver("events_api", payload, event_id=event_id)
-        payload = {**retry_of.payload, "event": event}
-        return await self._deliver(
-            "events_api",
-            payload,
-            event_id=retry_of.event_id,
-            retry_num=retry_of.retry_num + 1,
-            retry_reason=retry_reason,
-        )
+        return await self._bot.deliver_event(event, retry_of=retry_of, retry_reason=retry_reason)
+
+    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
+        """Asks the connected Socket Mode clients to reconnect (`{"type": "disconnect"}`)."""
+        await self.server.disconnect_socket(reason)
+
+    def join(self, user: str, channel: str) -> None:
+        """Makes ``user`` a member of ``channel`` (posting there makes one too)."""
+        self.store.members.setdefault(channel, set()).add(user)
+
+    def add_user(self, user_id: str, name: str | None = None) -> None:
+        self.server.users.setdefault(user_id, user_record(user_id, self.identity.team_id, name))
 
     async def user_message(
         self,
@@ -239,7 +251,7 @@ class SlackEmulator(AgentSurfaceUsers):
         if attachments:
             message["attachments"] = copy.deepcopy(list(attachments))
         stored = self.store.add(channel, message)
-        await self._changed()
+        await self.server.changes.notify()
         event = message_event(self.identity, channel, copy.deepcopy(stored), kind)
         delivered = await self.deliver_event(event)
         if f"<@{self.identity.bot_user_id}>" in text:
@@ -294,13 +306,13 @@ class SlackEmulator(AgentSurfaceUsers):
         """Runs a slash command. HTTP: `.status`/`.body`; Socket Mode: `.ack`. Either way the
         answer is `.response_payload`, and a text answer is shown to the user as ephemeral."""
         self.add_user(user)
-        url = self._response_url(user, channel)
+        url = self.server.response_url(user, channel)
         fields = slash_fields(self.identity, command, text, user, channel, url)
-        delivered = await self._deliver("slash_commands", fields)
+        delivered = await self._bot.deliver("slash_commands", fields)
         answer = delivered.response_payload
         if isinstance(answer, dict):
-            self._respond({"user": user, "channel": channel}, answer)
-            await self._changed()
+            self.server.respond({"user": user, "channel": channel}, answer)
+            await self.server.changes.notify()
         return delivered
 
     async def block_action(
@@ -325,25 +337,29 @@ class SlackEmulator(AgentSurfaceUsers):
             action_id=action_id,
             value=value,
             thread_ts=thread_ts or (message or {}).get("thread_ts"),
-            response_url=self._response_url(user, channel, message_ts),
+            response_url=self.server.response_url(user, channel, message_ts),
         )
-        return await self._deliver("interactive", payload)
+        return await self._bot.deliver("interactive", payload)
 
     # ------------------------------------------------------------------ observation
 
+    def on_call(self, listener: Callable[[ApiCall], None]) -> None:
+        """Calls `listener` with every recorded call (e.g. to print `transcript_line`s)."""
+        self.server.on_call(listener)
+
     def calls(self, method: str | None = None) -> list[ApiCall]:
-        return [c for c in list(self._calls) if method is None or c.method == method]
+        return self.server.calls(method)
 
     def deliveries(self, kind: str | None = None) -> list[DeliveredEvent]:
-        return [d for d in list(self._deliveries) if kind is None or d.kind == kind]
+        return self._bot.deliveries(kind)
 
     def acks(self) -> list[JSON]:
-        return list(self._acks)
+        return self.server.acks()
 
     @property
     def socket_connections(self) -> int:
         """How many Socket Mode connections were accepted so far."""
-        return self._socket_count
+        return self.server.socket_connections
 
     def thread(self, channel: str, thread_ts: str) -> list[JSON]:
         return self._read(lambda: self.store.thread(channel, thread_ts))
@@ -367,25 +383,21 @@ class SlackEmulator(AgentSurfaceUsers):
     def dump(self, last: int = 15) -> str:
         lines = [
             f"  {c.method} {c.status} {c.response.get('error', 'ok')} {c.params}"
-            for c in self._calls[-last:]
+            for c in self.calls()[-last:]
         ]
-        for d in self._deliveries[-5:]:
+        for d in self.deliveries()[-5:]:
             lines.append(f"  -> {d.kind} {d.event.get('type', '')} status={d.status} ack={d.ack}")
         return "\n".join(lines) or "  (no calls)"
 
     async def wait_for(self, predicate: Callable[[], T | None], timeout: float = 5.0) -> T:
         """Waits until `predicate()` returns something truthy (re-checked on every change);
         returns it. Raises TimeoutError with the recent calls after `timeout` seconds."""
-        async with self._cond:
-            try:
-                async with asyncio.timeout(timeout):
-                    while not (result := predicate()):
-                        await self._cond.wait()
-                    return result
-            except TimeoutError:
-                raise TimeoutError(
-                    f"condition not met within {timeout}s; recent Slack calls:\n{self.dump()}"
-                ) from None
+        try:
+            return await self.server.changes.wait_for(predicate, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"condition not met within {timeout}s; recent Slack calls:\n{self.dump()}"
+            ) from None
 
     async def wait_for_call(
         self,

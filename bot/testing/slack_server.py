@@ -1,6 +1,8 @@
-"""The server half of the loopback Slack emulator: state, HTTP routes, Socket Mode socket.
+"""The server part of the loopback Slack emulator: Slack's state, its HTTP routes (Web API,
+response URLs, uploads, downloads) and the Socket Mode socket.
 
-`bot.testing.slack_emulator.SlackEmulator` adds the simulated users and the observation helpers.
+`bot.testing.slack_emulator.SlackEmulator` holds one, with the simulated users and the
+observation helpers.
 """
 
 from __future__ import annotations
@@ -15,31 +17,19 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Literal, Self
+from typing import TypeVar
 
 import aiohttp
 from aiohttp import web
 
 from bot.testing.slack_api import WebApi, user_record
+from bot.testing.slack_faults import Fault, Faults
 from bot.testing.slack_files import DOWNLOAD_ROUTE, SharedFiles
-from bot.testing.slack_model import JSON, ApiCall, ApiError, DeliveredEvent, Identity, MessageStore
+from bot.testing.slack_model import JSON, ApiCall, ApiError, Identity, MessageStore
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 _DECODED = ("blocks", "attachments", "metadata", "files", "chunks", "prompts", "view")
-
-
-@dataclass
-class _Fault:
-    status: int
-    retry_after: int | None
-    error: str
-    # A raw body instead of Slack's JSON (an HTML or text page from Slack's edge or a proxy).
-    body: str | bytes | None = None
-    content_type: str = "text/html"
-    # "reset": the connection is closed without an answer; "hang": no answer until the
-    # client gives up (its timeout) or the emulator stops.
-    drop: Literal["reset", "hang"] | None = None
 
 
 @dataclass
@@ -75,37 +65,50 @@ def _abort(request: web.Request) -> None:
     transport.abort()
 
 
+class Changes:
+    """Wakes whoever waits for the emulator's state to change: a recorded call, a delivery, a
+    socket come or gone, a message stored."""
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+
+    def reset(self) -> None:
+        # A condition belongs to the loop that first waits on it; a restart may run on another.
+        self._cond = asyncio.Condition()
+
+    async def notify(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], T | None], timeout: float) -> T:
+        """`predicate()`'s first truthy answer, re-checked on every change; TimeoutError after
+        `timeout` seconds."""
+        async with self._cond, asyncio.timeout(timeout):
+            while not (result := predicate()):
+                await self._cond.wait()
+            return result
+
+
 class EmulatorServer:
-    """State and HTTP/WebSocket routes of the emulator (see `SlackEmulator`)."""
+    """Slack's state (`store`, `users`, `api`, `shared_files`, `faults`) and its HTTP and
+    WebSocket routes on loopback; records every Web API call."""
 
     def __init__(
         self,
+        identity: Identity,
         *,
-        signing_secret: str = "emulator-signing-secret",
-        bot_token: str = "xoxb-emulator",
-        app_token: str = "xapp-emulator",
-        bot_user_id: str = "UBOT",
-        bot_id: str = "BBOT",
-        team_id: str = "T1",
-        app_id: str = "A1",
-        bot_url: str | None = None,
-        delivery: Literal["http", "socket", "none"] | None = None,
         port: int = 0,
         ack_timeout: float = 3.0,
         connect_timeout: float = 10.0,
-        http_timeout: float = 10.0,
     ) -> None:
-        self.identity = Identity(
-            bot_token, app_token, signing_secret, bot_user_id, bot_id, team_id, app_id
-        )
-        self.bot_url = bot_url
-        self._delivery = delivery
+        self.identity = identity
         self.ack_timeout = ack_timeout
         self.connect_timeout = connect_timeout
-        self.http_timeout = http_timeout
         self.store = MessageStore()
         self.users: dict[str, JSON] = {
-            bot_user_id: user_record(bot_user_id, team_id, self.identity.bot_name, is_bot=True)
+            identity.bot_user_id: user_record(
+                identity.bot_user_id, identity.team_id, identity.bot_name, is_bot=True
+            )
         }
         self.api = WebApi(
             self.store,
@@ -116,25 +119,19 @@ class EmulatorServer:
         )
         self.shared_files = SharedFiles(self.identity, lambda: self.base_url)
         self.api.methods["files.info"] = self.shared_files.info
+        self.faults = Faults()
+        self.changes = Changes()
         self._port = port
         self._calls: list[ApiCall] = []
-        self._deliveries: list[DeliveredEvent] = []
         self._acks: list[JSON] = []
-        self._faults: dict[str, list[_Fault]] = {}
-        self._stalled: set[str] = set()
         self._stopping = asyncio.Event()
-        self._unstalled = asyncio.Event()
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
         self._socket_count = 0
         self._ack_waiters: dict[str, asyncio.Future[JSON]] = {}
         self._response_urls: dict[str, JSON] = {}
         self._listeners: list[Callable[[ApiCall], None]] = []
-        self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
-        self._thread_id: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -150,19 +147,8 @@ class EmulatorServer:
     def api_url(self) -> str:
         return f"{self.base_url}/api/"
 
-    @property
-    def delivery(self) -> str:
-        """`http` (signed POSTs to `bot_url`), `socket`, or `none` (store, deliver nothing).
-
-        By default http when `bot_url` is set, else socket."""
-        return self._delivery or ("http" if self.bot_url else "socket")
-
-    @delivery.setter
-    def delivery(self, mode: Literal["http", "socket", "none"] | None) -> None:
-        self._delivery = mode
-
-    async def start(self) -> Self:
-        self._cond = asyncio.Condition()
+    async def start(self) -> None:
+        self.changes.reset()
         self._stopping = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
@@ -175,11 +161,7 @@ class EmulatorServer:
         site = web.TCPSite(self._runner, "127.0.0.1", self._port)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.http_timeout)
-        )
         logger.info("Slack emulator listening on %s", self.api_url)
-        return self
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -188,17 +170,6 @@ class EmulatorServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ recording
 
@@ -206,9 +177,16 @@ class EmulatorServer:
         """Calls `listener` with every recorded call (e.g. to print `transcript_line`s)."""
         self._listeners.append(listener)
 
-    async def _changed(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
+    def calls(self, method: str | None = None) -> list[ApiCall]:
+        return [c for c in list(self._calls) if method is None or c.method == method]
+
+    def acks(self) -> list[JSON]:
+        return list(self._acks)
+
+    @property
+    def socket_connections(self) -> int:
+        """How many Socket Mode connections were accepted so far."""
+        return self._socket_count
 
     async def _record(self, method: str, params: JSON, status: int, response: JSON) -> None:
         call = ApiCall(method, params, time.time(), status, response)
@@ -218,50 +196,36 @@ class EmulatorServer:
                 listener(call)
             except Exception:
                 logger.exception("Slack emulator call listener failed")
-        await self._changed()
+        await self.changes.notify()
 
-    def fail_next(
-        self,
-        method: str,
-        times: int = 1,
-        status: int = 429,
-        retry_after: int | None = 1,
-        error: str | None = None,
-        *,
-        body: str | bytes | None = None,
-        content_type: str = "text/html",
-    ) -> None:
-        """Makes the next `times` calls of `method` fail: HTTP 429 + Retry-After by default
-        (`retry_after=None`: a 429 without the header), or any status (200 with `error` for a
-        Slack error such as "channel_not_found"). With `body`, the answer is that raw body as
-        `content_type` instead of Slack's JSON: the HTML or text page Slack's edge or a proxy
-        answers a 502/503 with ("" for an empty body)."""
-        default = (
-            "ratelimited" if status == 429 else "internal_error" if status >= 500 else "fatal_error"
-        )
-        fault = _Fault(status, retry_after, error or default, body, content_type)
-        self._faults.setdefault(method, []).extend([fault] * times)
+    # ------------------------------------------------------------------ Socket Mode
 
-    def drop_next(self, method: str, times: int = 1, *, how: Literal["reset", "hang"]) -> None:
-        """Makes the next `times` calls of `method` go unanswered: `reset` closes the
-        connection at once (a reset by a proxy), `hang` keeps it open without a word until the
-        client gives up on it (past its timeout)."""
-        fault = _Fault(0, None, "dropped", drop=how)
-        self._faults.setdefault(method, []).extend([fault] * times)
+    async def send_envelope(self, env: JSON) -> JSON | None:
+        """Sends an envelope to the live Socket Mode connection; its ack, or None unacked."""
+        try:
+            sock = await self.changes.wait_for(self._live_socket, self.connect_timeout)
+        except TimeoutError:
+            message = f"no Socket Mode connection to deliver to in {self.connect_timeout}s"
+            raise TimeoutError(message) from None
+        waiter: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
+        self._ack_waiters[env["envelope_id"]] = waiter
+        try:
+            await sock.ws.send_json(env)
+            return await asyncio.wait_for(waiter, self.ack_timeout)
+        except (TimeoutError, ConnectionError) as exc:
+            logger.warning("Slack emulator: envelope %s not acked: %r", env["envelope_id"], exc)
+            return None
+        finally:
+            self._ack_waiters.pop(env["envelope_id"], None)
 
-    def clear_faults(self) -> None:
-        """Slack is healthy again: no more failures queued by `fail_next`."""
-        self._faults.clear()
-
-    def stall(self, *methods: str) -> None:
-        """Calls of `methods` hang (no answer) until `unstall`: Slack not answering."""
-        self._stalled.update(methods)
-        self._unstalled.clear()
-
-    def unstall(self) -> None:
-        """Stalled calls are answered, and new ones no longer stall."""
-        self._stalled.clear()
-        self._unstalled.set()
+    async def disconnect_socket(self, reason: str = "refresh_requested") -> None:
+        """Asks the connected Socket Mode clients to reconnect (`{"type": "disconnect"}`)."""
+        for sock in [s for s in self._sockets if not s.retired]:
+            sock.retired = True
+            frame = {"type": "disconnect", "reason": reason, "debug_info": {"host": "emulator"}}
+            with contextlib.suppress(ConnectionError):
+                await sock.ws.send_json(frame)
+        await self.changes.notify()
 
     # ------------------------------------------------------------------ HTTP routes
 
@@ -272,14 +236,12 @@ class EmulatorServer:
         except ValueError:
             await self._record(method, {}, 200, {"ok": False, "error": "invalid_json"})
             return web.json_response({"ok": False, "error": "invalid_json"})
-        if method in self._stalled:
-            await self._unstalled.wait()
+        await self.faults.wait_if_stalled(method)
         auth = request.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else params.pop("token", None)
         params.pop("token", None)
-        faults = self._faults.get(method)
-        if faults:
-            return await self._fail(request, method, params, faults.pop(0))
+        if (fault := self.faults.take(method)) is not None:
+            return await self._fail(request, method, params, fault)
         try:
             body = self.api.handle(method, params, token)
         except ApiError as exc:
@@ -292,7 +254,7 @@ class EmulatorServer:
         return web.json_response(body)
 
     async def _fail(
-        self, request: web.Request, method: str, params: JSON, fault: _Fault
+        self, request: web.Request, method: str, params: JSON, fault: Fault
     ) -> web.StreamResponse:
         body: JSON = {"ok": False, "error": fault.error}
         if fault.drop is not None:
@@ -342,14 +304,14 @@ class EmulatorServer:
             "connection_info": {"app_id": self.identity.app_id},
         }
         await ws.send_json(hello)
-        await self._changed()
+        await self.changes.notify()
         try:
             async for msg in ws:
                 if msg.type == aiohttp.WSMsgType.TEXT:
                     await self._on_socket_text(msg.data)
         finally:
             self._sockets.remove(sock)
-            await self._changed()
+            await self.changes.notify()
         return ws
 
     def _live_socket(self) -> _Socket | None:
@@ -366,13 +328,13 @@ class EmulatorServer:
         waiter = self._ack_waiters.get(str(ack.get("envelope_id")))
         if waiter is not None and not waiter.done():
             waiter.set_result(ack)
-        await self._changed()
+        await self.changes.notify()
 
     async def _handle_upload(self, request: web.Request) -> web.StreamResponse:
         """The upload URL of files.getUploadURLExternal: takes the file's bytes."""
-        faults = self._faults.get("upload")
-        if faults:  # fail_next("upload", ...): the upload URL fails the same ways
-            return await self._fail(request, "upload", {}, faults.pop(0))
+        # faults.fail_next("upload", ...): the upload URL fails the same ways
+        if (fault := self.faults.take("upload")) is not None:
+            return await self._fail(request, "upload", {}, fault)
         file = self.store.files.get(request.match_info["file_id"])
         if file is None:
             return web.Response(status=404, text="unknown file")
@@ -385,11 +347,11 @@ class EmulatorServer:
         if context is None:
             return web.json_response({"ok": False, "error": "expired_url"}, status=404)
         data = await _read_params(request)
-        self._respond(context, data)
+        self.respond(context, data)
         await self._record("response_url", data, 200, {"ok": True})
         return web.json_response({"ok": True})
 
-    def _respond(self, context: JSON, data: JSON) -> None:
+    def respond(self, context: JSON, data: JSON) -> None:
         """Applies a response (response_url POST or command ack) the way Slack shows it."""
         channel, target = context["channel"], context.get("message_ts")
         with contextlib.suppress(ApiError):
@@ -409,7 +371,7 @@ class EmulatorServer:
             entry = {**message, "ts": self.store.next_ts(), "channel": channel}
             self.store.ephemeral.append({**entry, "to": context["user"], "via": "response_url"})
 
-    def _response_url(self, user: str, channel: str, message_ts: str | None = None) -> str:
+    def response_url(self, user: str, channel: str, message_ts: str | None = None) -> str:
         rid = uuid.uuid4().hex
         self._response_urls[rid] = {"user": user, "channel": channel, "message_ts": message_ts}
         return f"{self.base_url}/response_url/{rid}"

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from harness.boundary.confined import confined_shell, confining
 from harness.boundary.git import disarmed_env
+from harness.clock import SYSTEM, Clock
 from harness.config.settings import MetadataField
 
 logger = logging.getLogger(__name__)
@@ -52,10 +52,16 @@ def parse_output(stdout: str) -> Any:
 
 class MetadataCollector:
     def __init__(
-        self, fields: Sequence[MetadataField], *, ttl_seconds: float = 5.0, sandboxed: bool = True
+        self,
+        fields: Sequence[MetadataField],
+        *,
+        ttl_seconds: float = 5.0,
+        sandboxed: bool = True,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.fields = tuple(fields)
-        self.ttl_seconds = ttl_seconds
+        self.ttl_seconds = ttl_seconds  # of the clock's monotonic time
+        self._clock = clock
         self.sandboxed = sandboxed
         self._said_unconfined = False
         self._cache: dict[Path, tuple[float, asyncio.Future[dict[str, FieldValue]]]] = {}
@@ -63,7 +69,7 @@ class MetadataCollector:
     async def collect(self, cwd: Path) -> dict[str, FieldValue]:
         if not self.fields:
             return {}
-        now = time.monotonic()
+        now = self._clock.monotonic()
         cached = self._cache.get(cwd)
         if cached is not None and (not cached[1].done() or now - cached[0] < self.ttl_seconds):
             return await asyncio.shield(cached[1])

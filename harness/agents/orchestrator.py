@@ -1,67 +1,53 @@
-"""The orchestrator: the one facade the CLI, the tool layer and the Slack bot all use.
+"""The orchestrator: the agents' lifecycle (draft, run, await, kill, list, subscribe), and
+the one place where the core's services are built and wired.
 
-It ties the pieces together: roles and routing pick who works, the dispatcher queues agents
-within the task's caps, the runs carry them to their final records on the hosting, the task
-store keeps what happened, the pool runs agents under a cap, the question board waits on
-humans and the authority says who may decide. Those parts are private; callers use the
-methods below and those about tasks (``task_methods.py``).
+Roles and routing pick who works, the dispatcher queues agents within the task's caps, the
+runs carry them to their final records on the hosting, and the pool runs agents under a cap;
+those parts are private. The services it builds are its attributes, for the front ends to use
+directly: ``tasks`` (tasks, workspaces and records), ``humans`` (questions, answers and who
+may decide), ``pull_requests``, ``accounts`` (linked GitHub accounts), ``files`` (files
+agents share) and ``metadata`` (the configured commands run in agents' folders).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 
+from harness.agents.account_links import AccountLinks
 from harness.agents.authority import Authority
 from harness.agents.dispatching import AgentHandle, Dispatcher
 from harness.agents.events import AgentEvent, Events, Listener
-from harness.agents.forge_accounts import ForgeAccountMethods
-from harness.agents.human_methods import HumanMethods
-from harness.agents.metadata import FieldValue, MetadataCollector
+from harness.agents.humans import Humans
+from harness.agents.metadata import MetadataCollector
+from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
 from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
-from harness.agents.pull_requests import PullRequestMethods
-from harness.agents.questions import QuestionBoard
+from harness.agents.pull_requests import PullRequests
 from harness.agents.recovery import recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
-from harness.agents.shared_files import FileSharingMethods
-from harness.agents.task_methods import TaskMethods
+from harness.agents.services import Services
+from harness.agents.shared_files import SharedFiles
+from harness.agents.task_desk import TaskDesk
 from harness.clock import SYSTEM, Clock, timestamp
 from harness.config.roles import Role
 from harness.config.routing import Router
-from harness.config.settings import Config, MetadataField
-from harness.errors import (
-    AgentNotFoundError,
-    HarnessError,
-    UnknownRoleError,
-)
+from harness.config.settings import Config
+from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
+from harness.forge.accounts import AccountStore
 from harness.runtime.attachments import Attachment, LeftOut
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
-from harness.tasks.journal import said_in
-from harness.tasks.model import (
-    Decision,
-    DispatchRecord,
-    Feedback,
-    FeedbackValue,
-    Task,
-)
-from harness.tasks.store import (
-    Store,
-)
-from harness.workspaces.manager import (
-    Workspaces,
-)
+from harness.tasks.model import DispatchRecord, Task
+from harness.tasks.store import Store
+from harness.workspaces.manager import Workspaces
 
 logger = logging.getLogger(__name__)
 
-ToolProviderFactory = Callable[["Orchestrator"], ToolProvider]
+ToolProviderFactory = Callable[[Services], ToolProvider]
 
 
-class Orchestrator(
-    TaskMethods, HumanMethods, PullRequestMethods, ForgeAccountMethods, FileSharingMethods
-):
+class Orchestrator:
     def __init__(
         self,
         config: Config,
@@ -80,22 +66,11 @@ class Orchestrator(
         self._store = store
         self._hosting = hosting
         self._router = Router(config.rules, config.default_role)
-        self._pool = AgentPool(config.mcp.max_concurrent_agents)
+        self._pool = AgentPool(config.mcp.max_concurrent_agents, clock)
         self._clock = clock
-        self._questions = QuestionBoard(clock)
         self._authority = Authority(config.slack.admins)
-        # One collector (and so one cache) for every front end and the tools.
-        self._metadata = MetadataCollector(config.metadata, sandboxed=config.sandbox.enabled)
-        self._workspaces = workspaces
         self._events = Events[AgentEvent]()
-        # An agent that ends leaves no question open: its buttons close saying it ended.
-        self._events.subscribe(
-            lambda event: (
-                self._questions.end_agent(event.record.agent_id)
-                if event.kind == "finished"
-                else None
-            )
-        )
+        self._shutting_down: asyncio.Future[None] | None = None
         child_env = {
             # MCP tools are offered directly, not behind ToolSearch.
             "ENABLE_TOOL_SEARCH": "false",
@@ -105,22 +80,59 @@ class Orchestrator(
             MODEL_API_RETRIES_ENV: str(config.model_api_retries),
             **(child_env or {}),
         }
+        self.humans = Humans(
+            store,
+            self._pool,
+            self._authority,
+            clock,
+            ask_timeout_seconds=config.ask_timeout_seconds,
+        )
+        # An agent that ends leaves no question open: its buttons close saying it ended.
+        self._events.subscribe(
+            lambda event: (
+                self.humans.end_agent(event.record.agent_id) if event.kind == "finished" else None
+            )
+        )
+        # One collector (and so one cache) for every front end and the tools.
+        self.metadata = MetadataCollector(
+            config.metadata, sandboxed=config.sandbox.enabled, clock=clock
+        )
+        self.files = SharedFiles(config, store, self._pool)
+        # Final records the store refused (an unwritable task folder), retried until taken;
+        # the task desk reads tasks with them, and the runs tell their end once stored.
+        self._pending = PendingFinals(
+            config.tasks_dir / PENDING_FOLDER,
+            store,
+            on_stored=lambda task, final: self._runs.stored_at_last(task, final),
+        )
+        self.tasks = TaskDesk(config, store, self._pool, workspaces, self._pending, clock)
+        accounts = AccountStore(config.tasks_dir)
+        self.accounts = AccountLinks(config, accounts, clock)
+        self.pull_requests = PullRequests(
+            config,
+            store,
+            self.tasks,
+            self._authority,
+            self._events,
+            self.draft,
+            accounts=accounts,
+            clock=clock,
+        )
+        # What the harness tools reach: each service, and the agents' lifecycle.
+        self.services = Services(
+            self, self.tasks, self.humans, self.pull_requests, self.files, self.metadata, clock
+        )
         self._runs = AgentRuns(
             config,
             store,
             hosting,
             self._pool,
             self._events,
-            tools=tools(self),
+            tools=tools(self.services),
+            pending=self._pending,
             child_env=child_env,
             clock=clock,
         )
-        self._pending = self._runs.pending
-        self._init_pull_requests()
-        self._init_forge_accounts()
-        self._init_file_sharing()
-        # A writer that ends on a task with a pull request: its commits go there too.
-        self._events.subscribe(self._on_agent_event)
         self._dispatcher = Dispatcher(
             config,
             self._roles,
@@ -138,6 +150,11 @@ class Orchestrator(
     @property
     def config(self) -> Config:
         return self._config
+
+    @property
+    def clock(self) -> Clock:
+        """The harness's clock: front ends built over the orchestrator read time from it."""
+        return self._clock
 
     def now(self) -> str:
         """The time to stamp a record or a log line with, from the harness's clock."""
@@ -165,18 +182,6 @@ class Orchestrator(
 
     def subscribe(self, listener: Listener) -> None:
         self._events.subscribe(listener)
-
-    # -- humans' rights ---------------------------------------------------------------------
-
-    def may_decide(self, user: str, requester: str | None) -> bool:
-        """Whether ``user`` may approve, stop and run again the agents of a task asked for by
-        ``requester``: they, or an admin."""
-        return self._authority.may_decide(user, requester)
-
-    async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
-        entry = self._live(agent_id)
-        decision = Decision(title, body, at=self.now(), agent_id=agent_id, role=entry.role)
-        return await self._store.add_decision(entry.task_slug, decision)
 
     # -- agents ----------------------------------------------------------------------------
 
@@ -259,49 +264,10 @@ class Orchestrator(
         pending = await self._pending.record(agent_id)
         return pending if pending is not None else await self._store.record(agent_id)
 
-    async def note_undelivered(self, task_slug: str, agent_id: str, reason: str) -> None:
-        """Records on the agent's dispatch that its result could not be delivered, and why."""
-        noted = await self._pending.amend(
-            agent_id, lambda record: dataclasses.replace(record, undelivered=reason)
-        )
-        if noted is not None:
-            return  # stored with its final record, still pending
-        record = await self._store.record(agent_id)
-        await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
-
-    async def record_feedback(
-        self, task_slug: str, agent_id: str, user: str, value: FeedbackValue
-    ) -> DispatchRecord:
-        """Keeps ``user``'s verdict on the agent's result on its dispatch (their latest one)."""
-        verdict = Feedback(user, value, self.now())
-
-        def with_verdict(record: DispatchRecord) -> DispatchRecord:
-            kept = tuple(f for f in record.feedback if f.user != user)
-            return dataclasses.replace(record, feedback=(*kept, verdict))
-
-        pending = await self._pending.amend(agent_id, with_verdict)
-        if pending is not None:  # stored with its final record, still pending
-            return pending
-        task = await self._store.get(task_slug)
-        record = next((d for d in task.dispatches if d.agent_id == agent_id), None)
-        if record is None:
-            raise AgentNotFoundError(agent_id)
-        record = with_verdict(record)
-        await self._store.save_dispatch(task_slug, record)
-        return record
-
-    async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
-        """The full diff of the task's workspace when the agent ended; None when it changed
-        nothing or did not work in a git workspace."""
-        if record.diff_file is None:
-            return None
-        return await self._store.read_text(task_slug, record.diff_file)
-
     def runtime_problem(self) -> str | None:
         """Why agents cannot be run now (e.g. the NATS server is away), or None: for a
         readiness check. A host in this process has none."""
-        problem = getattr(self._hosting, "problem", None)
-        return problem() if callable(problem) else None
+        return self._hosting.problem()
 
     def agents(self) -> list[AgentInfo]:
         """Snapshots of the queued and running agents."""
@@ -315,41 +281,18 @@ class Orchestrator(
     def roles(self) -> Mapping[str, Role]:
         return self._roles
 
-    @property
-    def metadata_fields(self) -> tuple[MetadataField, ...]:
-        return self._metadata.fields
-
-    async def collect_metadata(self, cwds: Iterable[Path]) -> dict[Path, dict[str, FieldValue]]:
-        """The metadata fields of agents' folders (cached briefly, collected in parallel)."""
-        return await self._metadata.collect_many(cwds)
-
     def agent_said(self, agent_id: str, since: int = 0) -> list[str]:
         """What a live agent has said (its texts, in order) from the ``since``-th on; [] once
         it has ended (its journal keeps everything)."""
         entry = self._pool.get(agent_id)
         return entry.said[since:] if entry is not None else []
 
-    async def said(self, task_slug: str, record: DispatchRecord) -> list[str]:
-        """Everything an agent said (its texts, in order), from its journal."""
-        if not record.journal_file:
-            return []
-        entries = await self._store.read_jsonl(task_slug, record.journal_file)
-        return [text for entry in entries for text in said_in(entry) if text]
-
-    @contextlib.asynccontextmanager
-    async def waiting(self, agent_id: str | None, activity: str) -> AsyncIterator[None]:
+    def waiting(
+        self, agent_id: str | None, activity: str
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """A live agent blocks on something other than its own work (an agent it drafted, a
         human): its slot serves the queue meanwhile, and its status says what it waits for."""
-        entry = self._pool.get(agent_id) if agent_id else None
-        if entry is None:
-            yield
-            return
-        entry.control.activity = activity
-        try:
-            async with self._pool.lend_slot(entry):
-                yield
-        finally:
-            entry.control.activity = "working"
+        return self._pool.waiting(agent_id, activity)
 
     async def report_progress(
         self, agent_id: str, message: str, percent: float | None
@@ -374,13 +317,19 @@ class Orchestrator(
         """Stop every agent (dispatches end ``interrupted``), wait for their records, and
         close the store (every queued journal line on disk). No agent starts after this
         began; the store still answers reads. With ``leave_remote_agents`` (a server being
-        restarted), agents running on workers go on, and the next start follows them."""
+        restarted), agents running on workers go on, and the next start follows them.
+        Calls after the first wait for it (a front end's own shutdown, then its opener's)."""
+        if self._shutting_down is None:
+            self._shutting_down = asyncio.ensure_future(self._shut(reason, leave_remote_agents))
+        await asyncio.shield(self._shutting_down)
+
+    async def _shut(self, reason: str, leave_remote_agents: bool) -> None:
         self._dispatcher.closing = True
         if leave_remote_agents:
             await self._runs.leave_running_on_workers()
         await self._pool.kill_all(reason, interrupted=True)
         await self._runs.join()
-        await self.close_pull_requests()
+        await self.pull_requests.close()
         await self._pending.close()  # what the store still refuses stays spooled
         await self._hosting.close()
         await self._store.close()

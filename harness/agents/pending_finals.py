@@ -29,7 +29,7 @@ from typing import Any
 from harness import serialise
 from harness.atomic import write_atomic
 from harness.errors import HarnessError, TaskNotFoundError
-from harness.retry import Backoff
+from harness.retry import Backoff, retrying
 from harness.tasks.common import upsert
 from harness.tasks.model import DispatchRecord, Task
 from harness.tasks.store import TaskStore
@@ -42,6 +42,10 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 RETRY = Backoff(0.2, 30.0)  # after a failed store: soon, then at most every half minute
 
 Stored = Callable[[Task, DispatchRecord], None]
+
+
+class _StillPendingError(Exception):
+    """The store refused a final record this time (``_try_store`` logged why): tried again."""
 
 
 class PendingFinals:
@@ -132,12 +136,15 @@ class PendingFinals:
             del self._retries[agent_id]
 
     async def _until_stored(self, slug: str, record: DispatchRecord) -> None:
-        for delay in self._backoff.delays():
-            await asyncio.sleep(delay)
+        """Tries the record again, after the store refused it once, until it is settled."""
+
+        async def store() -> None:
             if self._pending.get(record.agent_id, (slug, None))[1] is not record:
                 return  # replaced by a newer record, or stored meanwhile
-            if await self._try_store(slug, record):
-                return
+            if not await self._try_store(slug, record):
+                raise _StillPendingError(record.agent_id)
+
+        await retrying(store, retry_on=_StillPendingError, backoff=self._backoff, already_failed=1)
 
     async def _try_store(self, slug: str, record: DispatchRecord) -> bool:
         """Whether the record is settled: stored (its spool file gone), or its task is gone."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.clock import SYSTEM, Clock
 from harness.runtime.spec import AgentControl
 from harness.tasks.model import Progress
 
@@ -46,7 +46,7 @@ class PoolEntry:
     said: list[str] = field(default_factory=list)
     # Who asked for its task: they and the admins may stop it.
     requester: str | None = None
-    _started_monotonic: float = field(default_factory=time.monotonic)
+    _started_monotonic: float = 0.0  # the pool's clock when it was registered
     _killed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -136,28 +136,30 @@ class AgentPool:
     agent that can write runs in a task at a time (they share the task's workspace); agents
     that only read run alongside."""
 
-    def __init__(self, max_concurrent: int) -> None:
+    def __init__(self, max_concurrent: int, clock: Clock = SYSTEM) -> None:
         if max_concurrent < 1:
             raise ValueError("max_concurrent must be at least 1")
         self.max_concurrent = max_concurrent
+        self._clock = clock  # how long an agent has been live, for listings
         self._entries: dict[str, PoolEntry] = {}
         self._slots = _Gate(max_concurrent)
         self._writers: dict[str, _Gate] = {}
 
     def register(self, entry: PoolEntry) -> None:
+        entry._started_monotonic = self._clock.monotonic()
         self._entries[entry.agent_id] = entry
 
     def get(self, agent_id: str) -> PoolEntry | None:
         return self._entries.get(agent_id)
 
     def snapshot(self) -> list[AgentInfo]:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         return [_info(e, now) for e in self._entries.values()]
 
     def info(self, agent_id: str) -> AgentInfo | None:
         """The snapshot of one live agent; None when it is not live."""
         entry = self._entries.get(agent_id)
-        return _info(entry, time.monotonic()) if entry is not None else None
+        return _info(entry, self._clock.monotonic()) if entry is not None else None
 
     def queue_length(self) -> int:
         """How many agents wait for a slot or for their task's writer turn."""
@@ -197,6 +199,21 @@ class AgentPool:
             entry.holds_task = True
         await self._slots.retake()
         entry.state = "running"
+
+    @contextlib.asynccontextmanager
+    async def waiting(self, agent_id: str | None, activity: str) -> AsyncIterator[None]:
+        """A live agent blocks on something other than its own work (an agent it drafted, a
+        human): its slot serves the queue meanwhile, and its status says what it waits for."""
+        entry = self._entries.get(agent_id) if agent_id else None
+        if entry is None:
+            yield
+            return
+        entry.control.activity = activity
+        try:
+            async with self.lend_slot(entry):
+                yield
+        finally:
+            entry.control.activity = "working"
 
     def release(self, entry: PoolEntry) -> None:
         """The agent is finished: free its slot and writer turn (if held) and forget it."""

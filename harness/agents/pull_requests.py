@@ -1,5 +1,4 @@
-"""The orchestrator's methods about pull requests: a part of its facade, in a module of its
-own. Callers use them on the orchestrator.
+"""Pull requests of tasks: a service of the core.
 
 Opening one pushes the task's branch with the harness's credentials (never from inside a
 sandbox) and opens (or updates) the pull request, as the person who asked when they linked
@@ -22,6 +21,8 @@ import aiohttp
 
 from harness.agents.authority import Authority
 from harness.agents.events import AgentEvent, Events
+from harness.agents.task_desk import TaskDesk
+from harness.clock import SYSTEM, Clock
 from harness.config.settings import Config, RepositorySettings
 from harness.errors import ForgeError, HarnessError
 from harness.forge.accounts import LinkedAccount
@@ -32,7 +33,7 @@ from harness.forge.text import pull_request_body, pull_request_title
 from harness.forge.webhook import ChecksReported
 from harness.retry import Backoff
 from harness.tasks.model import PullRequest, Task, ThreadRef
-from harness.tasks.store import Store
+from harness.tasks.store import TaskStore
 
 if TYPE_CHECKING:
     from harness.agents.dispatching import AgentHandle
@@ -68,45 +69,49 @@ class LinkedAccounts(Protocol):
     async def account(self, user: str, api_url: str) -> LinkedAccount | None: ...
 
 
-class PullRequestMethods:
-    """Mixed into the orchestrator, whose parts these are."""
+class Drafter(Protocol):
+    """Drafts an agent (the orchestrator's ``draft``): a fix of failed checks is one."""
 
-    _config: Config
-    _store: Store
-    _authority: Authority
-    _pr_events: Events[PullRequestEvent]
-    _pr_locks: dict[str, asyncio.Lock]
-    _pr_followers: dict[str, asyncio.Task[None]]
-    _pr_session: aiohttp.ClientSession | None
-    _pr_app_tokens: AppTokens | None
-    _linked_accounts: LinkedAccounts | None
+    async def __call__(
+        self, role_name: str, prompt: str, *, task_slug: str | None = None,
+        requested_by: str | None = None,
+    ) -> AgentHandle: ...  # fmt: skip
 
-    def _init_pull_requests(self) -> None:
-        self._pr_events = Events[PullRequestEvent]()
-        self._pr_locks = {}
-        self._pr_followers = {}
-        self._pr_session = None
-        self._pr_app_tokens = None
-        self._linked_accounts = None
-        self._pr_wake: dict[str, asyncio.Event] = {}
-        self._thread_link: ThreadLink | None = None
 
-    if TYPE_CHECKING:  # the orchestrator's own methods these use
+class PullRequests:
+    """Opens, updates and follows the pull requests of tasks; pushes a writer's work there."""
 
-        async def task(self, slug: str) -> Task: ...
-
-        async def draft(
-            self, role_name: str, prompt: str, *, task_slug: str | None = None,
-            parent_id: str | None = None, repository: str | None = None,
-            requested_by: str | None = None,
-        ) -> AgentHandle: ...  # fmt: skip
-
-    def subscribe_pull_requests(self, listener: PullRequestListener) -> None:
-        self._pr_events.subscribe(listener)
-
-    def link_accounts(self, accounts: LinkedAccounts) -> None:
-        """Where people's linked forge accounts are looked up (a front end's store)."""
+    def __init__(
+        self,
+        config: Config,
+        store: TaskStore,
+        tasks: TaskDesk,
+        authority: Authority,
+        agent_events: Events[AgentEvent],
+        draft: Drafter,
+        *,
+        accounts: LinkedAccounts | None = None,
+        clock: Clock = SYSTEM,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._tasks = tasks
+        self._clock = clock  # GitHub's rate-limit waits and App tokens' expiry
+        self._authority = authority
+        self._draft = draft
         self._linked_accounts = accounts
+        self._events = Events[PullRequestEvent]()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._followers: dict[str, asyncio.Task[None]] = {}
+        self._session_open: aiohttp.ClientSession | None = None
+        self._app_tokens_cache: AppTokens | None = None
+        self._wake: dict[str, asyncio.Event] = {}
+        self._thread_link: ThreadLink | None = None
+        # A writer that ends on a task with a pull request: its commits go there too.
+        agent_events.subscribe(self._on_agent_event)
+
+    def subscribe(self, listener: PullRequestListener) -> None:
+        self._events.subscribe(listener)
 
     def link_threads(self, link: ThreadLink) -> None:
         """How a front end links a task's thread (a pull request's body points at it)."""
@@ -124,24 +129,24 @@ class PullRequestMethods:
         ``by`` when they linked their account, else as the bot. ``by`` None: the terminal's
         own user, who may. ForgeError / NotAllowedError say what stopped it; what was done
         before (a push) stays done, and trying again picks up from there."""
-        task = await self.task(slug)
+        task = await self._tasks.task(slug)
         if by is not None:
             self._authority.check(by, task.requester, f"open a pull request for task {slug}")
-        async with self._pr_lock(slug):
+        async with self._lock(slug):
             try:
                 pull = await self._open(task, by, thread_url)
             except ForgeError as exc:
-                self._emit_pr(PullRequestEvent("failed", task, task.pull_request, error=exc))
+                self._emit(PullRequestEvent("failed", task, task.pull_request, error=exc))
                 raise
-        task = await self.task(slug)
-        self._emit_pr(PullRequestEvent("opened", task, pull))
+        task = await self._tasks.task(slug)
+        self._emit(PullRequestEvent("opened", task, pull))
         self._follow(slug)
         return pull
 
     async def fix_checks(self, slug: str, *, by: str | None) -> str:
         """Draft a developer on the task's branch with the failing checks' logs; its agent
         id. Its commits are pushed to the pull request when it ends."""
-        task = await self.task(slug)
+        task = await self._tasks.task(slug)
         if by is not None:
             self._authority.check(by, task.requester, f"fix the checks of task {slug}")
         return await self._fix(task, requested_by=by or task.requester)
@@ -187,21 +192,21 @@ class PullRequestMethods:
 
     async def _push_again(self, slug: str) -> None:
         """A writer finished on a task with a pull request: its commits go there too."""
-        async with self._pr_lock(slug):
-            task = await self.task(slug)
+        async with self._lock(slug):
+            task = await self._tasks.task(slug)
             pull, repo = task.pull_request, self.forge_of(task)
             if pull is None or repo is None:
                 return
             try:
                 head = await push_branch(repo, pull.branch, token=await self._bot_token(repo))
             except ForgeError as exc:
-                self._emit_pr(PullRequestEvent("failed", task, pull, error=exc))
+                self._emit(PullRequestEvent("failed", task, pull, error=exc))
                 return
             if head == pull.head_commit:
                 return
             pull = replace(pull, head_commit=head, checks="unknown", failing=(), checks_url=None)
             task = await self._store.set_pull_request(slug, pull)
-        self._emit_pr(PullRequestEvent("updated", task, pull))
+        self._emit(PullRequestEvent("updated", task, pull))
         self._follow(slug)
 
     async def _fix(self, task: Task, *, requested_by: str | None) -> str:
@@ -214,7 +219,7 @@ class PullRequestMethods:
         github = self._github(repo, await self._bot_token(repo))
         failing = summarize(await github.check_runs(pull.head_commit or pull.branch)).failing
         logs = [(run, await self._log(github, run.id)) for run in failing]
-        handle = await self.draft(
+        handle = await self._draft(
             FIX_ROLE,
             fix_prompt(pull.number, pull.url, logs),
             task_slug=task.slug,
@@ -222,7 +227,7 @@ class PullRequestMethods:
         )
         pull = replace(pull, fix_tries=pull.fix_tries + 1)
         task = await self._store.set_pull_request(task.slug, pull)
-        self._emit_pr(PullRequestEvent("fixing", task, pull, agent_id=handle.agent_id))
+        self._emit(PullRequestEvent("fixing", task, pull, agent_id=handle.agent_id))
         return handle.agent_id
 
     @staticmethod
@@ -237,16 +242,16 @@ class PullRequestMethods:
     def _follow(self, slug: str) -> None:
         if not self._config.github.follow_checks:
             return
-        running = self._pr_followers.pop(slug, None)
+        running = self._followers.pop(slug, None)
         if running is not None:
             running.cancel()
         follower = asyncio.create_task(self._follow_checks(slug), name=f"checks of {slug}")
-        self._pr_followers[slug] = follower
+        self._followers[slug] = follower
         follower.add_done_callback(lambda done: self._forget_follower(slug, done))
 
     def _forget_follower(self, slug: str, done: asyncio.Task[None]) -> None:
-        if self._pr_followers.get(slug) is done:
-            del self._pr_followers[slug]
+        if self._followers.get(slug) is done:
+            del self._followers[slug]
         if not done.cancelled() and done.exception() is not None:
             logger.error("following the checks of %s failed", slug, exc_info=done.exception())
 
@@ -254,13 +259,13 @@ class PullRequestMethods:
         poll = self._config.github.check_poll_seconds
         delays = Backoff(poll, poll * 4, factor=1.5).delays()
         polls = 0
-        wake = self._pr_wake.setdefault(slug, asyncio.Event())
+        wake = self._wake.setdefault(slug, asyncio.Event())
         while True:
             with contextlib.suppress(TimeoutError):  # a webhook delivery looks at once
                 await asyncio.wait_for(wake.wait(), next(delays))
             wake.clear()
             polls += 1
-            task = await self.task(slug)
+            task = await self._tasks.task(slug)
             pull, repo = task.pull_request, self.forge_of(task)
             if pull is None or repo is None or pull.head_commit is None:
                 return
@@ -271,7 +276,7 @@ class PullRequestMethods:
                 logger.warning("checks of %s: %s", slug, exc.message)
                 if exc.failure in ("rate-limited", "unavailable"):
                     continue
-                self._emit_pr(PullRequestEvent("failed", task, pull, error=exc))
+                self._emit(PullRequestEvent("failed", task, pull, error=exc))
                 return
             if view.state == "unknown" and polls >= NO_CHECKS_AFTER_POLLS:
                 return
@@ -280,7 +285,7 @@ class PullRequestMethods:
                     pull, checks=view.state, failing=view.failing_names, checks_url=view.url
                 )
                 task = await self._store.set_pull_request(slug, changed)
-                self._emit_pr(PullRequestEvent("checks", task, changed))
+                self._emit(PullRequestEvent("checks", task, changed))
                 pull = changed
             if view.state == "failed":
                 if pull.fix_tries < self._config.github.auto_fix_tries:
@@ -295,7 +300,7 @@ class PullRequestMethods:
         except HarnessError as exc:
             logger.warning("no automatic fix of %s's checks: %s", task.slug, exc.message)
             error = exc if isinstance(exc, ForgeError) else None
-            self._emit_pr(PullRequestEvent("failed", task, task.pull_request, error=error))
+            self._emit(PullRequestEvent("failed", task, task.pull_request, error=error))
 
     def _on_agent_event(self, event: AgentEvent) -> None:
         """A writer that finished on a task with a pull request: push its work there."""
@@ -307,19 +312,19 @@ class PullRequestMethods:
         if record.head_commit == event.task.pull_request.head_commit:
             return
         follow_up = asyncio.create_task(self._push_again(event.task.slug))
-        self._pr_followers.setdefault(f"push:{event.task.slug}:{record.agent_id}", follow_up)
+        self._followers.setdefault(f"push:{event.task.slug}:{record.agent_id}", follow_up)
         follow_up.add_done_callback(
-            lambda done: self._pr_followers.pop(f"push:{event.task.slug}:{record.agent_id}", None)
+            lambda done: self._followers.pop(f"push:{event.task.slug}:{record.agent_id}", None)
         )
 
     async def checks_reported(self, reported: ChecksReported) -> list[str]:
         """A forge said checks changed (a webhook): the followers of the pull requests it
         names look now instead of at their next poll; their task slugs."""
         woken = []
-        for slug, wake in self._pr_wake.items():
-            if slug not in self._pr_followers:
+        for slug, wake in self._wake.items():
+            if slug not in self._followers:
                 continue
-            pull = (await self.task(slug)).pull_request
+            pull = (await self._tasks.task(slug)).pull_request
             if pull is None or pull.repository.lower() != reported.repository.lower():
                 continue
             if pull.head_commit == reported.sha or pull.branch in reported.branches:
@@ -335,7 +340,7 @@ class PullRequestMethods:
         for task in await self._store.list():
             pull = task.pull_request
             waiting = pull is not None and pull.checks in ("unknown", "pending")
-            if waiting and task.slug not in self._pr_followers:
+            if waiting and task.slug not in self._followers:
                 self._follow(task.slug)
                 started.append(task.slug)
         return started
@@ -352,17 +357,17 @@ class PullRequestMethods:
                     logger.warning("could not look for pull requests to follow: %s", exc)
                 await asyncio.sleep(every)
 
-        if "look for pull requests" not in self._pr_followers:
-            self._pr_followers["look for pull requests"] = asyncio.create_task(look())
+        if "look for pull requests" not in self._followers:
+            self._followers["look for pull requests"] = asyncio.create_task(look())
 
-    async def close_pull_requests(self) -> None:
-        for follower in list(self._pr_followers.values()):
+    async def close(self) -> None:
+        for follower in list(self._followers.values()):
             follower.cancel()
-        for follower in list(self._pr_followers.values()):
+        for follower in list(self._followers.values()):
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
-        if self._pr_session is not None:
-            await self._pr_session.close()
+        if self._session_open is not None:
+            await self._session_open.close()
 
     # -- identities ----------------------------------------------------------------------
 
@@ -405,21 +410,21 @@ class PullRequestMethods:
         return await self._linked_accounts.account(user, repo.github.api_url)
 
     def _session(self) -> aiohttp.ClientSession:
-        if self._pr_session is None or self._pr_session.closed:
-            self._pr_session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
-        return self._pr_session
+        if self._session_open is None or self._session_open.closed:
+            self._session_open = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self._session_open
 
     def _app_tokens(self) -> AppTokens:
-        if self._pr_app_tokens is None:
-            self._pr_app_tokens = AppTokens(self._session())
-        return self._pr_app_tokens
+        if self._app_tokens_cache is None:
+            self._app_tokens_cache = AppTokens(self._session(), self._clock)
+        return self._app_tokens_cache
 
     def _github(self, repo: RepositorySettings, token: str) -> GitHubRepo:
         assert repo.github is not None
-        return GitHubRepo(self._session(), repo.github, token)
+        return GitHubRepo(self._session(), repo.github, token, self._clock)
 
-    def _pr_lock(self, slug: str) -> asyncio.Lock:
-        return self._pr_locks.setdefault(slug, asyncio.Lock())
+    def _lock(self, slug: str) -> asyncio.Lock:
+        return self._locks.setdefault(slug, asyncio.Lock())
 
-    def _emit_pr(self, event: PullRequestEvent) -> None:
-        self._pr_events.emit(event)
+    def _emit(self, event: PullRequestEvent) -> None:
+        self._events.emit(event)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from harness.agents.ends import final_record, log_finish, with_work
 from harness.agents.events import AgentEvent, Events
-from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
+from harness.agents.pending_finals import PendingFinals
 from harness.agents.pool import AgentPool, PoolEntry
 from harness.clock import Clock, timestamp
 from harness.config.roles import Role
@@ -84,6 +84,7 @@ class AgentRuns:
         events: Events[AgentEvent],
         *,
         tools: ToolProvider,
+        pending: PendingFinals,
         child_env: Mapping[str, str],
         clock: Clock,
     ) -> None:
@@ -101,10 +102,9 @@ class AgentRuns:
         # Agents left running on their workers at shutdown (hosts elsewhere).
         self._detached: set[str] = set()
         self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being written
-        # Final records the store refused (an unwritable task folder), retried until taken.
-        self.pending = PendingFinals(
-            config.tasks_dir / PENDING_FOLDER, store, on_stored=self._stored_at_last
-        )
+        # Final records the store refused (an unwritable task folder), retried until taken;
+        # once one is in, ``stored_at_last`` tells its end.
+        self.pending = pending
         self._told_finished: set[str] = set()  # pending ones whose end was told already
 
     def register(self, entry: PoolEntry) -> None:
@@ -304,7 +304,7 @@ class AgentRuns:
         if stored is not None:
             self._events.emit(AgentEvent("finished", stored, final))
 
-    def _stored_at_last(self, task: Task, final: DispatchRecord) -> None:
+    def stored_at_last(self, task: Task, final: DispatchRecord) -> None:
         """A pending final record is in the store: its end is told, unless it was already."""
         if final.agent_id in self._told_finished:
             self._told_finished.discard(final.agent_id)

@@ -1,8 +1,7 @@
-"""Files agents share with the task's humans (the ``share_file`` tool): a part of the
-orchestrator's facade, kept in a module of its own.
+"""Files agents share with the task's humans (the ``share_file`` tool): a service of the core.
 
 A front end that can show a file to a task's people (the Slack bot: uploaded to the task's
-thread) registers a ``FileChannel``; the orchestrator reads the file from the agent's folder,
+thread) registers a ``FileChannel``; the service reads the file from the agent's folder,
 within ``slack.files``' limits, and hands it to the first channel that reaches the task.
 
 The folder is the agent's to write, links and swaps included: a path is taken relative to
@@ -25,7 +24,7 @@ from harness.config.settings import Config
 from harness.errors import AgentNotFoundError, ToolError
 from harness.runtime.attachments import human_size, safe_name
 from harness.tasks.model import Task
-from harness.tasks.store import Store
+from harness.tasks.store import TaskStore
 from harness.workspaces.views import VIEWS
 
 
@@ -101,16 +100,14 @@ def _read(folder: Path, path: str, max_bytes: int) -> tuple[str, bytes]:
     return names[-1], content
 
 
-class FileSharingMethods:
-    """Mixed into the orchestrator, whose parts these are."""
+class SharedFiles:
+    """Reads a file of a live agent's folder and hands it to a front end that shows it."""
 
-    _config: Config
-    _store: Store
-    _pool: AgentPool
-    _file_channels: list[FileChannel]
-
-    def _init_file_sharing(self) -> None:
-        self._file_channels = []
+    def __init__(self, config: Config, store: TaskStore, pool: AgentPool) -> None:
+        self._config = config
+        self._store = store
+        self._pool = pool
+        self._file_channels: list[FileChannel] = []
 
     def add_file_channel(self, channel: FileChannel) -> None:
         """A front end that can show files agents share to the task's people."""

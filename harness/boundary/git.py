@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# The module, not its names: importing confined first comes back here through the workspaces.
-from harness.boundary import confined
-from harness.workspaces.git import GitResult, WorkspaceError, config_env, git
+from harness.boundary.confined import worktree_git_dirs
+from harness.errors import WorkspaceError
+from harness.git import GitResult, config_env, git
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ async def confine(worktree: Path, *, root: Path) -> Tree:
 
 def _confined(worktree: Path, root: Path) -> Tree | str:
     """``confine``'s checks, on the file system. Blocking."""
-    found = confined.worktree_git_dirs(worktree)
+    found = worktree_git_dirs(worktree)
     if isinstance(found, str):
         return found
     admin, common = found

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.boundary.git import (
     IGNORE_SUBMODULES,
@@ -27,7 +28,7 @@ from harness.boundary.git import (
     Tree,
     run,
 )
-from harness.workspaces.git import FileChange, FileStatus, WorkspaceError
+from harness.errors import WorkspaceError
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,19 @@ _PLAIN_DIFF = (
     "--dst-prefix=b/",
 )
 _GITLINK = "160000"
+
+FileStatus = Literal["added", "modified", "deleted", "type changed"]
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a task changed, as its diff says (a value of the workspaces' reports)."""
+
+    path: str  # relative to the worktree, as git spells it
+    status: FileStatus
+    insertions: int | None  # None for a binary file
+    deletions: int | None
+
 
 _STATUS: dict[str, FileStatus] = {
     "A": "added",

@@ -16,11 +16,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.agents.events import AgentEvent
-from harness.cli.offline import exported_keys, harness_command, model_access, scripted_env
+from harness.agents.orchestrator import Orchestrator
+from harness.cli.offline import exported_keys, harness_command
 from harness.cli.render import render_record
 from harness.cli.scaffold import config_for_demo
 from harness.errors import HarnessError
-from harness.project import build_orchestrator, load_project
+from harness.opening import open_harness
+from harness.project import Project, load_project
+from harness.runtime.model_access import model_access, scripted_env
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
 REQUEST = "plan: a settings page where users change their display name and email"
@@ -71,45 +74,48 @@ def on_event(event: AgentEvent) -> None:
 
 async def run(config: Path, *, simulated: bool) -> int:
     project = load_project(config)
-    orchestrator = build_orchestrator(project, simulated_costs=simulated)
+    async with open_harness(project, purpose="run", simulated_costs=simulated) as harness:
+        return await _walk_through(harness.orchestrator, project, config, simulated=simulated)
+
+
+async def _walk_through(
+    orchestrator: Orchestrator, project: Project, config: Path, *, simulated: bool
+) -> int:
     await orchestrator.recover_interrupted()
     orchestrator.subscribe(on_event)
-    try:
-        role = orchestrator.route(REQUEST)
-        say(f'1. You ask: "{REQUEST}"  -> routed to {role}')
-        handle = await orchestrator.draft(role, REQUEST)
-        first = await orchestrator.wait(handle.agent_id)
-        slug = handle.task_slug
-        say()
-        say(render_record(first, task_slug=slug))
-        if first.status != "completed":
-            return 1
+    role = orchestrator.route(REQUEST)
+    say(f'1. You ask: "{REQUEST}"  -> routed to {role}')
+    handle = await orchestrator.draft(role, REQUEST)
+    first = await orchestrator.wait(handle.agent_id)
+    slug = handle.task_slug
+    say()
+    say(render_record(first, task_slug=slug))
+    if first.status != "completed":
+        return 1
 
-        task = await orchestrator.task(slug)
-        role = orchestrator.route_follow_up(task, FOLLOW_UP)
-        say()
-        say(f'2. Follow-up on task {slug}: "{FOLLOW_UP}"  -> routed to {role}')
-        context = await orchestrator.task_context(slug)
-        say("   It sees the task's history first:")
-        for line in context.splitlines()[:12]:
-            say(f"   | {line}")
-        second = await orchestrator.run(role, FOLLOW_UP, task_slug=slug)
-        say()
-        say(render_record(second, task_slug=slug))
-        say()
-        say(f"The task is kept in {project.config.tasks_dir / slug}")
-        harness = harness_command()
-        if config.resolve() != Path("config.yaml").resolve():
-            harness += f" --config {config}"
-        say("Try next:")
-        say(f"  {harness} show {slug}      # everything about the task")
-        cost = "(simulated) cost" if simulated else "cost"
-        say(f"  {harness} tasks            # every task, its status and {cost}")
-        follow_up = f'run --scripted --task {slug} "review: the plan"'
-        say(f"  {harness} {follow_up}   # any command, offline")
-        return 0 if second.status == "completed" else 1
-    finally:
-        await orchestrator.shutdown()
+    task = await orchestrator.tasks.task(slug)
+    role = orchestrator.route_follow_up(task, FOLLOW_UP)
+    say()
+    say(f'2. Follow-up on task {slug}: "{FOLLOW_UP}"  -> routed to {role}')
+    context = await orchestrator.tasks.task_context(slug)
+    say("   It sees the task's history first:")
+    for line in context.splitlines()[:12]:
+        say(f"   | {line}")
+    second = await orchestrator.run(role, FOLLOW_UP, task_slug=slug)
+    say()
+    say(render_record(second, task_slug=slug))
+    say()
+    say(f"The task is kept in {project.config.tasks_dir / slug}")
+    harness = harness_command()
+    if config.resolve() != Path("config.yaml").resolve():
+        harness += f" --config {config}"
+    say("Try next:")
+    say(f"  {harness} show {slug}      # everything about the task")
+    cost = "(simulated) cost" if simulated else "cost"
+    say(f"  {harness} tasks            # every task, its status and {cost}")
+    follow_up = f'run --scripted --task {slug} "review: the plan"'
+    say(f"  {harness} {follow_up}   # any command, offline")
+    return 0 if second.status == "completed" else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,11 +21,12 @@ from typing import Any, Literal
 import aiohttp
 import yaml
 
-from harness.cli import offline
 from harness.cli.scaffold import DEFAULTS
 from harness.config.settings import Config
 from harness.errors import HarnessError
 from harness.project import default_config_path, load_project
+from harness.runtime.backends import RuntimeBackend, runtime_backend
+from harness.runtime.model_access import model_access
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -87,9 +88,10 @@ async def run_checks(config_path: Path, environ: Mapping[str, str], home: Path) 
         ("git", check_git),
         ("sandbox", lambda: check_sandbox(config)),
     ]
-    if config is not None and config.runtime.kind == "nats":
-        nats_config = config
-        work.append(("NATS", lambda: check_nats(nats_config)))
+    backend = runtime_backend(config.runtime) if config is not None else None
+    if backend is not None and not backend.agents_here:  # the agents run behind a server
+        reached = backend
+        work.append((reached.name, lambda: check_runtime(reached)))
     if config is not None:
         tasks_dir = config.tasks_dir
         work.append(("disk", lambda: check_disk(tasks_dir)))
@@ -241,10 +243,13 @@ async def check_model(environ: Mapping[str, str], home: Path, config: Config | N
     """A way to reach a model; with a key or a gateway, at most a GET of ``/v1/models``
     (free): never a paid call."""
     name = "model access"
-    access = offline.model_access(environ, home)
+    access = model_access(environ, home)
     if access is None:
-        if config is not None and config.runtime.kind == "nats":
-            return Check(name, "warn", "none on this machine; the NATS workers' machines need it")
+        backend = runtime_backend(config.runtime) if config is not None else None
+        if backend is not None and not backend.agents_here:
+            return Check(
+                name, "warn", f"none on this machine; the {backend.name} workers' machines need it"
+            )
         return Check(
             name,
             "fail",
@@ -324,23 +329,13 @@ async def check_sandbox(config: Config | None) -> Check:
     return Check("sandbox", "ok", "bubblewrap works")
 
 
-async def check_nats(config: Config) -> Check:
-    from harness.runtime.nats_link import INSTALL_FIX, NatsLink, NatsSettings
-
-    name = "NATS"
+async def check_runtime(backend: RuntimeBackend) -> Check:
+    """Where the agents run reached (its client installed, its server answering)."""
     try:
-        import nats  # noqa: F401
-    except ImportError:
-        return Check(name, "fail", "the NATS runtime needs the nats-py package", INSTALL_FIX)
-    runtime = config.runtime
-    assert runtime.url is not None  # config validation: `kind: nats` has a url
-    settings = NatsSettings(runtime.url, runtime.credentials, runtime.tls_ca, runtime.prefix)
-    try:
-        link = await NatsLink.connect(settings, name="harness-doctor", timeout=NETWORK_SECONDS)
+        reached = await backend.probe(timeout=NETWORK_SECONDS, client="harness-doctor")
     except HarnessError as exc:
-        return Check(name, "fail", exc.message, exc.fix)
-    await link.close()
-    return Check(name, "ok", f"{runtime.url} reachable")
+        return Check(backend.name, "fail", exc.message, exc.fix)
+    return Check(backend.name, "ok", reached)
 
 
 async def check_disk(tasks_dir: Path) -> Check:

@@ -12,9 +12,11 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
+from harness.agents.visibility import OPERATOR, visible
 from harness.cli import doctor, offline, scaffold, task_commands
 from harness.cli.parser import build_parser
 from harness.cli.render import (
@@ -34,15 +36,8 @@ from harness.cli.render import (
 )
 from harness.cli.terminal import TerminalChannel, confirm, terminal_user
 from harness.errors import ForgeError, HarnessError
-from harness.project import (
-    Project,
-    build_orchestrator,
-    configured_hosting,
-    default_config_path,
-    load_project,
-)
-from harness.runtime.spec import AgentRuntime, Hosting
-from harness.workspaces.manager import Workspaces
+from harness.opening import Purpose, open_harness
+from harness.project import Project, default_config_path, load_project
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +48,8 @@ CommandHandler = Callable[[Project, argparse.Namespace], int]
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+T = TypeVar("T")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,72 +113,52 @@ _CORE_COMMANDS = (
 
 async def _command(project: Project, args: argparse.Namespace) -> int:
     scripted = args.command == "run" and args.scripted
-    if args.command == "run":  # before anything is created
-        offline.check_before_run(project.config.runtime.kind, scripted=scripted)
+    if scripted:
+        print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        print(f"harness: {line}", file=sys.stderr, flush=True)
+
+    # `run` checks and connects where its agents run before a task is made: what is missing
+    # is said at once (within a few seconds), and SIGTERM or Ctrl-C meanwhile ends it.
+    purpose: Purpose = "run" if args.command == "run" else "read"
     async with contextlib.AsyncExitStack() as stack:
-        runtime: AgentRuntime | Hosting | None = None
-        if scripted:
-            runtime = await stack.enter_async_context(offline.scripted_runtime())
-            print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
-        elif args.command == "run" and project.config.runtime.kind == "nats":
-            # Connected before a task is made: no NATS there is said at once (within a few
-            # seconds, naming the URL), and SIGTERM or Ctrl-C meanwhile ends it.
-            config = project.config
-            hosting = configured_hosting(config.runtime, Workspaces(config.workspaces))
-            try:
-                said = f"harness: connecting to NATS at {config.runtime.url}"
-                if not await _interruptible(_connect(hosting), said):
-                    print("harness: interrupted while connecting to NATS; nothing was started",
-                          file=sys.stderr)  # fmt: skip
-                    return EXIT_INTERRUPTED
-            except BaseException:
-                await hosting.close()
-                raise
-            runtime = hosting
-        elif args.command == "run":
-            # Its agent's CLI starts ahead, while the task is made (``_run``): the runtime
-            # that can do so, imported now rather than on the first run.
-            from harness.runtime.claude import ClaudeRuntime
-
-            runtime = ClaudeRuntime()
-        return await _on(build_orchestrator(project, runtime, simulated_costs=scripted), args)
+        opening = open_harness(project, purpose=purpose, scripted=scripted, say=say)
+        harness = await _interruptible(stack.enter_async_context(opening))
+        if harness is None:
+            doing = f" while {said[-1]}" if said else ""
+            print(f"harness: interrupted{doing}; nothing was started", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return await _on(harness.orchestrator, args)
 
 
-async def _connect(hosting: Hosting) -> None:
-    from harness.runtime.nats_link import require_nats
-
-    require_nats()
-    connect = getattr(hosting, "connect", None)
-    if connect is not None:
-        await connect()
-
-
-async def _interruptible(operation: Awaitable[None], said: str) -> bool:
-    """Says ``said`` and runs ``operation`` to its end (True), unless SIGINT or SIGTERM
-    comes first: then it is cancelled (False)."""
-    from harness.runtime.nats_link import cancel_surely
-
+async def _interruptible(operation: Awaitable[T]) -> T | None:
+    """Runs ``operation`` to its end, unless SIGINT or SIGTERM comes first: then it is
+    cancelled (None)."""
     loop = asyncio.get_running_loop()
-    work = asyncio.ensure_future(operation)
+    task = asyncio.current_task()
+    assert task is not None
     signalled: list[int] = []
-    cancelling: list[asyncio.Task[None]] = []
 
     def on_signal(signum: int) -> None:
         signalled.append(signum)
-        cancelling.append(loop.create_task(cancel_surely(work)))
+        task.cancel()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
-    print(said, file=sys.stderr, flush=True)
     try:
-        await work
+        return await operation
     except asyncio.CancelledError:
         if not signalled:
             raise
+        while task.cancelling():  # the cancellations were ours, and are handled
+            task.uncancel()
+        return None
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-    return not signalled
 
 
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
@@ -202,28 +179,31 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
             return 0 if done else EXIT_FAILED
         as_json = getattr(args, "json", False)
         if args.command == "tasks":
-            tasks = await orchestrator.task_summaries()
-            damaged = await orchestrator.damaged_tasks()
+            # The one rule of who sees a task: the terminal's operator sees every one.
+            summaries = await orchestrator.tasks.task_summaries()
+            may_decide = orchestrator.humans.may_decide
+            tasks = visible(OPERATOR, summaries, may_decide=may_decide, member_of=None)
+            damaged = await orchestrator.tasks.damaged_tasks()
             print((render_task_list_json if as_json else render_task_list)(tasks, damaged))
         elif args.command == "show":
-            task = await orchestrator.task(args.slug)
-            context = await orchestrator.task_context(args.slug)
-            audit = await orchestrator.audit_log(args.slug)
+            task = await orchestrator.tasks.task(args.slug)
+            context = await orchestrator.tasks.task_context(args.slug)
+            audit = await orchestrator.tasks.audit_log(args.slug)
             print((render_task_json if as_json else render_task)(task, context, audit))
         elif args.command == "pr":
             return await _pull_request(orchestrator, args.slug, as_json=as_json)
         elif args.command == "repair":
-            print(render_repair(await orchestrator.repair_task(args.slug)))
+            print(render_repair(await orchestrator.tasks.repair_task(args.slug)))
         elif args.command == "audit":
-            await orchestrator.task(args.slug)
-            entries = await orchestrator.audit_log(args.slug)
+            await orchestrator.tasks.task(args.slug)
+            entries = await orchestrator.tasks.audit_log(args.slug)
             print(render_audit_json(args.slug, entries) if as_json else render_audit(entries))
         elif args.action == "list":
-            workspaces = await orchestrator.workspaces()
+            workspaces = await orchestrator.tasks.workspaces()
             print(render_workspaces_json(workspaces) if as_json else render_workspaces(workspaces))
         else:
             older = timedelta(days=args.days) if args.days is not None else None
-            report = await orchestrator.prune_workspaces(older, dry_run=args.dry_run)
+            report = await orchestrator.tasks.prune_workspaces(older, dry_run=args.dry_run)
             print(render_prune(report))
         return 0
     finally:
@@ -234,7 +214,7 @@ async def _pull_request(orchestrator: Orchestrator, slug: str, *, as_json: bool)
     """``harness pr``: as the terminal's own user, who may (``by=None``). A refusal of the
     push or of GitHub is a failed command (1), not a usage error."""
     try:
-        pull = await orchestrator.open_pull_request(slug, by=None)
+        pull = await orchestrator.pull_requests.open_pull_request(slug, by=None)
     except ForgeError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -278,7 +258,7 @@ async def _worker(args: argparse.Namespace) -> int:
 async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
     repository = None
     if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
-        choice = orchestrator.choose_repository(prompt)
+        choice = orchestrator.tasks.choose_repository(prompt)
         problem = choice.explain()
         if problem is not None:
             raise HarnessError(problem, fix="name the repository in the request: repo:NAME")
@@ -287,11 +267,11 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
         await orchestrator.start_ahead(role, repository)  # its CLI starts while the task is made
     await orchestrator.recover_interrupted()
     if role is None:
-        task = await orchestrator.task(slug) if slug else None
+        task = await orchestrator.tasks.task(slug) if slug else None
         role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
     orchestrator.role(role)  # unknown role: fail before creating a task
     orchestrator.subscribe(_progress_on_stderr)
-    orchestrator.add_human_channel(TerminalChannel(orchestrator.answer_question))
+    orchestrator.humans.add_human_channel(TerminalChannel(orchestrator.humans.answer_question))
     stop = _install_signal_handlers(orchestrator)
     try:
         handle = await orchestrator.draft(

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from harness.agents.orchestrator import Orchestrator
 from harness.cli.render import render_cost
-from harness.clock import SYSTEM
 from harness.errors import HarnessError
 from harness.tasks.model import Task, TaskSummary
 from harness.tasks.removal import TASK_FILES, plan_prune, render_plan, render_removed
@@ -33,11 +32,11 @@ async def remove_task(
 ) -> tuple[bool, str]:
     """(deleted?, what to print). Refusals (an agent at work, an unreadable task without
     ``force``, no such task) raise before anything is asked."""
-    task = await orchestrator.deletable_task(slug, force=force)
+    task = await orchestrator.tasks.deletable_task(slug, force=force)
     question = f"Delete task {slug} ({_described(task)}) with its {TASK_FILES}?"
     if not yes and not await confirm(question):
         return False, NOTHING_DELETED
-    deleted = await orchestrator.delete_task(slug, force=force)
+    deleted = await orchestrator.tasks.delete_task(slug, force=force)
     workspace = orchestrator.config.workspaces.root / slug
     kept = workspace if workspace.exists() else None
     return True, render_removed(slug, deleted, workspace=kept)
@@ -69,8 +68,8 @@ async def prune_tasks(
     """(not declined?, what to print). Delete the tasks idle longer than the retention (see
     ``retention``), after saying which and confirming; ``dry_run`` only says which."""
     older_than = retention(days, orchestrator.config.prune_tasks_after_days)
-    now = now or SYSTEM.now()
-    plan = plan_prune(await orchestrator.tasks(), now=now, older_than=older_than)
+    now = now or orchestrator.clock.now()
+    plan = plan_prune(await orchestrator.tasks.tasks(), now=now, older_than=older_than)
     listing = render_plan(plan, now=now)
     if not plan.delete or dry_run:
         return True, listing
@@ -81,7 +80,7 @@ async def prune_tasks(
     kept: list[str] = []
     for task in plan.delete:
         try:
-            await orchestrator.delete_task(task.slug)
+            await orchestrator.tasks.delete_task(task.slug)
         except HarnessError as exc:  # gone meanwhile, or an agent started on it since
             kept.append(f"  kept {task.slug}: {exc.message}")
     head = (

@@ -1,27 +1,26 @@
 """config.yaml's schema for pull requests: a repository's forge (``github:`` under a
 repository in ``workspaces.repositories``) and the shared ``github:`` section (where the API
-is, linking people's accounts, following checks)."""
+is, linking people's accounts, following checks), and the settings they become."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Self
 
 import pydantic
 from pydantic import Field
 
+from harness.config.env_name import SHELL_NAME
+from harness.config.section import Section, resolve
 from harness.problems import Invalid, NonEmptyStr
-from harness.sandbox.environment import SHELL_NAME
 
 _FULL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _URL = r"^https?://[^\s/]+(/\S*)?$"
 
 
-class _Section(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-
-
-class GitHubApp(_Section):
+class GitHubApp(Section):
     id: int = Field(examples=[123456], ge=1, description="the GitHub App's id")
     private_key_file: NonEmptyStr = Field(
         alias="privateKeyFile",
@@ -37,7 +36,7 @@ class GitHubApp(_Section):
     )
 
 
-class RepositoryGitHub(_Section):
+class RepositoryGitHub(Section):
     repository: str = Field(
         examples=["acme/web"], description="the repository on GitHub, as owner/name"
     )
@@ -76,7 +75,7 @@ class RepositoryGitHub(_Section):
         return value
 
 
-class GitHubSection(_Section):
+class GitHubSection(Section):
     api_url: str = Field(
         "https://api.github.com",
         alias="apiUrl",
@@ -125,3 +124,67 @@ class GitHubSection(_Section):
         self.api_url = self.api_url.rstrip("/")
         self.web_url = self.web_url.rstrip("/")
         return self
+
+
+@dataclass(frozen=True)
+class GitHubAppSettings:
+    app_id: int
+    private_key_file: Path
+    installation_id: int | None = None  # None: GitHub says, per repository
+
+
+@dataclass(frozen=True)
+class GitHubRepository:
+    """Where a repository's pull requests are opened: ``owner/name`` on the API at
+    ``api_url``, as the bot (the token in ``token_env``, or a GitHub App installation)."""
+
+    full_name: str
+    api_url: str = "https://api.github.com"
+    web_url: str = "https://github.com"
+    token_env: str = "GITHUB_TOKEN"
+    app: GitHubAppSettings | None = None
+
+
+@dataclass(frozen=True)
+class GitHubSettings:
+    """Shared by every GitHub repository: where the API and the sign-in are, the client id
+    people link their accounts with, and how pull requests' checks are followed."""
+
+    api_url: str = "https://api.github.com"
+    web_url: str = "https://github.com"
+    client_id: str | None = None
+    follow_checks: bool = True
+    check_poll_seconds: float = 15.0
+    auto_fix_tries: int = 0
+    draft: bool = False
+
+
+def github_repository(
+    base_dir: Path, shared: GitHubSection, raw: RepositoryGitHub
+) -> GitHubRepository:
+    app = raw.app
+    return GitHubRepository(
+        full_name=raw.repository,
+        api_url=(raw.api_url or shared.api_url).rstrip("/"),
+        web_url=shared.web_url,
+        token_env=raw.token_env,
+        app=GitHubAppSettings(
+            app_id=app.id,
+            private_key_file=resolve(base_dir, app.private_key_file),
+            installation_id=app.installation_id,
+        )
+        if app
+        else None,
+    )
+
+
+def github_settings(raw: GitHubSection) -> GitHubSettings:
+    return GitHubSettings(
+        api_url=raw.api_url,
+        web_url=raw.web_url,
+        client_id=raw.client_id,
+        follow_checks=raw.follow_checks,
+        check_poll_seconds=float(raw.check_poll_seconds),
+        auto_fix_tries=raw.auto_fix_tries,
+        draft=raw.draft,
+    )

@@ -11,34 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Self
 
 import pydantic
 from pydantic import Field
 
+from harness.config.env_name import SHELL_NAME
+from harness.config.section import Section
+from harness.config.slack_ids import SLACK_ID_EXAMPLE, UserId
 from harness.errors import ConfigError
 from harness.problems import Invalid, NonEmptyStr
-from harness.sandbox.environment import SHELL_NAME
 
 # Shorter tokens can be guessed; 16 characters of `openssl rand -hex 16` are 128 bits.
 MIN_TOKEN_CHARS = 16
 _MAKE_ONE = "make one with `openssl rand -hex 32`"
 
 
-class _Section(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-
-
-def _user_id(value: str) -> str:
-    # Imported here: schema.py imports this module for its section.
-    from harness.config.schema import _user_id as check
-
-    return check(value)
-
-
-class McpTokenEntry(_Section):
-    user: Annotated[str, pydantic.AfterValidator(_user_id)] = Field(
-        examples=["U012ABCDEF"], description="the Slack user whose rights the token carries"
+class McpTokenEntry(Section):
+    user: UserId = Field(
+        examples=[SLACK_ID_EXAMPLE], description="the Slack user whose rights the token carries"
     )
     token: NonEmptyStr | None = Field(
         None,
@@ -65,7 +56,7 @@ class McpTokenEntry(_Section):
         return self
 
 
-class McpServerSection(_Section):
+class McpServerSection(Section):
     tokens: list[McpTokenEntry] = Field(
         [],
         examples=[[{"user": "U012ABCDEF", "tokenEnv": "HARNESS_MCP_TOKEN"}]],

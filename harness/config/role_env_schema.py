@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from harness.config.env_name import SHELL_NAME
 from harness.problems import Invalid
-from harness.sandbox.environment import SHELL_NAME
 
 # Variables a role may not set, why, and what to do instead: the harness sets them for every
 # agent (its sandbox, its run, its model access, its git view) or they are secrets.

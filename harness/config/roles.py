@@ -17,7 +17,7 @@ import yaml
 from pydantic import Field
 
 from harness.config.role_env_schema import role_env
-from harness.config.settings import yaml_syntax_error
+from harness.config.yaml_errors import yaml_syntax_error
 from harness.errors import RoleError
 from harness.permissions.rules import InvalidRuleError, PermissionRule, parse_rule
 from harness.problems import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems

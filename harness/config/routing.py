@@ -6,7 +6,8 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from harness.config.roles import Role
-from harness.config.settings import Config, RoutingRule
+from harness.config.routing_schema import RoutingRule
+from harness.config.settings import Config
 from harness.errors import ConfigError
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ from typing import Annotated
 import pydantic
 from pydantic import Field
 
+from harness.config.section import Section
 from harness.problems import Invalid, NonEmptyStr
 
 # A host agents may reach: `pypi.org`, `*.pythonhosted.org` (its subdomains), `host:8443`.
@@ -34,11 +35,7 @@ KNOWN_SECRETS: dict[str, str] = {
 }
 
 
-class _Section(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-
-
-class _SandboxNetwork(_Section):
+class _SandboxNetwork(Section):
     allow: list[Annotated[str, Field(pattern=_HOST_PATTERN)]] = Field(
         [],
         examples=[["pypi.org", "*.pythonhosted.org"]],
@@ -47,7 +44,7 @@ class _SandboxNetwork(_Section):
     )
 
 
-class SandboxSection(_Section):
+class SandboxSection(Section):
     enabled: bool = Field(
         True,
         examples=[True],

@@ -5,7 +5,7 @@ API for one repository (pull requests, check runs, job logs, App installation to
 ``text`` makes a pull request's title and body from its task; ``checks`` says how checks
 stand and what a developer fixing them is asked; ``device_flow`` links a person's GitHub
 account (OAuth device flow) and ``accounts`` keeps the linked accounts, tokens encrypted.
-The orchestrator's pull request methods (``harness/agents/pull_requests.py``) and account
-methods (``harness/agents/forge_accounts.py``) tie them together. GitHub first; another forge is
-another module beside ``github``.
+The core's pull request and account services (``harness/agents/pull_requests.py``,
+``account_links.py``) tie them together. GitHub first; another forge is another module beside
+``github``.
 """

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from harness.clock import SYSTEM
 from harness.errors import ForgeError
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class DeviceFlow:
         api_url: str,
         client_id: str,
         sleep: Sleep = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
     ) -> None:
         self._session = session
         self._web_url = web_url.rstrip("/")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +20,10 @@ import gidgethub
 from gidgethub.aiohttp import GitHubAPI
 from gidgethub.apps import get_installation_access_token, get_jwt
 
-from harness.config.settings import GitHubAppSettings, GitHubRepository
+from harness.clock import SYSTEM, Clock
+from harness.config.forge_schema import GitHubAppSettings, GitHubRepository
 from harness.errors import ForgeError
+from harness.retry import Backoff, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ T = TypeVar("T")
 USER_AGENT = "harness-slack-agents"
 # A rate limit asking for a wait this short is waited out (once) instead of failing.
 SHORT_WAIT_SECONDS = 10.0
+# Only a rate limit is tried again, after the wait it asks for: no wait of the harness's own.
+_NO_BACKOFF = Backoff(first=0.0, cap=0.0)
 LOG_TAIL_CHARS = 12_000
 
 
@@ -61,13 +64,16 @@ def _pull(data: Mapping[str, Any]) -> PullInfo:
     )
 
 
-def describe(exc: gidgethub.HTTPException, doing: str, repo: GitHubRepository) -> ForgeError:
-    """A GitHub refusal as what happened and the fix (pure)."""
+def describe(
+    exc: gidgethub.HTTPException, doing: str, repo: GitHubRepository, now: datetime
+) -> ForgeError:
+    """A GitHub refusal as what happened and the fix (pure): ``now`` is when it came, for
+    the wait until a rate limit's reset."""
     status = int(exc.status_code)
     said = str(exc) or exc.status_code.phrase
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     where = f"{repo.full_name} on {repo.api_url}"
-    retry_after = _retry_after(headers)
+    retry_after = _retry_after(headers, now)
     if (
         isinstance(exc, gidgethub.RateLimitExceeded)
         or status == 429
@@ -123,7 +129,7 @@ def describe(exc: gidgethub.HTTPException, doing: str, repo: GitHubRepository) -
                       status=status)  # fmt: skip
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def _retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
     value = headers.get("retry-after", "").strip()
     if value.isdigit():
         return float(value)
@@ -131,37 +137,57 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         headers.get("x-ratelimit-remaining") == "0"
         and headers.get("x-ratelimit-reset", "").isdigit()
     ):
-        return max(0.0, float(headers["x-ratelimit-reset"]) - time.time())
+        return max(0.0, float(headers["x-ratelimit-reset"]) - now.timestamp())
     return None
 
 
 class GitHubRepo:
-    """One repository on GitHub, as one identity (``token``)."""
+    """One repository on GitHub, as one identity (``token``); a rate limit's reset is
+    measured from ``clock``'s time."""
 
-    def __init__(self, session: aiohttp.ClientSession, repo: GitHubRepository, token: str) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        repo: GitHubRepository,
+        token: str,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.repo = repo
+        self._clock = clock
         self._api = GitHubAPI(session, USER_AGENT, oauth_token=token, base_url=repo.api_url)
         self._path = f"/repos/{repo.full_name}"
 
     async def _call(self, doing: str, operation: Callable[[], Awaitable[T]]) -> T:
-        for attempt in (1, 2):
-            try:
-                return await operation()
-            except gidgethub.HTTPException as exc:
-                error = describe(exc, doing, self.repo)
-                short = error.retry_after is not None and error.retry_after <= SHORT_WAIT_SECONDS
-                if attempt == 1 and error.failure == "rate-limited" and short:
-                    logger.info("GitHub asked to wait %.1f s before %s", error.retry_after, doing)
-                    await asyncio.sleep(error.retry_after or 0)
-                    continue
-                raise error from exc
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise ForgeError(
-                    "unavailable",
-                    f"could not reach GitHub at {self.repo.api_url} while {doing}: {exc!r}",
-                    fix="check the network and `github.apiUrl`, then try again",
-                ) from exc
-        raise AssertionError("unreachable")
+        def short_wait(exc: BaseException) -> float | None:
+            """The wait a rate limit asks for, when short enough to wait out."""
+            if not isinstance(exc, gidgethub.HTTPException):
+                return None
+            error = describe(exc, doing, self.repo, self._clock.now())
+            wait = error.retry_after
+            limited = error.failure == "rate-limited"
+            return wait if limited and wait is not None and wait <= SHORT_WAIT_SECONDS else None
+
+        def waiting(_exc: BaseException, delay: float) -> None:
+            logger.info("GitHub asked to wait %.1f s before %s", delay, doing)
+
+        try:
+            return await retrying(
+                operation,
+                retry_on=gidgethub.HTTPException,
+                retry_if=lambda exc: short_wait(exc) is not None,
+                wait_hint=short_wait,
+                backoff=_NO_BACKOFF,
+                attempts=2,
+                on_retry=waiting,
+            )
+        except gidgethub.HTTPException as exc:
+            raise describe(exc, doing, self.repo, self._clock.now()) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ForgeError(
+                "unavailable",
+                f"could not reach GitHub at {self.repo.api_url} while {doing}: {exc!r}",
+                fix="check the network and `github.apiUrl`, then try again",
+            ) from exc
 
     async def open_pull(
         self, *, title: str, body: str, head: str, base: str, draft: bool = False
@@ -241,16 +267,19 @@ class GitHubRepo:
 
 
 class AppTokens:
-    """Installation tokens of GitHub Apps, kept until shortly before they expire."""
+    """Installation tokens of GitHub Apps, kept until shortly before they expire (by
+    ``clock``'s wall time: GitHub says when, as a time of day)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(self, session: aiohttp.ClientSession, clock: Clock = SYSTEM) -> None:
         self._session = session
+        self._clock = clock
         self._tokens: dict[tuple[str, int, str], tuple[str, float]] = {}
 
     async def token(self, repo: GitHubRepository, app: GitHubAppSettings) -> str:
         key = (repo.api_url, app.app_id, repo.full_name if app.installation_id is None else "")
         kept = self._tokens.get(key)
-        if kept is not None and kept[1] > time.time() + 60:
+        now = self._clock.now().timestamp()
+        if kept is not None and kept[1] > now + 60:
             return kept[0]
         try:
             private_key = await asyncio.to_thread(Path(app.private_key_file).read_text, "utf-8")
@@ -275,17 +304,17 @@ class AppTokens:
                 private_key=private_key,
             )
         except gidgethub.HTTPException as exc:
-            raise describe(exc, doing, repo) from exc
+            raise describe(exc, doing, repo, self._clock.now()) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ForgeError("unavailable", f"could not reach GitHub while {doing}: {exc!r}",
                              fix="check the network and `github.apiUrl`") from exc  # fmt: skip
-        expires = _expiry(str(made.get("expires_at", "")))
+        expires = _expiry(str(made.get("expires_at", "")), now)
         self._tokens[key] = (str(made["token"]), expires)
         return str(made["token"])
 
 
-def _expiry(value: str) -> float:
+def _expiry(value: str, now: float) -> float:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        return time.time() + 50 * 60  # GitHub's tokens last an hour
+        return now + 50 * 60  # GitHub's tokens last an hour

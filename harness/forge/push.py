@@ -5,7 +5,7 @@ or other program from a config), from the repository that holds the task's branc
 ``path`` repository itself, or a ``url`` one's cache clone), never from a worktree: so no
 config an agent could write (a worktree's ``config.worktree``, its admin folder) is read,
 and no submodule is pushed or looked into. The process gets none of the harness's secrets
-(``workspaces.git.git_env``); a token is handed to that one git process as an HTTP header in
+(``harness.git.git_env``); a token is handed to that one git process as an HTTP header in
 ``GIT_CONFIG_*`` variables of its environment, never on a command line, in a file or to a
 credential helper. What git says when it refuses becomes one ``ForgeError`` with the fix.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.config.settings import RepositorySettings
 from harness.errors import ForgeError
-from harness.workspaces.git import config_env, git
+from harness.git import config_env, git
 
 PUSH_TIMEOUT_SECONDS = 120.0
 

@@ -69,7 +69,7 @@ async def start_task(
     text, repository = _repository(svc, args.request, args.repository, args.channel)
     existing = None
     if args.channel and args.threadTs:
-        existing = await orch.find_task(ThreadRef(args.channel, args.threadTs))
+        existing = await orch.tasks.find_task(ThreadRef(args.channel, args.threadTs))
         if existing is not None:  # a follow-up in that thread's task
             existing = await svc.task_for(person, existing.slug)
     if existing is not None:
@@ -84,7 +84,7 @@ async def start_task(
     if existing is not None:
         handle = await orch.draft(role, text, task_slug=existing.slug, requested_by=person.name)
     elif thread is not None:
-        task = await orch.create_task(text, thread, repository, requester=person.name)
+        task = await orch.tasks.create_task(text, thread, repository, requester=person.name)
         handle = await orch.draft(role, text, task_slug=task.slug, requested_by=person.name)
     else:
         handle = await orch.draft(role, text, repository=repository, requested_by=person.name)
@@ -131,7 +131,7 @@ async def await_agent(
     agent_id = args.agentId
     await svc.task_of_agent(person, agent_id)
     with svc.watch.follow(agent_id) as lines:
-        for question in orch.pending_questions():
+        for question in orch.humans.pending_questions():
             if question.agent_id == agent_id:
                 lines.put_nowait(question_line(question))
         ending = asyncio.ensure_future(_final(svc, agent_id))
@@ -229,7 +229,7 @@ async def list_agents(
     """The queued and running agents of the tasks the caller sees: this server's, and those
     other harness processes (the bot) run, from the task store."""
     orch = svc.orchestrator
-    summaries = await svc.visible(person, await orch.task_summaries())
+    summaries = await svc.visible(person, await orch.tasks.task_summaries())
     seen = {s.slug for s in summaries}
     here = [a for a in orch.agents() if a.task_slug in seen]
     listed = [{**info_json(a), "where": "here"} for a in here]
@@ -237,7 +237,7 @@ async def list_agents(
     for summary in summaries:
         if summary.status not in ("running", "queued"):
             continue
-        task = await orch.task(summary.slug)
+        task = await orch.tasks.task(summary.slug)
         for d in task.dispatches:
             if d.status not in FINAL_STATUSES and d.agent_id not in live:
                 listed.append({
@@ -275,7 +275,7 @@ def _repository(
                 else "leave repository out: none is configured, the task gets a scratch folder",
             )
         return request, named
-    choice = svc.orchestrator.choose_repository(request, channel)
+    choice = svc.orchestrator.tasks.choose_repository(request, channel)
     problem = choice.explain()
     if problem is not None:
         raise ToolError("INVALID_INPUT", problem, f"pass repository: one of {', '.join(known)}")

@@ -18,9 +18,8 @@ from harness.cli import offline
 from harness.cli.terminal import terminal_user
 from harness.config.mcp_server_schema import resolve_tokens
 from harness.errors import HarnessError
-from harness.project import Project, build_orchestrator, configured_hosting
-from harness.runtime.spec import AgentRuntime, Hosting
-from harness.workspaces.manager import Workspaces
+from harness.opening import open_harness
+from harness.project import Project
 
 logger = logging.getLogger(__name__)
 
@@ -86,21 +85,13 @@ async def serve(project: Project, args: argparse.Namespace) -> int:
                 f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
                 fix="pick another --port (0: any free one), or stop what listens there",
             ) from exc
-    offline.check_before_run(config.runtime.kind, scripted=args.scripted)
+    if args.scripted:
+        print(f"harness mcp: {offline.SCRIPTED_NOTE}", file=sys.stderr)
     async with contextlib.AsyncExitStack() as stack:
-        runtime: AgentRuntime | Hosting | None = None
-        if args.scripted:
-            runtime = await stack.enter_async_context(offline.scripted_runtime())
-            print(f"harness mcp: {offline.SCRIPTED_NOTE}", file=sys.stderr)
-        elif config.runtime.kind == "nats":  # its workers must be reachable: else say so now
-            runtime = configured_hosting(config.runtime, Workspaces(config.workspaces))
-            connect = getattr(runtime, "connect", None)
-            if connect is not None:
-                await connect()
-        service = McpService(
-            build_orchestrator(project, runtime, simulated_costs=args.scripted),
-            load_announcer(os.environ),
-        )
+        # Where its agents run is checked and connected now: what is missing is said at once.
+        opening = open_harness(project, purpose="run", scripted=args.scripted)
+        harness = await stack.enter_async_context(opening)
+        service = McpService(harness.orchestrator, load_announcer(os.environ))
         stack.push_async_callback(service.close)
         await service.start()
         server = build_server(service, local_name=terminal_user())

@@ -118,7 +118,7 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
     async def on_list_resources(
         ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
     ) -> mt.ListResourcesResult:
-        summaries = await service.orchestrator.task_summaries()
+        summaries = await service.orchestrator.tasks.task_summaries()
         shown = (await service.visible(person(ctx), summaries))[:_LISTED_TASKS]
         return mt.ListResourcesResult(
             resources=[

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
+from harness.agents.visibility import may_see, needs_channels, visible
 from harness.errors import (
     AgentNotFoundError,
     HarnessError,
@@ -25,7 +25,7 @@ from harness.errors import (
     ToolError,
     UnknownRoleError,
 )
-from harness.mcp_server.access import Person, sees
+from harness.mcp_server.access import Person
 from harness.mcp_server.announce import Announcer
 from harness.mcp_server.watch import AgentWatch, HumanDesk
 from harness.tasks.model import FINAL_STATUSES, Task, TaskSummary, ThreadRef
@@ -66,7 +66,7 @@ class McpService:
         and the bot do: a live process's agents are never taken for a dead one's), marks
         what dead processes left running interrupted, and listens to the agents."""
         await self.orchestrator.recover_interrupted()
-        self.orchestrator.add_human_channel(HumanDesk(self.watch))
+        self.orchestrator.humans.add_human_channel(HumanDesk(self.watch))
         self.orchestrator.subscribe(self.watch.on_event)
         self.orchestrator.subscribe(self._on_event)
 
@@ -84,7 +84,7 @@ class McpService:
     ) -> tuple[dict[str, Any], bool]:
         """The tool's JSON result, or its error ``{"error": {code, message, suggestion}}``
         (True). Never raises."""
-        started = time.monotonic()
+        started = self.orchestrator.clock.monotonic()
         try:
             checked = validate(tool.name, args, tool.input)
             payload, failed, outcome = (
@@ -131,32 +131,36 @@ class McpService:
             "task": slug,
             "input": {k: _clip(v) for k, v in args.items()},
             "outcome": outcome,
-            "durationMs": round((time.monotonic() - started) * 1000, 1),
+            "durationMs": round((self.orchestrator.clock.monotonic() - started) * 1000, 1),
         }
         with contextlib.suppress(HarnessError, OSError):  # a task deleted meanwhile
-            self.orchestrator.audit(slug, entry)
+            self.orchestrator.tasks.audit(slug, entry)
 
     # -- who sees what ----------------------------------------------------------------------
 
-    async def member_of(self, person: Person) -> frozenset[str] | None:
+    async def member_of(
+        self, person: Person, threads: Iterable[ThreadRef | None]
+    ) -> frozenset[str] | None:
+        """The channels ``person`` is in, asked of Slack only when they decide what they see
+        of tasks in ``threads``; None when not asked or Slack would not say."""
         if person.user is None or self.announcer is None:
+            return None
+        if not needs_channels(person.viewer, threads):
             return None
         return await self.announcer.channels_of(person.user)
 
     async def visible(self, person: Person, summaries: list[TaskSummary]) -> list[TaskSummary]:
-        member_of = await self.member_of(person) if any(s.thread for s in summaries) else None
-        may = self.orchestrator.may_decide
-        return [
-            s for s in summaries if sees(person, s.thread, s.requester, may_decide=may,
-                                         member_of=member_of)
-        ]  # fmt: skip
+        member_of = await self.member_of(person, (s.thread for s in summaries))
+        may_decide = self.orchestrator.humans.may_decide
+        return visible(person.viewer, summaries, may_decide=may_decide, member_of=member_of)
 
     async def task_for(self, person: Person, slug: str) -> Task:
         """The task, when ``person`` sees it; else RESOURCE_NOT_FOUND, as if it were not."""
-        task = await self.orchestrator.task(slug)
-        member_of = await self.member_of(person) if task.thread else None
-        if not sees(person, task.thread, task.requester,
-                    may_decide=self.orchestrator.may_decide, member_of=member_of):  # fmt: skip
+        task = await self.orchestrator.tasks.task(slug)
+        member_of = await self.member_of(person, (task.thread,))
+        may_decide = self.orchestrator.humans.may_decide
+        if not may_see(person.viewer, task.thread, task.requester,
+                       may_decide=may_decide, member_of=member_of):  # fmt: skip
             raise _no_task(slug)
         return task
 
@@ -171,8 +175,8 @@ class McpService:
             raise _no_agent(agent_id) from None
 
     async def _slug_of_record(self, agent_id: str) -> str:
-        for summary in await self.orchestrator.task_summaries():
-            task = await self.orchestrator.task(summary.slug)
+        for summary in await self.orchestrator.tasks.task_summaries():
+            task = await self.orchestrator.tasks.task(summary.slug)
             if any(d.agent_id == agent_id for d in task.dispatches):
                 return task.slug
         raise _no_agent(agent_id)
@@ -196,13 +200,13 @@ class McpService:
         record = event.record
         diff = None
         with contextlib.suppress(HarnessError, OSError):
-            diff = await self.orchestrator.diff(event.task.slug, record)
+            diff = await self.orchestrator.tasks.diff(event.task.slug, record)
         try:
             await announcer.post_result(thread, event.task.slug, record, diff)
         except Exception as exc:  # noqa: BLE001 - Slack refused or is away: the task keeps it
             logger.warning("could not post %s's result in its thread: %s", record.agent_id, exc)
             with contextlib.suppress(HarnessError, OSError):
-                await self.orchestrator.note_undelivered(
+                await self.orchestrator.tasks.note_undelivered(
                     event.task.slug, record.agent_id, f"MCP server: {exc}"
                 )
 

@@ -37,7 +37,7 @@ def _summary_json(s: TaskSummary) -> dict[str, Any]:
 async def list_tasks(
     svc: McpService, person: Person, args: EmptyInput, report: Report
 ) -> dict[str, Any]:
-    summaries = await svc.visible(person, await svc.orchestrator.task_summaries())
+    summaries = await svc.visible(person, await svc.orchestrator.tasks.task_summaries())
     return {"tasks": [_summary_json(s) for s in summaries]}
 
 
@@ -60,12 +60,12 @@ async def get_task_context(
 
 
 async def task_context(svc: McpService, slug: str) -> str:
-    return await svc.orchestrator.task_context(slug)
+    return await svc.orchestrator.tasks.task_context(slug)
 
 
 async def task_diff(svc: McpService, slug: str) -> dict[str, Any]:
     """The diff of all the task changed, as its latest agent with changes left it."""
-    task = await svc.orchestrator.task(slug)
+    task = await svc.orchestrator.tasks.task(slug)
     latest = next((d for d in reversed(task.dispatches) if d.diff_file), None)
     if latest is None:
         return {"taskSlug": slug, "agentId": None, "branch": None, "diffStat": None, "diff": None}
@@ -75,7 +75,7 @@ async def task_diff(svc: McpService, slug: str) -> dict[str, Any]:
         "branch": latest.branch,
         "headCommit": latest.head_commit,
         "diffStat": latest.diff_stat,
-        "diff": await svc.orchestrator.diff(slug, latest),
+        "diff": await svc.orchestrator.tasks.diff(slug, latest),
     }
 
 
@@ -93,7 +93,9 @@ class ListQuestionsInput(ToolInput):
 def _mine(svc: McpService, person: Person, question: Question) -> bool:
     """The caller's tasks' questions: all for the local user, else those of tasks they
     asked for (all for an admin)."""
-    return person.user is None or svc.orchestrator.may_decide(person.user, question.requester)
+    return person.user is None or svc.orchestrator.humans.may_decide(
+        person.user, question.requester
+    )
 
 
 def _question_json(question: Question) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def _question_json(question: Question) -> dict[str, Any]:
 async def list_questions(
     svc: McpService, person: Person, args: ListQuestionsInput, report: Report
 ) -> dict[str, Any]:
-    pending = svc.orchestrator.pending_questions(args.taskSlug)
+    pending = svc.orchestrator.humans.pending_questions(args.taskSlug)
     return {"questions": [_question_json(q) for q in pending if _mine(svc, person, q)]}
 
 
@@ -135,7 +137,9 @@ async def answer_question(
     svc: McpService, person: Person, args: AnswerQuestionInput, report: Report
 ) -> dict[str, Any]:
     orch = svc.orchestrator
-    question = next((q for q in orch.pending_questions() if q.question_id == args.questionId), None)
+    question = next(
+        (q for q in orch.humans.pending_questions() if q.question_id == args.questionId), None
+    )
     if question is not None:  # anyone who sees the task answers a question, as in its thread
         try:
             await svc.task_for(person, question.task_slug)
@@ -154,7 +158,7 @@ async def answer_question(
             f"{args.answer!r} does not decide the approval",
             "answer allow, allow for this task, or deny (deny: <reason>)",
         )
-    if not orch.answer_question(question.question_id, answer):  # NotAllowedError: refused
+    if not orch.humans.answer_question(question.question_id, answer):  # NotAllowedError: refused
         raise ToolError(
             "INVALID_AGENT_STATE",
             f"question {question.question_id} closed before the answer",

@@ -7,10 +7,12 @@ request). An ``AgentHost`` runs one from its spec: it makes the workspace, runs 
 to ``harness worker`` processes whose ``Worker`` serves the same host over NATS.
 
 Modules: ``spec`` (the contract: AgentSpec, RunIO, RunOutcome, AgentControl, the protocols),
-``host`` (AgentHost), ``claude`` (ClaudeRuntime, the only module that drives the Claude SDK:
-imported when the first agent runs), ``orphans`` (no ``claude`` process outlives the
-harness), ``wire`` (the NATS protocol, pure), ``nats_link``, ``nats_hosting`` and ``worker``
-(both ends over NATS; they need the ``nats`` extra).
+``host`` (AgentHost), ``backends`` (which hosting config.yaml's ``runtime:`` names, and what it
+needs of this machine), ``model_access`` (whether agents here can reach a model), ``claude``
+(ClaudeRuntime, the only module that drives the Claude SDK: imported when the first agent
+runs), ``orphans`` (no ``claude`` process outlives the harness), ``wire`` (the NATS
+protocol, pure), ``nats_link``, ``nats_hosting`` and ``worker`` (both ends over NATS; they
+need the ``nats`` extra).
 """
 
 from harness.runtime.host import AgentHost, workspace_request

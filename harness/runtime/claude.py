@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from claude_agent_sdk.types import (
     ToolPermissionContext,
 )
 
+from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 from harness.runtime.agent_stream import (
     CountedSpend,
@@ -140,14 +140,20 @@ class ClaudeRuntime:
 
     The CLI is started through a launcher that has the kernel kill it when the harness
     process dies, even by SIGKILL (``harness/runtime/orphans.py``); ``guard_children=False``
-    runs the bare CLI (for measuring what the guard is worth)."""
+    runs the bare CLI (for measuring what the guard is worth). ``clock`` times the runs
+    (their records' durations) and paces the sandbox proxy's rate limit."""
 
     def __init__(
-        self, *, base_env: Mapping[str, str] | None = None, guard_children: bool = True
+        self,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        guard_children: bool = True,
+        clock: Clock = SYSTEM,
     ) -> None:
         # Extra environment for every child (of the process's, only the allowed pass).
         self._base_env = dict(base_env or {})
         self._guard_children = guard_children
+        self._clock = clock
         self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
 
     async def _prepare_cli(self) -> None:
@@ -228,7 +234,7 @@ class ClaudeRuntime:
         )
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
-        started = time.monotonic()
+        started = self._clock.monotonic()
         await self._prepare_cli()
         stderr_tail: deque[str] = deque(maxlen=5)
         binding = Binding(spec.agent_id, io.tools, io.on_tool_use)
@@ -249,7 +255,7 @@ class ClaudeRuntime:
         finally:
             if login is not None and tracker.session_id:  # its transcript left the login's
                 await asyncio.to_thread(remove_session, login, tracker.session_id)
-        return tracker.outcome(int((time.monotonic() - started) * 1000))
+        return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
     async def warm(self, template: AgentSpec) -> WarmAgent:
         """A CLI for ``template``, started in its sandbox and connected: what every start
@@ -286,7 +292,7 @@ class ClaudeRuntime:
         """Runs ``spec`` on a spare made for a template it fits: the spare becomes this
         agent (its calls are made as it from now on), is sent the prompt, and is closed
         at the end as any agent's CLI is."""
-        started = time.monotonic()
+        started = self._clock.monotonic()
         warm.binding.agent_id = spec.agent_id
         warm.binding.tools = io.tools
         warm.binding.on_tool_use = io.on_tool_use
@@ -295,7 +301,7 @@ class ClaudeRuntime:
             await self._converse(warm.client, spec, control, io, tracker, warm.stderr_tail)
         finally:
             await warm.close()
-        return tracker.outcome(int((time.monotonic() - started) * 1000))
+        return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
     @staticmethod
     def _outside(
@@ -373,6 +379,7 @@ class ClaudeRuntime:
             models=model_policy(spec.role.model, model_env),
             on_usage=binding.spend.add,
             budget_usd=spec.role.max_budget_usd,
+            clock=self._clock,
         ) as box:
             yield dataclasses.replace(
                 options,

@@ -70,13 +70,15 @@ class AgentHost:
     ) -> None:
         self._runtime = runtime
         self._workspaces = workspaces
+        self._sandbox_git = workspaces.sandbox_git
+        self._folders = workspaces.sandbox_folders
         self._run_id = run_id
         # Agents started ahead, where the runtime can start them so (``spares.py``).
         self._spares: SparePool | None = None
         self._follow_ups: FollowUpSpares | None = None
         if isinstance(runtime, WarmRuntime):
-            self._spares = SparePool(runtime, workspaces)
-            self._follow_ups = FollowUpSpares(runtime, workspaces)
+            self._spares = SparePool(runtime, self._folders)
+            self._follow_ups = FollowUpSpares(runtime, self._folders, self._sandbox_git)
 
     def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
         """Keeps spare agents of these templates (a count each) from now on, and one for
@@ -128,7 +130,7 @@ class AgentHost:
             await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
         except (OSError, HarnessError) as exc:  # HarnessError: a name its agent made unwritable
             if spare is not None:
-                await close_spare(spare, self._workspaces)
+                await close_spare(spare, self._folders)
             return RunOutcome(status="failed", error=f"could not write its attached files: {exc}")
         try:
             # A follow-up's spare shows the view this fills; a spare worktree's own git
@@ -137,7 +139,7 @@ class AgentHost:
                 placed = await self._show_git(placed, workspace)
         except HarnessError as exc:  # a tampered worktree: reported, not trusted
             if spare is not None:
-                await close_spare(spare, self._workspaces)
+                await close_spare(spare, self._folders)
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
         if workspace is None:
@@ -145,7 +147,7 @@ class AgentHost:
             return outcome
         try:
             if placed.mounts and spec.role.writes:
-                await self._workspaces.settle_sandbox_view(workspace)
+                await self._sandbox_git.settle_sandbox_view(workspace)
             work = await self._work(spec, workspace, outcome)
         except TamperedWorkspaceError as exc:  # said in the thread: its work is not trusted
             logger.warning("agent %s: %s", spec.agent_id, exc.message)
@@ -182,7 +184,7 @@ class AgentHost:
             shown = dataclasses.replace(shown, cli_state=str(state))
             if view is not None and spare is None and placed.mounts:  # its worktree's git too
                 git_view = GitView(placed.mounts, placed.mount_env)
-                moved = await self._workspaces.shown_in_view(git_view, placed.task_slug, view)
+                moved = await self._folders.shown_in_view(git_view, placed.task_slug, view)
                 shown = dataclasses.replace(shown, mounts=moved.binds, mount_env=moved.env)
             if spare is not None:
                 assert isinstance(self._runtime, WarmRuntime)
@@ -191,7 +193,7 @@ class AgentHost:
         finally:  # the journal keeps every message: the CLI's own copy goes
             await asyncio.to_thread(remove_tree, state)
             if view is not None:
-                await self._workspaces.drop_view(view)
+                await self._folders.drop_view(view)
 
     def _may_view(self, spec: AgentSpec) -> bool:
         """A sandboxed agent in its task's workspace (a scratch folder or a worktree), on a
@@ -201,7 +203,7 @@ class AgentHost:
     async def _view_for(self, placed: AgentSpec) -> Path | None:
         if not self._may_view(placed):
             return None
-        return await self._workspaces.view(Path(placed.cwd))
+        return await self._folders.view(Path(placed.cwd))
 
     async def _spare_for(
         self, spec: AgentSpec
@@ -225,14 +227,14 @@ class AgentHost:
         spare = await self._spares.take(expected)
         if spare is None:
             return None, None, None
-        git_view = self._workspaces.spare_git(spare.view)  # what its sandbox shows of git
+        git_view = self._folders.spare_git(spare.view)  # what its sandbox shows of git
         try:
-            workspace = await self._workspaces.adopt_spare(spare.view, spec.task_slug)
+            workspace = await self._folders.adopt_spare(spare.view, spec.task_slug)
         except OSError as exc:  # its folder went (a prune while it waited): start cold
             logger.warning("spare for %s unusable: %s", spec.agent_id, exc)
             workspace = None
         if workspace is None:  # or the task's folder was made meanwhile by another agent
-            await close_spare(spare, self._workspaces)
+            await close_spare(spare, self._folders)
             return None, None, None
         self._spares.served += 1
         logger.info("agent %s starts on a spare, started ahead", spec.agent_id)
@@ -251,12 +253,19 @@ class AgentHost:
         one, the same folders read-only."""
         if workspace is None or not spec.sandbox.enabled:
             return spec
-        view = await self._workspaces.sandbox_view(workspace, writes=spec.role.writes)
+        view = await self._sandbox_git.sandbox_view(workspace, writes=spec.role.writes)
         if view is None:
             return spec
         return dataclasses.replace(spec, mounts=view.binds, mount_env=view.env)
 
-    # Agents in this process end with it: none is left to follow after a restart.
+    # Agents in this process: nothing to reach before they run, nothing that keeps them from
+    # running, and they end with it (none is left to follow after a restart).
+
+    async def connect(self) -> None:
+        return None
+
+    def problem(self) -> str | None:
+        return None
 
     @property
     def agents_outlive_harness(self) -> bool:

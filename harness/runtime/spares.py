@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from harness.errors import HarnessError
 from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
-from harness.workspaces.manager import Workspace, Workspaces
+from harness.workspaces.manager import SandboxFolders, SandboxGit, Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +70,9 @@ class Spare:
 
 
 class SparePool:
-    def __init__(self, runtime: WarmRuntime, workspaces: Workspaces) -> None:
+    def __init__(self, runtime: WarmRuntime, folders: SandboxFolders) -> None:
         self._runtime = runtime
-        self._workspaces = workspaces
+        self._folders = folders
         self._wanted: list[tuple[AgentSpec, int]] = []
         self._ready: list[Spare] = []
         self._making: dict[asyncio.Task[Spare | None], AgentSpec] = {}
@@ -124,7 +124,7 @@ class SparePool:
                     self._claimed.discard(task)  # still starting: a spare for another
                     made = _made_spare(task)
                     if made is not None:  # handed over already: it goes
-                        await _close_surely(made, self._workspaces)
+                        await _close_surely(made, self._folders)
                     raise
                 made = _made_spare(task)
                 if made is not None:
@@ -184,26 +184,26 @@ class SparePool:
     async def _make(self, template: AgentSpec) -> Spare | None:
         """A new spare of ``template``: ready, or handed to the dispatch it was promised to
         (the return value); None when none could be made."""
-        view = await _folder_for(template, self._workspaces)
+        view = await _folder_for(template, self._folders)
         if view is None:  # no spare: dispatches start cold
             self._failed.append(template)
             return None
         try:
-            warm = await self._runtime.warm(_in_folder(template, view, self._workspaces))
+            warm = await self._runtime.warm(_in_folder(template, view, self._folders))
         except (HarnessError, OSError) as exc:  # no spare: dispatches start cold
             logger.warning("no spare %s agent: %s", template.role.name, exc)
             self._failed.append(template)
-            await self._workspaces.drop_view(view)
+            await self._folders.drop_view(view)
             return None
         except BaseException:  # cancelled (the pool closes): its folder goes too
-            await self._workspaces.drop_view(view)
+            await self._folders.drop_view(view)
             raise
         warm.template = template  # what it fits: the template as wanted, not its folder
         spare = Spare(view, warm)
         if asyncio.current_task() in self._claimed:
             return spare
         if self._closed or not self._wants(template):
-            await _close_surely(spare, self._workspaces)
+            await _close_surely(spare, self._folders)
             return None
         self._ready.append(spare)  # no await before: a cancel now cannot lose it
         _announce(self._changed, self._notes)
@@ -211,7 +211,7 @@ class SparePool:
         return None
 
     def _spawn_close(self, spare: Spare) -> None:
-        task = asyncio.create_task(close_spare(spare, self._workspaces), name="closing a spare")
+        task = asyncio.create_task(close_spare(spare, self._folders), name="closing a spare")
         self._closing.add(task)
         task.add_done_callback(self._made)
 
@@ -222,7 +222,7 @@ class SparePool:
         self._closed = True
         await asyncio.gather(*self._making, *self._closing, return_exceptions=True)
         ready, self._ready = self._ready, []
-        closing = (close_spare(s, self._workspaces) for s in ready)
+        closing = (close_spare(s, self._folders) for s in ready)
         await asyncio.gather(*closing, return_exceptions=True)
 
 
@@ -231,9 +231,12 @@ class FollowUpSpares:
     its next follow-up starts at once; at most ``limit``, the oldest giving way. Made after
     an agent of the task completed; one that no longer fits the follow-up is closed."""
 
-    def __init__(self, runtime: WarmRuntime, workspaces: Workspaces) -> None:
+    def __init__(
+        self, runtime: WarmRuntime, folders: SandboxFolders, sandbox_git: SandboxGit
+    ) -> None:
         self._runtime = runtime
-        self._workspaces = workspaces
+        self._folders = folders
+        self._sandbox_git = sandbox_git
         self.limit = 0
         self.served = 0  # follow-ups a spare served (counted by its host)
         self._by_task: dict[str, Spare] = {}  # oldest first
@@ -256,7 +259,7 @@ class FollowUpSpares:
     def prepare(self, spec: AgentSpec, folder: Path, worktree: Workspace | None = None) -> None:
         """After an agent of ``spec``'s task: a spare for the task's next agent, in the
         task's ``folder`` (its ``worktree``, whose git the spare's sandbox shows as the next
-        run's will: the view is filled at dispatch, ``Workspaces.sandbox_view``)."""
+        run's will: the view is filled at dispatch, ``SandboxGit.sandbox_view``)."""
         if self.limit <= 0 or self._closed:
             return
         slug = spec.task_slug
@@ -273,7 +276,7 @@ class FollowUpSpares:
 
     async def _make(self, spec: AgentSpec, folder: Path, worktree: Workspace | None) -> None:
         slug = spec.task_slug
-        view = await self._workspaces.view(folder)
+        view = await self._folders.view(folder)
         template = _as_template(spec)
         try:
             placed = dataclasses.replace(spec, cwd=str(view))
@@ -282,15 +285,15 @@ class FollowUpSpares:
             warm = await self._runtime.warm(placed)
         except (HarnessError, OSError) as exc:
             logger.info("no follow-up spare for %s: %s", slug, exc)
-            await self._workspaces.drop_view(view)
+            await self._folders.drop_view(view)
             return
         except BaseException:  # cancelled (the host closes): its view goes too
-            await self._workspaces.drop_view(view)
+            await self._folders.drop_view(view)
             raise
         warm.template = template
         spare = Spare(view, warm)
         if self._closed:
-            await _close_surely(spare, self._workspaces)
+            await _close_surely(spare, self._folders)
             return
         # No await until it is stored: a cancel (the host closing) cannot lose it.
         gone = [old] if (old := self._by_task.pop(slug, None)) is not None else []
@@ -299,13 +302,13 @@ class FollowUpSpares:
             gone.append(self._by_task.pop(next(iter(self._by_task))))
         _announce(self._changed, self._notes)
         for each in gone:
-            await _close_surely(each, self._workspaces)
+            await _close_surely(each, self._folders)
 
     async def _with_git(self, spec: AgentSpec, worktree: Workspace, view: Path) -> AgentSpec:
-        ahead = await self._workspaces.sandbox_view_ahead(worktree, writes=spec.role.writes)
+        ahead = await self._sandbox_git.sandbox_view_ahead(worktree, writes=spec.role.writes)
         if ahead is None:
             return spec
-        shown = await self._workspaces.shown_in_view(ahead, worktree.slug, view)
+        shown = await self._folders.shown_in_view(ahead, worktree.slug, view)
         return dataclasses.replace(spec, mounts=shown.binds, mount_env=shown.env)
 
     async def take(self, spec: AgentSpec) -> Spare | None:
@@ -320,7 +323,7 @@ class FollowUpSpares:
             return None
         if fits(spare.warm.template, spec) and spare.view.exists():
             return spare
-        await close_spare(spare, self._workspaces)
+        await close_spare(spare, self._folders)
         return None
 
     async def close(self) -> None:
@@ -328,11 +331,11 @@ class FollowUpSpares:
         await asyncio.gather(*self._making, return_exceptions=True)
         spares, self._by_task = list(self._by_task.values()), {}
         await asyncio.gather(
-            *(close_spare(s, self._workspaces) for s in spares), return_exceptions=True
+            *(close_spare(s, self._folders) for s in spares), return_exceptions=True
         )
 
 
-async def close_spare(spare: Spare, workspaces: Workspaces) -> None:
+async def close_spare(spare: Spare, folders: SandboxFolders) -> None:
     """Ends a spare: its CLI, and the path its folder is shown at. A CLI that does not end
     within CLOSE_TIMEOUT is left to the run-id sweep of the next start (``orphans.py``)
     rather than holding its host's shutdown."""
@@ -342,7 +345,7 @@ async def close_spare(spare: Spare, workspaces: Workspaces) -> None:
     except TimeoutError:
         logger.warning("a spare agent's CLI did not end within %s s", CLOSE_TIMEOUT)
     finally:
-        await workspaces.drop_view(spare.view)
+        await folders.drop_view(spare.view)
 
 
 def _announce(changed: asyncio.Condition, notes: set[asyncio.Future[None]]) -> None:
@@ -358,9 +361,9 @@ def _announce(changed: asyncio.Condition, notes: set[asyncio.Future[None]]) -> N
     note.add_done_callback(notes.discard)
 
 
-async def _close_surely(spare: Spare, workspaces: Workspaces) -> None:
+async def _close_surely(spare: Spare, folders: SandboxFolders) -> None:
     """Ends a spare even when the caller is cancelled meanwhile (its CLI must not stay)."""
-    await asyncio.shield(close_spare(spare, workspaces))
+    await asyncio.shield(close_spare(spare, folders))
 
 
 def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:
@@ -370,21 +373,21 @@ def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:
     return None
 
 
-async def _folder_for(template: AgentSpec, workspaces: Workspaces) -> Path | None:
+async def _folder_for(template: AgentSpec, folders: SandboxFolders) -> Path | None:
     """A folder made ahead for a spare of ``template``: a scratch folder, or a worktree of
     the repository it asks for; None (logged) when none can be made."""
     repository = template.workspace.repository if template.workspace is not None else None
     try:
-        return await workspaces.spare_folder(repository, writes=template.role.writes)
+        return await folders.spare_folder(repository, writes=template.role.writes)
     except (HarnessError, OSError) as exc:
         logger.warning("no spare %s agent: no folder for it: %s", template.role.name, exc)
         return None
 
 
-def _in_folder(template: AgentSpec, view: Path, workspaces: Workspaces) -> AgentSpec:
+def _in_folder(template: AgentSpec, view: Path, folders: SandboxFolders) -> AgentSpec:
     """``template`` placed in the spare's folder, with what its sandbox shows of its git."""
     placed = dataclasses.replace(template, cwd=str(view))
-    git_view = workspaces.spare_git(view)
+    git_view = folders.spare_git(view)
     if git_view is None:
         return placed
     return dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)

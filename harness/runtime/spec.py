@@ -17,8 +17,8 @@ from harness import serialise
 from harness.config.roles import Role
 from harness.config.settings import SandboxSettings
 from harness.runtime.attachments import Attachment
+from harness.sandbox.layout import Bind
 from harness.tasks.model import AgentResult
-from harness.workspaces.git_view import Bind
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 # The agents' own MCP server: the model sees its tools as ``mcp__harness__<tool>``.
@@ -195,6 +195,17 @@ class Hosting(Protocol):
     elsewhere. Either takes a spec with its workspace request and returns the outcome with
     where the work is; the orchestrator never knows which."""
 
+    async def connect(self) -> None:
+        """Reaches where the agents run, now: a HarnessError naming the fix within seconds
+        when it cannot, so a front end fails at its start rather than at its first agent.
+        Nothing to reach for a host in this process."""
+        ...
+
+    def problem(self) -> str | None:
+        """Why agents cannot be run now (the NATS server is away), for a readiness check;
+        None when they can."""
+        ...
+
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome: ...
 
     @property
@@ -225,5 +236,6 @@ class Hosting(Protocol):
         ...
 
     async def close(self) -> None:
-        """Lets go of the agents (those that outlive the harness go on)."""
+        """Lets go of the agents (those that outlive the harness go on); safe to call
+        twice."""
         ...

@@ -111,21 +111,25 @@ class RemoteTools:
         nc = self.link.nc
         inbox = nc.new_inbox()
         answers = await nc.subscribe(inbox)
-        delays = NATS_BACKOFF.delays()
-        try:
+
+        async def ask() -> bytes:
+            await nc.publish(self.link.subjects.tools(agent_id), request.encode(), inbox)
+            wait = FIRST_ANSWER_SECONDS
             while True:
-                await nc.publish(self.link.subjects.tools(agent_id), request.encode(), inbox)
-                wait = FIRST_ANSWER_SECONDS
-                try:
-                    while True:
-                        msg = await answers.next_msg(timeout=wait)
-                        answer = decode_answer(msg.data)
-                        if answer is not None:
-                            return answer
-                        wait = SILENCE_SECONDS
-                except (NatsTimeout, TimeoutError):
-                    logger.info("agent %s: the harness is silent; asking again", agent_id)
-                    await asyncio.sleep(next(delays))
+                msg = await answers.next_msg(timeout=wait)
+                answer = decode_answer(msg.data)
+                if answer is not None:
+                    return answer
+                wait = SILENCE_SECONDS
+
+        def silent(_exc: BaseException, _delay: float) -> None:
+            logger.info("agent %s: the harness is silent; asking again", agent_id)
+
+        try:
+            # No limit on tries: the agent waits on this answer while the orchestrator is away.
+            return await retrying(
+                ask, retry_on=(NatsTimeout, TimeoutError), backoff=NATS_BACKOFF, on_retry=silent
+            )
         finally:
             with contextlib.suppress(*nats_errors()):
                 await answers.unsubscribe()

@@ -19,9 +19,10 @@ overridden there with "" (``blanked``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
+
+from harness.config.env_name import SHELL_NAME
 
 # What toolchains need: the search path, the locale, the time zone, the terminal's kind
 # (programs pick plain output for `dumb`), who the user is and their shell (the CLI's Bash
@@ -76,9 +77,6 @@ MODEL_ACCESS: tuple[str, ...] = ("ANTHROPIC_*", "CLAUDE_CODE_OAUTH_TOKEN", "CLAU
 # Never passed, whatever a pattern says: the bot's Slack credentials (DESIGN: they never
 # reach an agent in any form).
 NEVER: tuple[str, ...] = ("SLACK_*",)
-
-# A name a /bin/sh script can expand: others cannot be passed by the launcher.
-SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from harness.sandbox.environment import SHELL_NAME
-from harness.workspaces.git_view import Bind
+from harness.config.env_name import SHELL_NAME
 
 # Where the sandbox's own parts appear inside it.
 RUN_DIR = "/run/harness"
@@ -90,6 +89,15 @@ ISOLATION = (
     "--tmpfs",
     "/tmp",
 )
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host folder or file shown inside the sandbox, read-only unless ``writable``."""
+
+    source: str  # host path
+    target: str  # path inside the sandbox (most often the same as source)
+    writable: bool
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ so once a burst, not once a connection."""
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
+
+from harness.clock import SYSTEM, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -28,18 +29,19 @@ class ProxyLimits:
 
 class Gate:
     """Admits connections within ``limits`` (a token bucket for the rate); ``left`` when an
-    admitted one ends."""
+    admitted one ends. The bucket fills on ``clock``'s monotonic time."""
 
-    def __init__(self, limits: ProxyLimits, name: str) -> None:
+    def __init__(self, limits: ProxyLimits, name: str, clock: Clock = SYSTEM) -> None:
         self.limits = limits
         self._name = name
-        self._tokens, self._at = float(limits.burst), time.monotonic()
+        self._clock = clock
+        self._tokens, self._at = float(limits.burst), clock.monotonic()
         self.open = 0  # admitted and not yet ended
         self._refused = 0  # in the current burst
         self._warned_at: float | None = None
 
     def admit(self) -> bool:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         limits = self.limits
         self._tokens = min(limits.burst, self._tokens + (now - self._at) * limits.rate)
         self._at = now

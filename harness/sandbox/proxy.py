@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.clock import SYSTEM, Clock
 from harness.sandbox.hosts import (
     host_allowed,
     normal,
@@ -123,6 +124,7 @@ class EgressProxy:
         limits: ProxyLimits | None = None,
         on_refused: Callable[[str], None] | None = None,
         ask: Callable[[str, int], Awaitable[bool]] | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         for entry in allow:
             parse_entry(entry)  # a malformed entry fails here, not on some agent's request
@@ -135,7 +137,7 @@ class EgressProxy:
         self._on_usage = on_usage
         self._budget = budget_usd
         self._spent = 0.0
-        self._gate = Gate(limits or ProxyLimits(), str(socket_path))
+        self._gate = Gate(limits or ProxyLimits(), str(socket_path), clock)
         self._on_refused = on_refused
         # A host not allowed is asked once per proxy (one agent run): its connections, often
         # several at once (a package install), share the one decision.

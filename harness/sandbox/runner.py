@@ -21,18 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.atomic import write_atomic
+from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 from harness.permissions.rules import inside
 from harness.sandbox.layout import (
     MASKED_PATHS,
     SYSTEM_PATHS,
+    Bind,
     SandboxLayout,
     etc_shown,
     launcher_script,
 )
 from harness.sandbox.model_calls import ModelPolicy, Usage
 from harness.sandbox.proxy import EgressProxy, Upstream
-from harness.workspaces.git_view import Bind
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ async def open_sandbox(
     models: ModelPolicy,
     on_usage: Callable[[float, Usage], None] | None = None,
     budget_usd: float | None = None,
+    clock: Clock = SYSTEM,
 ) -> AsyncIterator[RunSandbox]:
     """The run's sandbox, from its start to the end of the ``async with``: a private folder
     with the egress proxy's socket and the launcher; both gone afterwards. ``ask(host,
@@ -182,7 +184,8 @@ async def open_sandbox(
     show empty where a bind would show them. Inside, the environment is ``pass_env``'s
     names (with the values the CLI is started with) and ``set_env``, nothing else. Model
     calls name a model of ``models``; each one's cost goes to ``on_usage(cost_usd,
-    usage)``, and none is made once they come to ``budget_usd``."""
+    usage)``, and none is made once they come to ``budget_usd``. The proxy's rate limit
+    runs on ``clock``."""
     await check_sandbox()
     folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
     try:
@@ -195,6 +198,7 @@ async def open_sandbox(
             budget_usd=budget_usd,
             on_refused=lambda host: logger.info("sandbox refused a connection to %s", host),
             ask=ask,
+            clock=clock,
         )
         set_env = {**set_env, **QUIET_CLI_ENV}
         async with proxy:

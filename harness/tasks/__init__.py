@@ -11,9 +11,10 @@ in-memory store), ``files`` (the file store), ``lookups`` (the file store's read
 lookups across tasks), ``task_json`` (task.json's format), ``index`` (the SQLite index that
 answers listings), ``index_db`` (the index's tables, connection and row writes), ``repair``
 (salvaging a damaged task.json), ``removal`` (which tasks may be deleted), ``journal``
-(batched JSON-lines logs), ``run_lock`` (whether the process that started a dispatch still
-lives), ``ledger`` (what a front end has seen and still owes people), ``context`` (a task's
-history as the next agent's prompt), ``common`` (slugs, file names, times).
+(batched JSON-lines logs), ``folder_io`` (a store's file work with aiofiles, on one
+thread), ``run_lock`` (whether the process that started a dispatch still lives), ``ledger``
+(what a front end has seen and still owes people), ``context`` (a task's history as the next
+agent's prompt), ``common`` (slugs, file names, times).
 """
 
 from harness.tasks.context import build_task_context, compose_prompt

@@ -12,7 +12,6 @@ from collections.abc import Container, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
-from harness.atomic import write_atomic
 from harness.clock import timestamp
 from harness.errors import (
     AgentNotFoundError,
@@ -145,20 +144,6 @@ def check_file_name(name: str) -> PurePosixPath:
             f"invalid file name {name!r}", fix="task.json is written by the task store only"
         )
     return path
-
-
-def write_file(folder: Path, name: PurePosixPath, text: str) -> None:
-    """A whole file in a task folder, written atomically (its subfolder made on first use)."""
-    file = folder / name
-    file.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(file, text.encode("utf-8"))
-
-
-def read_file(file: Path) -> str | None:
-    try:
-        return file.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
 
 
 _clock_lock = threading.Lock()

@@ -40,14 +40,12 @@ from harness.tasks.common import (
     check_file_name,
     creation_time,
     make_slug,
-    read_file,
     upsert,
     validate_slug,
     with_rule,
-    write_file,
 )
 from harness.tasks.index import TaskIndex
-from harness.tasks.journal import JournalWriter, LogEntries, read_lines
+from harness.tasks.journal import JournalWriter, LogEntries
 from harness.tasks.lookups import TaskLookups
 from harness.tasks.model import (
     Decision,
@@ -166,29 +164,21 @@ class FileTaskStore:
 
     async def read_jsonl(self, slug: str, name: str) -> LogEntries:
         validate_slug(slug)
-        relative = check_file_name(name)
-        await self.flush()
-        return await asyncio.to_thread(self._read_log, slug, relative.as_posix())
+        return await self._journal.read(slug, check_file_name(name))
+
+    # A task's other files: with aiofiles, under the task's lock (``folder_io``).
 
     async def write_text(self, slug: str, name: str, text: str) -> None:
         validate_slug(slug)
         relative = check_file_name(name)
-
-        def write() -> None:
-            with self._locked(slug) as folder:
-                write_file(folder, relative, text)
-
-        await asyncio.to_thread(write)
+        async with self._journal.files.folder(slug) as folder:
+            await self._journal.files.write_text(folder / relative, text)
 
     async def read_text(self, slug: str, name: str) -> str | None:
         validate_slug(slug)
         relative = check_file_name(name)
-
-        def read() -> str | None:
-            with self._locked(slug) as folder:
-                return read_file(folder / relative)
-
-        return await asyncio.to_thread(read)
+        async with self._journal.files.folder(slug) as folder:
+            return await self._journal.files.read_text(folder / relative, errors="replace")
 
     async def flush(self) -> None:
         await self._journal.flush()
@@ -291,10 +281,6 @@ class FileTaskStore:
         for path in leftovers:
             shutil.rmtree(path, ignore_errors=True)
         logger.info("deleted task %s", slug)
-
-    def _read_log(self, slug: str, name: str) -> LogEntries:
-        with self._locked(slug) as folder:
-            return read_lines(folder / name)
 
     def _repair(self, slug: str) -> RepairReport:
         """Set a damaged task.json aside (never deleted: ``task.json.damaged-<UTC time>``) and

@@ -30,13 +30,13 @@ import contextlib
 import json
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+
+from harness.clock import SYSTEM, Clock, file_stamp
 
 logger = logging.getLogger(__name__)
 
@@ -78,17 +78,21 @@ class Owed:
 
 
 class Ledger:
-    def __init__(self, file: Path | None) -> None:
+    """Times are epoch seconds of ``clock``'s wall time: they outlive the process, so a
+    monotonic time would mean nothing after a restart."""
+
+    def __init__(self, file: Path | None, clock: Clock = SYSTEM) -> None:
         self.file = file
+        self.clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self._db: sqlite3.Connection | None = None
         self._closed = False
 
     @classmethod
-    async def open(cls, file: Path | None) -> Ledger:
+    async def open(cls, file: Path | None, clock: Clock = SYSTEM) -> Ledger:
         """The ledger in ``file`` (made if missing), opened now rather than on first use;
         None keeps it in memory (tests)."""
-        ledger = cls(file)
+        ledger = cls(file, clock)
         await ledger._call(ledger._conn)
         return ledger
 
@@ -111,7 +115,7 @@ class Ledger:
     ) -> None:
         """Note ``keys`` as seen at ``at`` (now by default; a key seen before keeps its time),
         and, in the same step, the requests of ``intake`` as taken on."""
-        when = time.time() if at is None else at
+        when = self._now() if at is None else at
         rows = [(key, when) for key in keys]
         taken = [(key, _dump(data), when) for key, data in (intake or {}).items()]
 
@@ -156,7 +160,7 @@ class Ledger:
         def insert(db: sqlite3.Connection) -> bool:
             with db:
                 cursor = db.execute(
-                    "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (key, time.time())
+                    "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (key, self._now())
                 )
             return cursor.rowcount == 1
 
@@ -209,7 +213,7 @@ class Ledger:
         transaction, and with ``handles`` that request is handled. The entry's id."""
 
         def insert(db: sqlite3.Connection) -> int:
-            now = time.time()
+            now = self._now()
             with db:
                 cursor = db.execute(
                     "INSERT INTO outbox (lane, data, due, created) VALUES (?, ?, ?, ?)",
@@ -277,6 +281,9 @@ class Ledger:
 
     # -- the worker thread -----------------------------------------------------------------
 
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
     async def _call(self, fn: Callable[[], T]) -> T:
         if self._closed:
             raise RuntimeError("the ledger is closed")
@@ -301,9 +308,7 @@ class Ledger:
             self._db = _connect(self.file)
         except sqlite3.DatabaseError as exc:
             assert self.file is not None  # an in-memory database is never damaged
-            aside = self.file.with_name(
-                f"{self.file.name}.damaged-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-            )
+            aside = self.file.with_name(f"{self.file.name}.damaged-{file_stamp(self.clock.now())}")
             logger.error("%s is unreadable (%s): moved to %s", self.file, exc, aside)
             self.file.replace(aside)
             for suffix in ("-wal", "-shm"):

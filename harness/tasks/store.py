@@ -32,15 +32,13 @@ from harness.tasks.common import (
     journal_file_name,
     make_slug,
     newest_first,
-    read_file,
     record_in,
     upsert,
     validate_slug,
     with_rule,
-    write_file,
 )
 from harness.tasks.files import FileTaskStore
-from harness.tasks.journal import JournalWriter, LogEntries, read_lines
+from harness.tasks.journal import JournalWriter, LogEntries, read_log
 from harness.tasks.model import (
     FINAL_STATUSES,
     Decision,
@@ -341,19 +339,20 @@ class MemoryTaskStore:
         with self._lock:
             self._get(slug)
         await self.flush()
-        return await asyncio.to_thread(read_lines, self.journal_dir / slug / relative)
+        return await read_log(self._journal.files, self.journal_dir / slug / relative)
 
     async def write_text(self, slug: str, name: str, text: str) -> None:
         relative = check_file_name(name)
         with self._lock:
             self._get(slug)
-        await asyncio.to_thread(write_file, self.journal_dir / slug, relative, text)
+        await self._journal.files.write_text(self.journal_dir / slug / relative, text)
 
     async def read_text(self, slug: str, name: str) -> str | None:
         relative = check_file_name(name)
         with self._lock:
             self._get(slug)
-        return await asyncio.to_thread(read_file, self.journal_dir / slug / relative)
+        path = self.journal_dir / slug / relative
+        return await self._journal.files.read_text(path, errors="replace")
 
     async def flush(self) -> None:
         await self._journal.flush()

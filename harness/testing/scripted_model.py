@@ -51,9 +51,7 @@ import inspect
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Self
 
 from aiohttp import web
@@ -74,10 +72,10 @@ from harness.testing.model_turns import (
     ToolCall,
     ToolResultView,
     Turn,
-    is_side_request,
     side_turn,
     sse,
 )
+from harness.testing.request_log import RequestLog
 
 __all__ = [
     "AWAIT_TOOL",
@@ -93,31 +91,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- server
-
-
-@dataclass
-class _Waiter:
-    predicate: Predicate
-    after: int
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[ModelRequest]
-
-
-def _settle(future: asyncio.Future[ModelRequest], request: ModelRequest | BaseException) -> None:
-    if future.done():
-        return
-    if isinstance(request, BaseException):
-        future.set_exception(request)
-    else:
-        future.set_result(request)
-
-
-def _notify(waiter: _Waiter, outcome: ModelRequest | BaseException) -> None:
-    with contextlib.suppress(RuntimeError):  # the waiter's loop is closed: nobody waits
-        waiter.loop.call_soon_threadsafe(_settle, waiter.future, outcome)
 
 
 class ScriptedModel:
@@ -136,11 +109,7 @@ class ScriptedModel:
         self._host = host
         self._port = port
         self._model_name = model_name
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._requests: list[ModelRequest] = []
-        self._waiters: list[_Waiter] = []
-        self._errors: list[str] = []
+        self._log = RequestLog()
         self._runner: web.AppRunner | None = None
         self._stopping: asyncio.Event | None = None
         self._base_url: str | None = None
@@ -176,10 +145,7 @@ class ScriptedModel:
         if self._stopping is not None:
             self._stopping.set()  # releases stalled turns
         await runner.cleanup()
-        with self._lock:
-            waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            _notify(waiter, RuntimeError("ScriptedModel stopped"))
+        self._log.close(RuntimeError("ScriptedModel stopped"))
         logger.debug("scripted model on %s stopped", self._base_url)
 
     async def __aenter__(self) -> Self:
@@ -253,8 +219,7 @@ class ScriptedModel:
     @property
     def requests(self) -> list[ModelRequest]:
         """Every ``POST /v1/messages`` so far, in order (a snapshot; safe from any thread)."""
-        with self._lock:
-            return list(self._requests)
+        return self._log.requests
 
     @property
     def main_requests(self) -> list[ModelRequest]:
@@ -264,8 +229,7 @@ class ScriptedModel:
     @property
     def errors(self) -> list[str]:
         """Script failures answered with HTTP 500, in order."""
-        with self._lock:
-            return list(self._errors)
+        return self._log.errors
 
     def env(self) -> dict[str, str]:
         """Environment for the CLI child (``ClaudeAgentOptions.env``)."""
@@ -278,84 +242,18 @@ class ScriptedModel:
 
     # ---- waiting
 
-    @staticmethod
-    def _matches(predicate: Predicate | None, request: ModelRequest) -> bool:
-        if predicate is None:
-            return not request.is_side_request
-        return predicate(request)
-
-    def _timeouterror_response(self, timeout: float) -> TimeoutError:
-        seen = "; ".join(r.summary() for r in self.requests) or "none"
-        return TimeoutError(f"no matching model request within {timeout} s (recorded: {seen})")
-
     async def wait_for_request(
         self, predicate: Predicate | None = None, timeout: float = 10.0, *, after: int = 0
     ) -> ModelRequest:
         """The first recorded request (index >= ``after``) matching ``predicate`` (default: any
         main request), waiting up to ``timeout`` seconds for it. Works from any event loop."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            for request in self._requests[after:]:
-                if self._matches(predicate, request):
-                    return request
-            future: asyncio.Future[ModelRequest] = loop.create_future()
-            waiter = _Waiter(lambda r: self._matches(predicate, r), after, loop, future)
-            self._waiters.append(waiter)
-        try:
-            return await asyncio.wait_for(waiter.future, timeout)
-        except TimeoutError:
-            raise self._timeouterror_response(timeout) from None
-        finally:
-            with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+        return await self._log.wait_for(predicate, timeout, after=after)
 
     def wait_for_request_sync(
         self, predicate: Predicate | None = None, timeout: float = 10.0, *, after: int = 0
     ) -> ModelRequest:
         """Blocking ``wait_for_request`` for threads (e.g. with ``in_thread``)."""
-        found: list[ModelRequest] = []
-
-        def ready() -> bool:
-            for request in self._requests[after:]:
-                if self._matches(predicate, request):
-                    found.append(request)
-                    return True
-            return False
-
-        with self._changed:
-            if not self._changed.wait_for(ready, timeout):
-                raise self._timeouterror_response(timeout)
-        return found[0]
-
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> ModelRequest:
-        with self._lock:
-            request = ModelRequest(
-                body=body,
-                headers=headers,
-                received_at=time.time(),
-                is_side_request=is_side_request(body),
-                index=len(self._requests),
-            )
-            self._requests.append(request)
-            self._changed.notify_all()
-            settled: list[tuple[_Waiter, ModelRequest | BaseException]] = []
-            for waiter in list(self._waiters):
-                if request.index < waiter.after:
-                    continue
-                try:
-                    matched = waiter.predicate(request)
-                except Exception as exc:
-                    logger.exception("wait_for_request predicate failed")
-                    settled.append((waiter, exc))
-                    continue
-                if matched:
-                    settled.append((waiter, request))
-            for waiter, outcome in settled:
-                self._waiters.remove(waiter)
-                _notify(waiter, outcome)
-        logger.debug("model request %s", request.summary())
-        return request
+        return self._log.wait_for_sync(predicate, timeout, after=after)
 
     # ---- HTTP
 
@@ -377,14 +275,13 @@ class ScriptedModel:
             logger.warning("scripted model: unexpected POST %s", http.path)
             return error_response(404, "not_found_error", f"no route {http.path}")
 
-        request = self._record(body, dict(http.headers))
+        request = self._log.record(body, dict(http.headers))
         try:
             turn = await self._turn_for(request)
         except Exception as exc:
             message = f"scripted model script failed on request #{request.index}: {exc!r}"
             logger.exception("%s", message)
-            with self._lock:
-                self._errors.append(message)
+            self._log.add_error(message)
             return error_response(500, "api_error", message)
 
         if turn.error_status:

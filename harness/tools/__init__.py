@@ -6,7 +6,8 @@ category, strict input validation, the audit log, one error shape), and so does 
 of a built-in tool call. Modules: ``gateway``, ``registry`` (how a tool is declared next to its
 handler), ``handlers`` (the tools about agents), ``task_handlers`` (about tasks and humans),
 ``access`` (which tools a role category is offered), ``validation`` (tool inputs as pydantic
-models), ``approvals`` (allow and deny rules, and asking the task's humans).
+models), ``approvals`` (asking the task's humans, remembering and auditing what
+``agents/approval_policy.py`` decides).
 """
 
 from harness.tools.gateway import HarnessTools

@@ -1,12 +1,10 @@
-"""Which built-in tool calls an agent may make.
+"""Approvals of the built-in tool calls an agent makes: the I/O around the policy.
 
-The role's ``deny:`` rules refuse, its ``allow:`` rules (and rules a human granted for the
-task) let the call run, then its ``permissionMode`` (the harness applies it: the CLI never
-decides alone), and anything else is asked of the task's humans: in its Slack thread
-with buttons, or on the terminal. No human reachable, no answer in time, or a "deny" answer:
-the call is refused and the agent is told why. Every decision goes to the task's audit log.
-With the OS sandbox on, what no rule or mode decided runs when it stays inside the sandbox
-(``permissions/sandboxed.py``); only what would leave it is asked.
+What decides is ``agents/approval_policy.py`` (pure): the role's rules, the rules granted for
+the task, its ``permissionMode``, the OS sandbox, then the task's humans. Here the task's
+granted rules are read, paths resolved as the file system does, the humans asked (in the
+task's Slack thread with buttons, or on the terminal), an "Allow for this task" remembered in
+task.json, and every decision written to the task's audit log.
 """
 
 from __future__ import annotations
@@ -17,18 +15,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.approval_policy import Ruling, no_human, rule_answer, rule_approval
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
+from harness.agents.services import Services
 from harness.permissions.answers import describe_tool_use, rules_for
-from harness.permissions.rules import (
-    PATH_FIELDS,
-    PermissionRule,
-    by_mode,
-    decide,
-    parse_rule,
-)
-from harness.permissions.sandboxed import within_sandbox
+from harness.permissions.rules import PATH_FIELDS, PermissionRule, parse_rule
 from harness.runtime.spec import Approval
 
 logger = logging.getLogger(__name__)
@@ -105,34 +97,21 @@ def _what_for_task(remembered: tuple[str, ...]) -> str:
 
 
 class Approvals:
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self._orchestrator = orchestrator
+    def __init__(self, services: Services) -> None:
+        self._services = services
 
     async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        orch = self._orchestrator
-        agent = orch.agent(agent_id)
+        svc = self._services
+        agent = svc.lifecycle.agent(agent_id)
         if agent is None:
             return Approval(False, f"agent {agent_id} is not running")
-        role = orch.role(agent.role)
-        granted = _rules((await orch.task(agent.task_slug)).allowed)
+        role = svc.lifecycle.role(agent.role)
+        granted = _rules((await svc.tasks.task(agent.task_slug)).allowed)
         real, root = await _real_paths(tool, args, agent.cwd)
-        ruled = decide(tool, real, allow=(*role.allow, *granted), deny=role.deny, cwd=root)
-        if ruled.decision != "ask":
-            allowed = ruled.decision == "allow"
-            source = f"rule {ruled.rule}" if ruled.rule else "rule"
-            message = "" if allowed else f"denied by the {role.name} role's {source}"
-            return self._decided(agent, tool, args, allowed, source, message)
-        moded = by_mode(role.permission_mode, tool, real, cwd=root)
-        if moded == "ask" and orch.config.sandbox.enabled and role.writes:
-            # The sandbox is the boundary (an agent that can write runs in one, or not at
-            # all): what stays inside it runs; what would leave it is asked.
-            moded = within_sandbox(tool, real, cwd=root)
-            if moded == "allow":
-                return self._decided(agent, tool, args, True, "sandbox", "")
-        if moded != "ask":
-            source = f"permissionMode {role.permission_mode}"
-            message = "" if moded == "allow" else f"denied by the {role.name} role's {source}"
-            return self._decided(agent, tool, args, moded == "allow", source, message)
+        sandbox = svc.config.sandbox.enabled
+        ruling = rule_approval(tool, real, cwd=root, role=role, granted=granted, sandbox=sandbox)
+        if ruling.decision != "ask":
+            return self._decided(agent, tool, args, ruling)
         what = describe_tool_use(tool, args, cwd=agent.cwd)
         remembered = _remembered(tool, args, agent.cwd)
         question = (
@@ -140,49 +119,37 @@ class Approvals:
             + _what_for_task(remembered)
         )
         try:
-            _, answer = await orch.ask_human(
+            _, answer = await svc.humans.ask_human(
                 agent_id, question, CHOICES, None, activity="waiting for approval", kind="approval"
             )
         except NoHumanError as exc:
-            message = f"denied: no human could approve it ({exc.message})"
-            return self._decided(agent, tool, args, False, "no human", message)
-        if answer is None:
-            message = "denied: nobody approved it in time"
-            return self._decided(agent, tool, args, False, "timeout", message)
-        # The core takes an approval's answer only with a verdict, from its requester or an
-        # admin; an answer without one is no approval.
-        verdict = answer.verdict or "deny"
-        who = f"{answer.answered_by} ({VERDICT_LABELS[verdict]})"
-        if verdict == "task":
+            return self._decided(agent, tool, args, no_human(exc.message))
+        ruling = rule_answer(answer)
+        if ruling.remember:
             for rule in remembered:
-                await self._orchestrator.allow_for_task(agent.task_slug, rule)
-        if verdict == "deny":
-            message = f"denied by {answer.answered_by}: {answer.text or 'denied'}"
-            return self._decided(agent, tool, args, False, who, message)
-        return self._decided(agent, tool, args, True, who, "")
+                await svc.tasks.allow_for_task(agent.task_slug, rule)
+        return self._decided(agent, tool, args, ruling)
 
     def _decided(
         self,
         agent: AgentInfo,
         tool: str,
         args: Mapping[str, Any],
-        allowed: bool,
-        decided_by: str,
-        message: str,
+        ruling: Ruling,
     ) -> Approval:
         shown = {k: (v[:_INPUT_LIMIT] if isinstance(v, str) else v) for k, v in args.items()}
-        self._orchestrator.audit(
+        self._services.tasks.audit(
             agent.task_slug,
             {
-                "time": self._orchestrator.now(),
+                "time": self._services.lifecycle.now(),
                 "tool": "approval",
                 "callerAgentId": agent.agent_id,
                 "callerRole": agent.role,
                 "task": agent.task_slug,
                 "input": {"tool": tool, "input": shown},
-                "outcome": "allowed" if allowed else "denied",
-                "decidedBy": decided_by,
+                "outcome": "allowed" if ruling.allowed else "denied",
+                "decidedBy": ruling.decided_by,
                 "durationMs": 0,
             },
         )
-        return Approval(allowed, message)
+        return Approval(ruling.allowed, ruling.message)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.services import Services
 from harness.runtime.attachments import human_size
 from harness.tools.registry import Caller, require_agent, tool
 from harness.tools.validation import Text, ToolInput
@@ -34,9 +34,7 @@ class ShareFileInput(ToolInput):
     must be inside your working folder.""",
     ShareFileInput,
 )
-async def share_file(
-    orch: Orchestrator, caller: Caller | None, args: ShareFileInput
-) -> dict[str, Any]:
+async def share_file(svc: Services, caller: Caller | None, args: ShareFileInput) -> dict[str, Any]:
     caller = require_agent(caller, "share_file")
-    shared = await orch.share_file(caller.agent_id, args.path, args.title)
+    shared = await svc.files.share_file(caller.agent_id, args.path, args.title)
     return {"shared": True, "name": shared.name, "size": human_size(len(shared.content))}

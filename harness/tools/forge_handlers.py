@@ -2,7 +2,7 @@
 
 Pushing leaves the sandbox, so, like any action that leaves it, the call is asked of the
 task's humans first (in its thread, with buttons): only an allow from the task's requester or
-an admin (the orchestrator refuses anyone else's answer to an approval) lets the harness push
+an admin (the core refuses anyone else's answer to an approval) lets the harness push
 and open the pull request, in that person's name. The token never passes through here.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import VERDICT_LABELS, NoHumanError
+from harness.agents.services import Services
 from harness.errors import ForgeError, ForgeFailure, NotAllowedError, ToolError
 from harness.tools.registry import Caller, TaskSlug, check_task, require_agent, tool
 from harness.tools.validation import ToolInput
@@ -51,13 +51,13 @@ class OpenPullRequestInput(ToolInput):
     OpenPullRequestInput,
 )
 async def open_pull_request(
-    orch: Orchestrator, caller: Caller | None, args: OpenPullRequestInput
+    svc: Services, caller: Caller | None, args: OpenPullRequestInput
 ) -> dict[str, Any]:
     caller = require_agent(caller, "open_pull_request")
     slug = args.taskSlug or caller.task_slug
     check_task(caller, slug)
     try:  # before anyone is asked: a task with no forge has nothing to open
-        forge = orch.forge_or_error(await orch.task(slug)).github
+        forge = svc.pull_requests.forge_or_error(await svc.tasks.task(slug)).github
     except ForgeError as exc:
         raise ToolError(_CODES[exc.failure], exc.message, exc.fix) from exc
     assert forge is not None
@@ -67,7 +67,7 @@ async def open_pull_request(
         f"{full_name} and open (or update) its pull request. Allow it?"
     )
     try:
-        _, answer = await orch.ask_human(
+        _, answer = await svc.humans.ask_human(
             caller.agent_id, question, CHOICES, None,
             activity="waiting for approval", kind="approval",
         )  # fmt: skip
@@ -91,7 +91,7 @@ async def open_pull_request(
             _DENIED_SUGGESTION,
         )
     try:
-        pull = await orch.open_pull_request(slug, by=answer.answered_by)
+        pull = await svc.pull_requests.open_pull_request(slug, by=answer.answered_by)
     except ForgeError as exc:
         raise ToolError(_CODES[exc.failure], exc.message, exc.fix) from exc
     except NotAllowedError as exc:  # approved in another task's thread, by whom may not here

@@ -9,12 +9,11 @@ task's audit log.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.orchestrator import Orchestrator
-from harness.agents.task_methods import AUDIT_LOG
+from harness.agents.services import Services
+from harness.agents.task_desk import AUDIT_LOG
 from harness.config.roles import Role
 from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError, ToolError
 from harness.runtime.spec import Approval, ToolDeclaration, ToolReply
@@ -35,12 +34,12 @@ _AUDIT_VALUE_LIMIT = 2000
 
 
 class HarnessTools:
-    """The orchestrator's tool provider: declarations per role, and the calls."""
+    """The tool provider of the core's services: declarations per role, and the calls."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self._orchestrator = orchestrator
+    def __init__(self, services: Services) -> None:
+        self._services = services
         self._profiles: dict[str, tuple[ToolDeclaration, ...]] = {}
-        self._approvals = Approvals(orchestrator)
+        self._approvals = Approvals(services)
 
     async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
         """Whether an agent's built-in tool call may run: its role's rules, else a human."""
@@ -57,11 +56,11 @@ class HarnessTools:
 
     def caller(self, agent_id: str) -> Caller | None:
         """The live agent behind a call; None when it is not live."""
-        info = self._orchestrator.agent(agent_id)
+        info = self._services.lifecycle.agent(agent_id)
         if info is None:
             return None
-        role = self._orchestrator.role(info.role)
-        all_tasks = role.category in self._orchestrator.config.mcp.all_tasks_categories
+        role = self._services.lifecycle.role(info.role)
+        all_tasks = role.category in self._services.config.mcp.all_tasks_categories
         return Caller(
             info.agent_id, role.name, role.category, info.task_slug, info.depth, all_tasks
         )
@@ -81,7 +80,7 @@ class HarnessTools:
     async def invoke(self, tool: str, args: Mapping[str, Any], caller: Caller | None) -> ToolReply:
         """Run one tool call for ``caller`` (None: the harness itself, every tool allowed).
         Never raises: failures are tool errors with a code, a message and a suggestion."""
-        started = time.monotonic()
+        started = self._services.clock.monotonic()
         try:
             payload = await self._dispatch(tool, args, caller)
             reply, outcome = ToolReply(payload), "ok"
@@ -120,7 +119,7 @@ class HarnessTools:
             )
         checked = validate(tool, args, spec.input)
         try:
-            return await spec.handler(self._orchestrator, caller, checked)
+            return await spec.handler(self._services, caller, checked)
         except AgentNotFoundError as exc:
             raise ToolError(
                 "AGENT_NOT_FOUND", exc.message, "call list_agents for the live agent ids"
@@ -131,7 +130,7 @@ class HarnessTools:
             ) from exc
 
     def _allowed(self, category: str) -> tuple[str, ...]:
-        return tools_for_category(category, self._orchestrator.config.mcp)
+        return tools_for_category(category, self._services.config.mcp)
 
     def _audit(
         self,
@@ -143,20 +142,20 @@ class HarnessTools:
     ) -> None:
         slug = caller.task_slug if caller else _task_of(args)
         entry = {
-            "time": self._orchestrator.now(),
+            "time": self._services.lifecycle.now(),
             "tool": tool,
             "callerAgentId": caller.agent_id if caller else None,
             "callerRole": caller.role if caller else None,
             "task": slug,
             "input": {k: _clip(v) for k, v in args.items()},
             "outcome": outcome,
-            "durationMs": round((time.monotonic() - started) * 1000, 1),
+            "durationMs": round((self._services.clock.monotonic() - started) * 1000, 1),
         }
         if slug is None:
             logger.warning("harness tool call with no task to audit it in: %s", entry)
             return
         try:
-            self._orchestrator.audit(slug, entry)
+            self._services.tasks.audit(slug, entry)
         except (TaskNotFoundError, InvalidSlugError, OSError):
             logger.warning("could not audit a harness tool call: %s", entry)
 

@@ -1,6 +1,6 @@
 """The harness tools about agents: draft_agent, await_agent, kill_agent, list_agents,
 show_agent (see ``registry`` for how a tool is declared; ``task_handlers`` has the others).
-Handlers get checked input and their caller, and use the orchestrator's facade only."""
+Handlers get checked input and their caller, and use the core's services only."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.agents.metadata import FieldValue
-from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
+from harness.agents.services import Services
 from harness.errors import LimitCode, LimitError, ToolError
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord
 from harness.tools.registry import (
@@ -56,13 +56,13 @@ _LIMIT_SUGGESTIONS: dict[LimitCode, str] = {
     DraftAgentInput,
 )
 async def draft_agent(
-    orch: Orchestrator, caller: Caller | None, args: DraftAgentInput
+    svc: Services, caller: Caller | None, args: DraftAgentInput
 ) -> dict[str, Any]:
-    if args.role not in orch.role_names():
+    if args.role not in svc.lifecycle.role_names():
         raise ToolError(
             "INVALID_INPUT",
             f"unknown role {args.role!r}",
-            f"use one of: {', '.join(orch.role_names())}",
+            f"use one of: {', '.join(svc.lifecycle.role_names())}",
         )
     slug = args.taskSlug or (caller.task_slug if caller else None)
     if slug is None:
@@ -73,17 +73,17 @@ async def draft_agent(
         )
     check_task(caller, slug)
     try:
-        handle = await orch.draft(
+        handle = await svc.lifecycle.draft(
             args.role, args.prompt, task_slug=slug, parent_id=caller.agent_id if caller else None
         )
     except LimitError as exc:
         raise ToolError(exc.code, exc.message, _LIMIT_SUGGESTIONS[exc.code]) from exc
-    live = orch.agent(handle.agent_id)
+    live = svc.lifecycle.agent(handle.agent_id)
     return {
         "agentId": handle.agent_id,
         "role": handle.role,
         "taskSlug": handle.task_slug,
-        "status": live.status if live else (await orch.record(handle.agent_id)).status,
+        "status": live.status if live else (await svc.lifecycle.record(handle.agent_id)).status,
     }
 
 
@@ -103,19 +103,19 @@ class AwaitAgentInput(ToolInput):
     AwaitAgentInput,
 )
 async def await_agent(
-    orch: Orchestrator, caller: Caller | None, args: AwaitAgentInput
+    svc: Services, caller: Caller | None, args: AwaitAgentInput
 ) -> dict[str, Any]:
     if caller is not None and args.agentId == caller.agent_id:
         raise ToolError(
             "INVALID_AGENT_STATE", "an agent cannot await itself", "await an agent you drafted"
         )
-    await check_agent(orch, caller, args.agentId)
+    await check_agent(svc, caller, args.agentId)
     waiter = caller.agent_id if caller else None
     try:
-        async with orch.waiting(waiter, f"waiting for agent {args.agentId}"):
-            record = await orch.wait(args.agentId, args.timeoutSeconds)
+        async with svc.lifecycle.waiting(waiter, f"waiting for agent {args.agentId}"):
+            record = await svc.lifecycle.wait(args.agentId, args.timeoutSeconds)
     except TimeoutError:
-        current = await orch.record(args.agentId)
+        current = await svc.lifecycle.record(args.agentId)
         return {"agentId": args.agentId, "status": current.status, "timedOut": True}
     return record_json(record)
 
@@ -125,9 +125,7 @@ class AgentIdInput(ToolInput):
 
 
 @tool("kill_agent", "Stop a queued or running agent. Its dispatch ends as killed.", AgentIdInput)
-async def kill_agent(
-    orch: Orchestrator, caller: Caller | None, args: AgentIdInput
-) -> dict[str, Any]:
+async def kill_agent(svc: Services, caller: Caller | None, args: AgentIdInput) -> dict[str, Any]:
     agent_id = args.agentId
     if caller is not None and agent_id == caller.agent_id:
         raise ToolError(
@@ -135,17 +133,17 @@ async def kill_agent(
             "an agent cannot kill itself",
             "finish with your structured result instead",
         )
-    await check_agent(orch, caller, agent_id)
+    await check_agent(svc, caller, agent_id)
     who = f"agent {caller.agent_id} ({caller.role})" if caller else "an agent"
-    if not await orch.kill(agent_id, f"killed by {who} via kill_agent"):
-        record = await orch.record(agent_id)  # AgentNotFoundError when it never existed
+    if not await svc.lifecycle.kill(agent_id, f"killed by {who} via kill_agent"):
+        record = await svc.lifecycle.record(agent_id)  # AgentNotFoundError when it never existed
         raise ToolError(
             "INVALID_AGENT_STATE",
             f"agent {agent_id} already ended ({record.status})",
             "nothing to kill; await_agent gives its result",
         )
     try:
-        record = await orch.wait(agent_id, KILL_WAIT_SECONDS)
+        record = await svc.lifecycle.wait(agent_id, KILL_WAIT_SECONDS)
     except TimeoutError:
         return {"success": False, "message": f"agent {agent_id} is still stopping"}
     return {"success": True, "message": f"agent {agent_id} stopped ({record.status})"}
@@ -157,12 +155,10 @@ async def kill_agent(
     activity and their list metadata.""",
     EmptyInput,
 )
-async def list_agents(
-    orch: Orchestrator, caller: Caller | None, args: EmptyInput
-) -> dict[str, Any]:
-    agents = [a for a in orch.agents() if caller is None or caller.sees(a.task_slug)]
-    values = await orch.collect_metadata(Path(a.cwd) for a in agents)
-    in_list = {f.name for f in orch.metadata_fields if f.include_in_list}
+async def list_agents(svc: Services, caller: Caller | None, args: EmptyInput) -> dict[str, Any]:
+    agents = [a for a in svc.lifecycle.agents() if caller is None or caller.sees(a.task_slug)]
+    values = await svc.metadata.collect_many(Path(a.cwd) for a in agents)
+    in_list = {f.name for f in svc.metadata.fields if f.include_in_list}
     listed = []
     for a in agents:
         meta = values.get(Path(a.cwd), {})
@@ -177,27 +173,25 @@ async def list_agents(
 
 
 @tool("show_agent", "Show one agent (live or finished) with all its metadata fields.", AgentIdInput)
-async def show_agent(
-    orch: Orchestrator, caller: Caller | None, args: AgentIdInput
-) -> dict[str, Any]:
-    await check_agent(orch, caller, args.agentId)
-    live = orch.agent(args.agentId)
+async def show_agent(svc: Services, caller: Caller | None, args: AgentIdInput) -> dict[str, Any]:
+    await check_agent(svc, caller, args.agentId)
+    live = svc.lifecycle.agent(args.agentId)
     if live is not None:
         agent, cwd = info_json(live), Path(live.cwd)
     else:
-        record = await orch.record(args.agentId)
+        record = await svc.lifecycle.record(args.agentId)
         agent, cwd = record_json(record), Path(record.cwd)
-    meta = (await orch.collect_metadata([cwd])).get(cwd, {}) if cwd.is_dir() else {}
+    meta = (await svc.metadata.collect_many([cwd])).get(cwd, {}) if cwd.is_dir() else {}
     agent["metadata_count"] = len(meta)
-    agent["metadata"] = {name: _field_json(orch, name, v) for name, v in meta.items()}
+    agent["metadata"] = {name: _field_json(svc, name, v) for name, v in meta.items()}
     return {"agent": agent}
 
 
 # ---------------------------------------------------------------- shapes
 
 
-def _field_json(orch: Orchestrator, name: str, value: FieldValue) -> dict[str, Any]:
-    field = next(f for f in orch.metadata_fields if f.name == name)
+def _field_json(svc: Services, name: str, value: FieldValue) -> dict[str, Any]:
+    field = next(f for f in svc.metadata.fields if f.name == name)
     return {
         "value": value.value,
         "error": value.error,

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from harness.agents.orchestrator import Orchestrator
+from harness.agents.services import Services
 from harness.errors import ToolError
 from harness.runtime.spec import ToolDeclaration
 from harness.tools.validation import ToolInput, input_schema
@@ -55,7 +55,7 @@ class Caller:
         return self.all_tasks or task_slug == self.task_slug
 
 
-Handler = Callable[[Orchestrator, Caller | None, Any], Awaitable[dict[str, Any]]]
+Handler = Callable[[Services, Caller | None, Any], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -109,15 +109,15 @@ def check_task(caller: Caller | None, task_slug: str) -> None:
         )
 
 
-async def check_agent(orch: Orchestrator, caller: Caller | None, agent_id: str) -> None:
+async def check_agent(svc: Services, caller: Caller | None, agent_id: str) -> None:
     """Refuses an agent of another task as if it did not exist."""
     if caller is None or caller.all_tasks:
         return
-    live = orch.agent(agent_id)
+    live = svc.lifecycle.agent(agent_id)
     if live is not None:
         if live.task_slug == caller.task_slug:
             return
-    elif any(d.agent_id == agent_id for d in (await orch.task(caller.task_slug)).dispatches):
+    elif any(d.agent_id == agent_id for d in (await svc.tasks.task(caller.task_slug)).dispatches):
         return
     raise ToolError(
         "AGENT_NOT_FOUND",

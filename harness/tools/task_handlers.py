@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import NoHumanError
+from harness.agents.services import Services
 from harness.errors import ToolError
 from harness.tools.registry import (
     Caller,
@@ -27,8 +27,8 @@ from harness.tools.validation import Text, ToolInput
     "List the tasks: slug, created, description, dispatchCount (newest first).",
     EmptyInput,
 )
-async def list_tasks(orch: Orchestrator, caller: Caller | None, args: EmptyInput) -> dict[str, Any]:
-    tasks = await orch.task_summaries()
+async def list_tasks(svc: Services, caller: Caller | None, args: EmptyInput) -> dict[str, Any]:
+    tasks = await svc.tasks.task_summaries()
     return {
         "tasks": [
             {
@@ -53,10 +53,10 @@ class TaskSlugInput(ToolInput):
     TaskSlugInput,
 )
 async def get_task_context(
-    orch: Orchestrator, caller: Caller | None, args: TaskSlugInput
+    svc: Services, caller: Caller | None, args: TaskSlugInput
 ) -> dict[str, Any]:
     check_task(caller, args.taskSlug)
-    return {"taskSlug": args.taskSlug, "context": await orch.task_context(args.taskSlug)}
+    return {"taskSlug": args.taskSlug, "context": await svc.tasks.task_context(args.taskSlug)}
 
 
 # ---------------------------------------------------------------- the task's humans
@@ -83,12 +83,10 @@ class AskHumanInput(ToolInput):
     {answer, answeredBy}, or {timedOut: true} when nobody answered in time.""",
     AskHumanInput,
 )
-async def ask_human(
-    orch: Orchestrator, caller: Caller | None, args: AskHumanInput
-) -> dict[str, Any]:
+async def ask_human(svc: Services, caller: Caller | None, args: AskHumanInput) -> dict[str, Any]:
     caller = require_agent(caller, "ask_human")
     try:
-        question, answer = await orch.ask_human(
+        question, answer = await svc.humans.ask_human(
             caller.agent_id, args.question, tuple(args.options or ()), args.timeoutSeconds
         )
     except NoHumanError as exc:
@@ -111,10 +109,10 @@ class UpdateProgressInput(ToolInput):
     UpdateProgressInput,
 )
 async def update_progress(
-    orch: Orchestrator, caller: Caller | None, args: UpdateProgressInput
+    svc: Services, caller: Caller | None, args: UpdateProgressInput
 ) -> dict[str, Any]:
     caller = require_agent(caller, "update_progress")
-    record = await orch.report_progress(caller.agent_id, args.message, args.percent)
+    record = await svc.lifecycle.report_progress(caller.agent_id, args.message, args.percent)
     assert record.progress is not None
     return {"recorded": True, "at": record.progress.at}
 
@@ -131,8 +129,8 @@ class LogDecisionInput(ToolInput):
     LogDecisionInput,
 )
 async def log_decision(
-    orch: Orchestrator, caller: Caller | None, args: LogDecisionInput
+    svc: Services, caller: Caller | None, args: LogDecisionInput
 ) -> dict[str, Any]:
     caller = require_agent(caller, "log_decision")
-    task = await orch.log_decision(caller.agent_id, args.title, args.body)
+    task = await svc.tasks.log_decision(caller.agent_id, args.title, args.body)
     return {"logged": True, "decisionCount": len(task.decisions)}

@@ -19,25 +19,31 @@ API (all of it; the modules behind it are internal)::
         Branch, head, diff stat and diff since the base (committing first with a message).
     await workspaces.changes(workspace) -> Changes | None   None for a scratch folder
     await workspaces.patch(workspace) -> str                everything changed since the base
-    await workspaces.sandbox_view(workspace, writes=True) -> GitView | None
+    await workspaces.list() -> list[WorkspaceInfo]
+    await workspaces.prune(older_than=None, keep=()) -> PruneReport
+    workspaces.cli_state(slug, agent_id) -> Path   where a CLI outside the sandbox keeps its files
+
+    Its parts, for what agents in the OS sandbox are shown (a caller takes the one it uses):
+
+    sandbox_git = workspaces.sandbox_git                                  (``sandbox_git``)
+    await sandbox_git.sandbox_view(workspace, writes=True) -> GitView | None
         What an agent's OS sandbox must show of the worktree's git: binds (the repository's
         git directory read-only) and env. None for a scratch folder. See ``git_view``.
-    await workspaces.settle_sandbox_view(workspace)
+    await sandbox_git.settle_sandbox_view(workspace)
         After a writer's sandboxed run, before ``commit``/``report``: brings the objects
         it made and its branch into the repository.
-    await workspaces.view(folder) -> Path / await workspaces.drop_view(view)
+    folders = workspaces.sandbox_folders                              (``sandbox_folders``)
+    await folders.view(folder) -> Path / await folders.drop_view(view)
         A path of a run's own (``.views/<id>``) its sandboxed agent is shown the folder at.
-    await workspaces.shown_in_view(git_view, slug, view) -> GitView
+    await folders.shown_in_view(git_view, slug, view) -> GitView
         A worktree's ``sandbox_view`` as shown at such a path (the paths a spare's has).
-    await workspaces.spare_folder(repository=None, writes=True) -> Path
+    await folders.spare_folder(repository=None, writes=True) -> Path
         A folder made ahead for a spare agent at a view path: scratch, or a worktree of
         ``repository`` on a placeholder branch (``spare_worktrees``; ``spare_git(view)``
         is what its sandbox shows of its git). ``drop_view`` removes it all.
-    await workspaces.adopt_spare(view, slug) -> Workspace | None
+    await folders.adopt_spare(view, slug) -> Workspace | None
         The spare's folder becomes the new task's workspace; None when it does not fit
         (the task has one, or the base branch moved since the worktree was made).
-    await workspaces.list() -> list[WorkspaceInfo]
-    await workspaces.prune(older_than=None, keep=()) -> PruneReport
 
 The values, frozen dataclasses importable from here::
 
@@ -51,7 +57,7 @@ The values, frozen dataclasses importable from here::
     PruneReport(removed: Removed(slug, patch)..., kept: Kept(slug, reason, detail)...,
                 patches), reason: in use | recent | failed
     GitView(binds: Bind(source, target, writable)..., env)  in mount order, a later bind over
-                                                         an earlier one
+                                                         an earlier one (Bind: sandbox.layout's)
     RepositoryChoice(status: chosen | none | ambiguous | unknown, text, repository, source,
                      candidates, requested), .explain()
 
@@ -88,7 +94,6 @@ Rules:
   goes with views older than the limit.
 """
 
-from harness.workspaces.git_view import Bind
 from harness.workspaces.manager import (
     Changes,
     FileChange,
@@ -98,6 +103,8 @@ from harness.workspaces.manager import (
     PruneReport,
     Removed,
     RepositoryChoice,
+    SandboxFolders,
+    SandboxGit,
     WorkReport,
     Workspace,
     WorkspaceError,
@@ -111,7 +118,6 @@ from harness.workspaces.manager import (
 )
 
 __all__ = [
-    "Bind",
     "Changes",
     "FileChange",
     "GitError",
@@ -120,6 +126,8 @@ __all__ = [
     "PruneReport",
     "Removed",
     "RepositoryChoice",
+    "SandboxFolders",
+    "SandboxGit",
     "WorkReport",
     "Workspace",
     "WorkspaceError",

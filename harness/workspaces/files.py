@@ -7,11 +7,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from harness.boundary.files import BoundaryError, Folder, entry_kind, read_link_file, walk_stats
-from harness.clock import SYSTEM, file_stamp
+from harness.clock import file_stamp
 
 # missing: nothing there yet; worktree: a folder whose `.git` is a file (a linked worktree);
 # scratch: any other folder; other: a file or a symlink, never used as a workspace.
@@ -69,6 +70,11 @@ def worktree_admin_dir(path: Path) -> str | None:
     return os.path.realpath(admin) if admin is not None else None
 
 
+def worktree_dirs(path: Path) -> tuple[Path | None, str | None]:
+    """``worktree_common_dir`` and ``worktree_admin_dir`` of the worktree, read together."""
+    return worktree_common_dir(path), worktree_admin_dir(path)
+
+
 def _gitdir(path: Path) -> str | None:
     """What the worktree's ``.git`` file names, as a path (not resolved). The file is the
     agent's: read by handle, a link or anything but a small regular file refused, so it
@@ -82,6 +88,16 @@ def _gitdir(path: Path) -> str | None:
 def latest_mtime(path: Path) -> float:
     """The newest modification time of the folder or anything in it (links not followed)."""
     return max(_mtimes(path))
+
+
+def folder_facts(path: Path) -> tuple[FolderKind, float | None, bool | None]:
+    """What a listing shows of a workspace folder: its kind, then for a worktree or scratch
+    folder its ``latest_mtime``, and for a scratch folder whether it ``has_files``."""
+    kind = folder_kind(path)
+    if kind != "worktree" and kind != "scratch":
+        return kind, None, None
+    modified = latest_mtime(path)
+    return kind, modified, has_files(path) if kind == "scratch" else None
 
 
 def modified_since(path: Path, cutoff: float) -> bool:
@@ -102,12 +118,12 @@ def _mtimes(path: Path) -> Iterator[float]:
             yield info.st_mtime
 
 
-def write_patch(root: Path, slug: str, data: bytes) -> Path:
-    """``<root>/.patches/<slug>-<UTC time>.patch``, new (never overwriting) and synced to
-    disk before the caller deletes what it saves."""
+def write_patch(root: Path, slug: str, data: bytes, moment: datetime) -> Path:
+    """``<root>/.patches/<slug>-<moment in UTC>.patch``, new (never overwriting) and synced
+    to disk before the caller deletes what it saves."""
     folder = root / PATCHES
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = file_stamp(SYSTEM.now())
+    stamp = file_stamp(moment)
     for n in itertools.count(1):
         file = folder / (f"{slug}-{stamp}.patch" if n == 1 else f"{slug}-{stamp}-{n}.patch")
         try:
@@ -137,6 +153,11 @@ def move_into_place(temp: Path, target: Path) -> None:
 
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_trees(*paths: Path) -> None:
+    for path in paths:
+        remove_tree(path)
 
 
 def remove_tree_strict(path: Path) -> None:

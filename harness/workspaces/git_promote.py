@@ -50,9 +50,8 @@ async def promote(layout: Layout) -> int:
     tasks' stores hold; how many files moved."""
     tips = await public_tips(layout)
     checked_file = layout.common / HARNESS / CHECKED
-    before = await asyncio.to_thread(read_regular, checked_file, None)
+    before = await asyncio.to_thread(_checked_before, checked_file, tips)
     if before is None:  # the first time: what C held before stores existed was whole
-        await asyncio.to_thread(_write_checked, checked_file, tips)
         return 0
     checked = before.decode("ascii", "replace").split()
     seen = set(checked)
@@ -65,6 +64,8 @@ async def promote(layout: Layout) -> int:
             len(new) + len(checked),
         )
         return 0
+    objects: list[str] = []
+    length = 0
     if new:
         walked = await c_git(
             layout,
@@ -77,11 +78,13 @@ async def promote(layout: Layout) -> int:
             return 0
         length = hex_length(await object_format(layout))
         objects = walked.text.split()
-        moved = await asyncio.to_thread(_promote, layout.common, objects, length)
+    if new or tips != checked:
+        recorded = tips if tips != checked else None
+        moved = await asyncio.to_thread(
+            _promote_and_record, layout.common, objects, length, checked_file, recorded
+        )
         if moved:
             logger.info("%s: %d files of tasks' stores moved into its own", layout.common, moved)
-    if tips != checked:
-        await asyncio.to_thread(_write_checked, checked_file, tips)
     return moved
 
 
@@ -96,6 +99,25 @@ async def public_tips(layout: Layout) -> list[str]:
             if line and not is_task_ref(line.split(" ", 1)[1])
         }
     )
+
+
+def _checked_before(path: Path, tips: list[str]) -> bytes | None:
+    """The checked file's content; None, with ``tips`` written there, the first time
+    (blocking)."""
+    before = read_regular(path, None)
+    if before is None:
+        _write_checked(path, tips)
+    return before
+
+
+def _promote_and_record(
+    common: Path, objects: list[str], length: int, path: Path, tips: list[str] | None
+) -> int:
+    """``_promote``, then ``tips`` (when given) written to the checked file (blocking)."""
+    moved = _promote(common, objects, length)
+    if tips is not None:
+        _write_checked(path, tips)
+    return moved
 
 
 def _write_checked(path: Path, tips: list[str]) -> None:

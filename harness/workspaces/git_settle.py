@@ -3,8 +3,9 @@ wrote in its private folder P brought into the repository's git directory C with
 harness's own git, outside the sandbox. The objects of P that the task's store lacks are
 checked and copied into that store (``git_stores``: C reaches it, no other task's sandbox
 does) without overwriting anything (a loose object against its name while it is copied, a
-pack with ``git verify-pack``), then the task's branch is moved with ``update-ref``, only to
-a commit whose history is complete in C and only from where the view left it.
+pack with ``git verify-pack``; the blocking copying is ``git_copy``'s), then the task's
+branch is moved with ``update-ref``, only to a commit whose history is complete in C and
+only from where the view left it.
 
 Also the paths of a view (``Layout``), which both halves use.
 """
@@ -12,23 +13,17 @@ Also the paths of a view (``Layout``), which both halves use.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
 import re
-import stat
-import tempfile
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
 
+from harness.errors import WorkspaceError
+from harness.git import GitResult, git
 from harness.workspaces.files import remove_tree
-from harness.workspaces.git import GitResult, WorkspaceError, git
-from harness.workspaces.git_files import open_regular, read_regular, write_file
-from harness.workspaces.git_own import OwnObjects, index_names
-from harness.workspaces.git_stores import ensure_store, store_path
+from harness.workspaces.git_copy import Copied, bring_loose, place_pack, stage_pack
+from harness.workspaces.git_files import read_regular, write_file
+from harness.workspaces.git_stores import store_path
 from harness.workspaces.values import BRANCH_PREFIX, task_branch
 
 __all__ = [
@@ -46,11 +41,6 @@ logger = logging.getLogger(__name__)
 
 _BRANCHES = "refs/heads/" + BRANCH_PREFIX.rstrip("/")  # where every task's branch ref lives
 _HEX = re.compile(r"[0-9a-f]+")
-_PACK = re.compile(r"pack-([0-9a-f]+)\.(pack|idx)")
-_OBJECT_TYPES = (b"blob", b"tree", b"commit", b"tag")
-_CHUNK = 1 << 16
-
-Copied = Literal["copied", "present", "invalid"]
 
 
 @dataclass(frozen=True)
@@ -133,9 +123,7 @@ async def branch_commit(layout: Layout) -> str | None:
 
 async def _move_branch(layout: Layout, fmt: str) -> str | None:
     branch = task_branch(layout.slug)
-    new = await asyncio.to_thread(_read_ref, layout, hex_length(fmt))
-    start = await asyncio.to_thread(read_regular, layout.start, 256)
-    started = start.decode("ascii", "replace").strip() if start is not None else None
+    new, started = await asyncio.to_thread(_read_ref_and_start, layout, hex_length(fmt))
     if new == started:
         return None  # the agent did not move it, or this was settled already
     current = await branch_commit(layout)
@@ -178,6 +166,13 @@ def _broken(layout: Layout, commit: str, found: str) -> WorkspaceError:
         fix=f"look at the worktree's git (`git -C <worktree> log`); {layout.ref_file} is the "
         "branch as the agent left it",
     )
+
+
+def _read_ref_and_start(layout: Layout, length: int) -> tuple[str, str | None]:
+    """The commit P's ref names and the one the view started from (blocking)."""
+    new = _read_ref(layout, length)
+    start = read_regular(layout.start, 256)
+    return new, start.decode("ascii", "replace").strip() if start is not None else None
 
 
 def _read_ref(layout: Layout, length: int) -> str:
@@ -227,21 +222,13 @@ async def _bring_objects(layout: Layout, fmt: str) -> None:
     An object C's own store has is never copied (the sandbox's git writes one again when it
     cannot touch C's copy): ``git gc`` in C drops from C's own store whatever a store also
     holds, and every other task's sandbox would lose it (``git_promote``)."""
-    target = await asyncio.to_thread(ensure_store, layout.common, layout.slug)
-    if not await asyncio.to_thread(os.path.isdir, layout.objects):
-        return
     length = hex_length(fmt)
-    loose, packs = await asyncio.to_thread(_object_files, layout.objects, length)
-    owned = await asyncio.to_thread(_owned, layout.common, [name for _, name in loose], length)
-    counts: dict[Copied, int] = {"copied": 0, "present": 0, "invalid": 0}
-    for source, name in loose:
-        if name in owned:
-            counts["present"] += 1
-            continue
-        outcome = await asyncio.to_thread(_copy_loose, source, target / name, fmt)
-        counts[outcome] += 1
-        if outcome == "invalid":
-            logger.warning("task %s: %s is not a valid object, not copied", layout.slug, source)
+    found = await asyncio.to_thread(
+        bring_loose, layout.common, layout.slug, layout.objects, fmt, length
+    )
+    if found is None:
+        return
+    target, packs, counts = found
     for pack in packs:
         outcome = await _copy_pack(layout, pack, target / "pack", length)
         counts[outcome] += 1
@@ -251,122 +238,6 @@ async def _bring_objects(layout: Layout, fmt: str) -> None:
         logger.info("task %s: objects into %s: %s", layout.slug, target, counts)
 
 
-def _owned(common: Path, names: list[str], length: int) -> set[str]:
-    """Those of the loose objects ``xx/<rest>`` that C's own store has (blocking)."""
-    with OwnObjects(common / "objects", length) as own:
-        return {name for name in names if own.has(name.replace("/", ""))}
-
-
-def _object_files(objects: Path, length: int) -> tuple[list[tuple[Path, str]], list[Path]]:
-    """P's loose object files (path, ``xx/<rest>``) and its packs (the ``.pack`` of each
-    pack that has an ``.idx``); regular files only."""
-    loose: list[tuple[Path, str]] = []
-    for folder in _entries(objects):
-        if not (len(folder.name) == 2 and _HEX.fullmatch(folder.name)):
-            continue
-        if not folder.is_dir(follow_symlinks=False):
-            continue
-        for file in _entries(Path(folder.path)):
-            rest = file.name
-            if len(rest) == length - 2 and _HEX.fullmatch(rest) and _regular(file):
-                loose.append((Path(file.path), f"{folder.name}/{rest}"))
-    files = {
-        entry.name: entry for entry in _entries(objects / "pack") if _PACK.fullmatch(entry.name)
-    }
-    packs = [
-        Path(entry.path)
-        for name, entry in sorted(files.items())
-        if name.endswith(".pack")
-        and _regular(entry)
-        and (idx := files.get(name.removesuffix(".pack") + ".idx")) is not None
-        and _regular(idx)
-    ]
-    return loose, packs
-
-
-def _entries(folder: Path) -> Iterator[os.DirEntry[str]]:
-    """The entries of one of P's folders; none when it is not a plain folder (an agent's
-    link to another task's store lists nothing)."""
-    try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return
-        with os.scandir(folder) as entries:
-            yield from entries
-    except (FileNotFoundError, NotADirectoryError):
-        return
-
-
-def _regular(entry: os.DirEntry[str]) -> bool:
-    return entry.is_file(follow_symlinks=False)
-
-
-def _copy_loose(source: Path, target: Path, fmt: str) -> Copied:
-    """Copy one loose object to ``target`` unless it is there: written under a temporary
-    name in the target's folder, checked, then linked into place (a link never replaces a
-    file, so an object another process wrote meanwhile stays)."""
-    if os.path.lexists(target):
-        return "present"
-    with open_regular(source) as src:
-        if src is None:
-            return "invalid"
-        target.parent.mkdir(exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix="tmp_obj_")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                valid = _copy_checking(src, out, fmt, target.parent.name + target.name)
-            if not valid:
-                return "invalid"
-            os.chmod(temp, 0o444)  # as git leaves its objects
-            return _link(temp, target)
-        finally:
-            os.unlink(temp)
-
-
-def _copy_checking(src: BinaryIO, out: BinaryIO, fmt: str, name: str) -> bool:
-    """Copy a loose object's bytes while inflating them: true when they are one zlib stream of
-    ``<type> <size>\\0<content>`` whose hash is ``name``. Inflated a bounded piece at a time,
-    so a small file that inflates to gigabytes costs time, never memory."""
-    inflater = zlib.decompressobj()
-    hasher = hashlib.new(fmt)
-    header = bytearray()
-    size: int | None = None
-    content = 0
-
-    def take(data: bytes) -> bool:
-        """Hash and count inflated bytes; false once the header is malformed."""
-        nonlocal size, content
-        hasher.update(data)
-        if size is None:
-            header.extend(data)
-            end = header.find(b"\0")
-            if end < 0:
-                return len(header) <= 64
-            kind, _, length = bytes(header[:end]).partition(b" ")
-            if kind not in _OBJECT_TYPES or not length.isdigit():
-                return False
-            size, data = int(length), bytes(header[end + 1 :])
-        content += len(data)
-        return True
-
-    try:
-        for chunk in iter(lambda: src.read(_CHUNK), b""):
-            out.write(chunk)
-            pending = chunk
-            while pending:
-                if inflater.eof:
-                    return False  # bytes after the object
-                data = inflater.decompress(pending, _CHUNK)
-                pending = inflater.unconsumed_tail
-                if not take(data):
-                    return False
-        if not take(inflater.flush()):
-            return False
-    except zlib.error:
-        return False
-    done = inflater.eof and not inflater.unused_data
-    return done and size == content and hasher.hexdigest() == name
-
-
 async def _copy_pack(layout: Layout, pack: Path, target: Path, length: int) -> Copied:
     """Copy a pack and its index into the store's pack folder unless it is there: both copied
     into a temporary folder there (git looks at ``*.idx`` files of the pack folder only),
@@ -374,47 +245,18 @@ async def _copy_pack(layout: Layout, pack: Path, target: Path, length: int) -> C
     holding an object of C's own store goes into C's own pack folder instead (the rule of
     ``_bring_objects``; its other objects are then shown to every task)."""
     idx = pack.with_suffix(".idx")
-    if await asyncio.to_thread(os.path.lexists, target / idx.name):
+    staged = await asyncio.to_thread(stage_pack, pack, idx, target)
+    if staged is None:
         return "present"
-    await asyncio.to_thread(target.mkdir, parents=True, exist_ok=True)
-    temp = Path(await asyncio.to_thread(tempfile.mkdtemp, dir=target, prefix="tmp_pack_"))
+    temp, complete = staged
     try:
-        for file in (pack, idx):
-            if not await asyncio.to_thread(_copy_regular, file, temp / file.name):
-                return "invalid"
+        if not complete:
+            return "invalid"
         verified = await c_git(layout, "verify-pack", str(temp / idx.name), check=False)
         if not verified.ok:
             return "invalid"
-        if await asyncio.to_thread(_overlaps, layout.common, temp / idx.name, length):
-            target = layout.common / "objects" / "pack"
-            logger.info("task %s: %s holds objects of the repository's own", layout.slug, pack)
-        await asyncio.to_thread(_link, str(temp / pack.name), target / pack.name)
-        return await asyncio.to_thread(_link, str(temp / idx.name), target / idx.name)
+        return await asyncio.to_thread(
+            place_pack, layout.common, layout.slug, pack, temp, target, length
+        )
     finally:
         await asyncio.to_thread(remove_tree, temp)
-
-
-def _overlaps(common: Path, idx: Path, length: int) -> bool:
-    """Whether a verified pack's index names an object of C's own store (blocking)."""
-    data = read_regular(idx, None) or b""
-    with OwnObjects(common / "objects", length) as own:
-        return any(own.has(name.hex()) for name in index_names(data, length // 2))
-
-
-def _copy_regular(source: Path, target: Path) -> bool:
-    with open_regular(source) as src:
-        if src is None:
-            return False
-        with target.open("xb") as out:
-            while chunk := src.read(_CHUNK):
-                out.write(chunk)
-    os.chmod(target, 0o444)
-    return True
-
-
-def _link(temp: str, target: Path) -> Copied:
-    try:
-        os.link(temp, target)
-    except FileExistsError:
-        return "present"
-    return "copied"

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.boundary.files import read_link_file
+from harness.errors import TamperedWorkspaceError, WorkspaceError
+from harness.sandbox.layout import Bind
 from harness.workspaces.files import remove_tree, worktree_admin_dir
-from harness.workspaces.git import TamperedWorkspaceError, WorkspaceError
 from harness.workspaces.git_files import read_regular, write_file
 from harness.workspaces.git_promote import complete_own, promote
 from harness.workspaces.git_settle import Layout, branch_commit, settle
@@ -56,13 +57,6 @@ logger = logging.getLogger(__name__)
 
 # The folder under the workspaces' root holding each task's P.
 SANDBOXES = ".sandbox"
-
-
-@dataclass(frozen=True)
-class Bind:
-    source: str  # host path
-    target: str  # path inside the sandbox (the same as source for everything here)
-    writable: bool
 
 
 @dataclass(frozen=True)
@@ -91,10 +85,8 @@ async def open_view(
     read-only for a reader too. TamperedWorkspaceError when the worktree's git directory is
     no longer the one the harness made in C.
     """
-    layout = await _layout(workspace, common, private)
-    await _check_admin(workspace, layout)
-    await asyncio.to_thread(_make_mount_points, layout)
-    if writes and await asyncio.to_thread(_unsettled, layout):
+    layout, unsettled = await asyncio.to_thread(_opening, workspace, common, private, writes)
+    if unsettled:
         try:
             await close_view(workspace, common, private)
         except WorkspaceError as exc:
@@ -121,12 +113,28 @@ async def view_ahead(
     for its task's next agent): the folders are made, P's ref, reflog and objects left as
     they are, so an agent of the task still running keeps its view; ``open_view`` at
     dispatch fills them in place, which a sandbox already running sees."""
-    layout = await _layout(workspace, common, private)
-    await _check_admin(workspace, layout)
-    await asyncio.to_thread(_make_mount_points, layout)
-    for folder in (layout.private, layout.objects, layout.refs, layout.logs):
-        await asyncio.to_thread(_plain_folder, folder)
+    layout = await asyncio.to_thread(_ahead, workspace, common, private)
     return await _shown_view(workspace, layout, writes)
+
+
+def _opening(
+    workspace: Workspace, common: Path, private: Path, writes: bool
+) -> tuple[Layout, bool]:
+    """``open_view``'s file work before git (blocking): the checked layout, its mount points
+    made, and whether a writer finds work a previous view left unsettled."""
+    layout = _checked_layout(workspace, common, private)
+    _make_mount_points(layout)
+    return layout, writes and _unsettled(layout)
+
+
+def _ahead(workspace: Workspace, common: Path, private: Path) -> Layout:
+    """``view_ahead``'s file work (blocking): the checked layout, its mount points and P's
+    folders made."""
+    layout = _checked_layout(workspace, common, private)
+    _make_mount_points(layout)
+    for folder in (layout.private, layout.objects, layout.refs, layout.logs):
+        _plain_folder(folder)
+    return layout
 
 
 async def _shown_view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
@@ -189,26 +197,29 @@ def _view_env(layout: Layout) -> dict[str, str]:
     }
 
 
-async def _layout(workspace: Workspace, common: Path, private: Path) -> Layout:
+def _checked_layout(workspace: Workspace, common: Path, private: Path) -> Layout:
+    """The view's layout, its A checked (``_check_admin``) (blocking)."""
     if workspace.git_dir is None:
         raise WorkspaceError(
             f"task {workspace.slug}'s workspace {workspace.path} is not a git worktree",
             fix="a scratch folder needs no git view",
         )
-    resolved = Path(await asyncio.to_thread(os.path.realpath, common))
-    admin = Path(await asyncio.to_thread(os.path.realpath, workspace.git_dir))
-    return Layout(workspace.slug, resolved, admin, private)
+    resolved = Path(os.path.realpath(common))
+    admin = Path(os.path.realpath(workspace.git_dir))
+    layout = Layout(workspace.slug, resolved, admin, private)
+    _check_admin(workspace, layout)
+    return layout
 
 
-async def _check_admin(workspace: Workspace, layout: Layout) -> None:
+def _check_admin(workspace: Workspace, layout: Layout) -> None:
     """A is still what the harness made: the worktree's ``.git`` names it, it is a folder of
     ``C/worktrees``, its ``commondir`` leads to C and its ``gitdir`` back to the worktree. An
     agent can rewrite all but the first from inside, to send git (its own, the harness's) to
     another repository."""
-    now = await asyncio.to_thread(worktree_admin_dir, workspace.path)
+    now = worktree_admin_dir(workspace.path)
     if now != workspace.git_dir:
         raise TamperedWorkspaceError(workspace, now)
-    problem = await asyncio.to_thread(_admin_problem, layout, workspace.path)
+    problem = _admin_problem(layout, workspace.path)
     if problem is not None:
         raise TamperedWorkspaceError(workspace, f"{layout.admin}, {problem}")
 
@@ -306,6 +317,5 @@ async def close_view(workspace: Workspace, common: Path, private: Path) -> str |
     malformed or names something broken, or when the branch moved in C since the view opened
     (the agent's commits stay in P, and C now has their objects).
     """
-    layout = await _layout(workspace, common, private)
-    await _check_admin(workspace, layout)
+    layout = await asyncio.to_thread(_checked_layout, workspace, common, private)
     return await settle(layout)

@@ -1,7 +1,10 @@
 """The task workspaces (``Workspaces``): preparing, committing, reporting, listing and pruning
-them; the package's docstring is the whole API. Its values are in ``values``; internal
-helpers: ``choice``, ``files``, ``git``, ``prune``, ``repos``; git over what an agent wrote
-(its worktree) is ``harness.boundary.git``'s."""
+them; the package's docstring is the whole API. Its parts, each a class of its own that
+``Workspaces`` makes and hands out: ``sandbox_git`` (what a sandbox shows of a worktree's
+git), ``sandbox_folders`` (view paths, spares' folders) and ``spare_worktrees``, sharing the
+``known_repositories`` and the ``locks``. Its values are in ``values``; internal helpers:
+``choice``, ``files``, ``prune``, ``repos``; git runs through ``harness.git``, and over what an
+agent wrote (its worktree) through ``harness.boundary.git``."""
 
 from __future__ import annotations
 
@@ -10,50 +13,49 @@ import builtins
 import dataclasses
 import logging
 import os
-import time
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness.boundary import git as agent_git
 from harness.boundary import git_work as agent_work
+from harness.boundary.git_work import FileChange
+from harness.clock import SYSTEM, Clock
 from harness.config.settings import RepositorySettings, WorkspaceSettings
-from harness.tasks.common import SLUG_RE, validate_slug
-from harness.workspaces.choice import RepositoryChoice, choose_repository
-from harness.workspaces.files import (
-    FolderKind,
-    folder_kind,
-    has_files,
-    latest_mtime,
-    make_scratch,
-    remove_tree,
-    touch,
-    worktree_admin_dir,
-    worktree_common_dir,
-)
-from harness.workspaces.git import (
-    FileChange,
+from harness.errors import (
     GitError,
     SwitchedBranchError,
     TamperedWorkspaceError,
     WorkspaceError,
-    git,
+)
+from harness.git import git
+from harness.tasks.common import SLUG_RE, validate_slug
+from harness.workspaces.choice import RepositoryChoice, choose_repository
+from harness.workspaces.files import (
+    FolderKind,
+    folder_facts,
+    folder_kind,
+    make_scratch,
+    remove_trees,
+    touch,
+    worktree_admin_dir,
+    worktree_dirs,
 )
 from harness.workspaces.git_view import SANDBOXES, GitView
+from harness.workspaces.known_repositories import KnownRepositories
+from harness.workspaces.locks import Locks
 from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
 from harness.workspaces.repos import (
     add_worktree,
     branch_exists,
-    check_local,
-    clone,
-    common_dir,
-    fetch,
     populate,
     resolve_base,
     store_base,
     stored_base,
 )
 from harness.workspaces.sandbox_folders import SandboxFolders
+from harness.workspaces.sandbox_git import SandboxGit
+from harness.workspaces.spare_worktrees import SpareWorktrees
 from harness.workspaces.values import (
     BRANCH_PREFIX,
     COMMIT_EMAIL,
@@ -77,6 +79,8 @@ __all__ = [
     "PruneReport",
     "Removed",
     "RepositoryChoice",
+    "SandboxFolders",
+    "SandboxGit",
     "TamperedWorkspaceError",
     "WorkReport",
     "Workspace",
@@ -95,24 +99,34 @@ logger = logging.getLogger(__name__)
 # Listing runs a few git commands per workspace: enough at once to hide their latency, few
 # enough not to fork hundreds of processes.
 _LIST_CONCURRENCY = 8
+# Under the root: the CLI's own files for runs outside the OS sandbox, per task and agent.
+CLI_STATE = ".cli"
 
 
-class Workspaces(SandboxFolders):
-    def __init__(self, settings: WorkspaceSettings) -> None:
-        self.settings = settings
+class Workspaces:
+    """The task workspaces under ``settings.root``, with the parts agents in the OS sandbox
+    need: ``sandbox_git`` and ``sandbox_folders`` (a caller keeps the one it uses).
+    ``clock`` says when a repository was fetched, what is old enough to prune and the
+    patches' stamps."""
+
+    def __init__(self, settings: WorkspaceSettings, clock: Clock = SYSTEM) -> None:
+        self._settings = settings
         self.root = settings.root
-        self._locks: dict[str, asyncio.Lock] = {}  # "task:<slug>", "repo:<name>"
-        self._fetched: dict[str, float] = {}  # repository -> monotonic time its fetch began
-        self._common_dirs: dict[str, Path] = {}  # repository -> its git common dir
-        self._spare_worktrees = {}  # view path -> a worktree made ahead for a spare agent
+        self._clock = clock
+        self._locks = Locks()
+        self._repositories = KnownRepositories(settings.repositories, clock)
+        self.sandbox_git = SandboxGit(self.root, self._locks, self._repositories)
+        self._spare_worktrees = SpareWorktrees(self.root, self._locks, self._repositories, clock)
+        self.sandbox_folders = SandboxFolders(self.root, self._locks, self._spare_worktrees)
+
+    @property
+    def settings(self) -> WorkspaceSettings:
+        """The settings, with the repositories learnt since (``add_repository``)."""
+        return dataclasses.replace(self._settings, repositories=self._repositories.all)
 
     def add_repository(self, repo: RepositorySettings) -> None:
         """Makes ``repo`` known: a worker learns the repositories from the runs it takes."""
-        repositories = {**self.settings.repositories, repo.name.lower(): repo}
-        self.settings = dataclasses.replace(self.settings, repositories=repositories)
-
-    def _lock(self, key: str) -> asyncio.Lock:
-        return self._locks.setdefault(key, asyncio.Lock())
+        self._repositories.add(repo)
 
     # --- preparing ------------------------------------------------------------------------
 
@@ -120,10 +134,10 @@ class Workspaces(SandboxFolders):
         """The task's workspace: a worktree of ``repository``, or a scratch folder for None.
         A task that has one gets it again (a follow-up)."""
         validate_slug(slug)
-        asked = time.monotonic()
-        repo = self._repository(repository) if repository is not None else None
+        asked = self._clock.monotonic()
+        repo = self._repositories.get(repository) if repository is not None else None
         path = self.root / slug
-        async with self._lock(f"task:{slug}"):
+        async with self._locks.task(slug):
             kind = await asyncio.to_thread(folder_kind, path)
             if kind == "missing" and repo is not None:
                 workspace = await self._create(slug, path, repo, asked)
@@ -155,12 +169,6 @@ class Workspaces(SandboxFolders):
         if kind == "worktree":
             return await self._open(slug, path)
         return Workspace(slug, path) if kind == "scratch" else None
-
-    def _repository(self, name: str) -> RepositorySettings:
-        repo = self.settings.repositories.get(name.lower())
-        if repo is None:
-            raise unknown_repository(name, sorted(self.settings.repositories))
-        return repo
 
     def _mismatch(
         self, slug: str, kind: FolderKind, has: str | None, wanted: str | None
@@ -194,8 +202,8 @@ class Workspaces(SandboxFolders):
         self, slug: str, path: Path, repo: RepositorySettings, asked: float
     ) -> Workspace:
         branch = task_branch(slug)
-        async with self._lock(f"repo:{repo.name}"):
-            source = await self._source(repo, asked)
+        async with self._locks.repository(repo.name):
+            source = await self._repositories.source(repo, asked)
             base = await resolve_base(source, repo)
             await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
             if await branch_exists(source, branch):
@@ -213,28 +221,12 @@ class Workspaces(SandboxFolders):
         git_dir = await asyncio.to_thread(worktree_admin_dir, path)
         return Workspace(slug, path, repo.name, branch, base_commit, git_dir)
 
-    async def _source(self, repo: RepositorySettings, asked: float) -> Path:
-        """The folder of the repository; a `url` repository's cache, cloned or fetched."""
-        if repo.path is not None:
-            await check_local(repo, repo.path)
-            return repo.path
-        assert repo.url is not None and repo.cache is not None
-        if not await asyncio.to_thread(repo.cache.exists):
-            self._fetched[repo.name] = time.monotonic()
-            await clone(repo.url, repo.cache)
-        elif self._fetched.get(repo.name, -1.0) < asked:
-            # A fetch that began after this task asked is as fresh as one of its own.
-            self._fetched[repo.name] = time.monotonic()
-            await fetch(repo.url, repo.cache)
-        return repo.cache
-
     async def _open(self, slug: str, path: Path) -> Workspace:
-        common = await asyncio.to_thread(worktree_common_dir, path)
-        repository = await self._name_of(common) if common is not None else None
+        common, git_dir = await asyncio.to_thread(worktree_dirs, path)
+        repository = await self._repositories.name_of(common) if common is not None else None
         branch, base = await asyncio.gather(
             self._head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
         )
-        git_dir = await asyncio.to_thread(worktree_admin_dir, path)
         return Workspace(slug, path, repository, branch, base, git_dir)
 
     async def _head_branch(self, path: Path) -> str | None:
@@ -254,22 +246,6 @@ class Workspaces(SandboxFolders):
         except agent_git.UntrustedGitError as exc:
             raise TamperedWorkspaceError(workspace, None, why=exc.reason) from exc
 
-    async def _name_of(self, common: Path) -> str | None:
-        """The configured repository whose git directory is ``common``."""
-        for name, repo in self.settings.repositories.items():
-            if await self._common_dir(name, repo) == common:
-                return name
-        return None
-
-    async def _common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
-        """The git directory of the configured repository ``name`` (kept once found)."""
-        if name not in self._common_dirs:
-            found = await common_dir(repo.path or repo.cache)
-            if found is None:
-                return None
-            self._common_dirs[name] = found
-        return self._common_dirs[name]
-
     async def commit(self, workspace: Workspace, message: str, *, author: str) -> str | None:
         """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
         commit, or None when there was nothing to commit, it is a scratch folder or commits
@@ -285,12 +261,12 @@ class Workspaces(SandboxFolders):
         tree: agent_git.Tree | None = None,
     ) -> agent_work.Committed:
         """``tree``: the worktree's git, when the caller checked it already."""
-        if workspace.base_commit is None or not self.settings.commit_work:
+        if workspace.base_commit is None or not self._settings.commit_work:
             return agent_work.Committed(None)
-        async with self._lock(f"task:{workspace.slug}"):
+        async with self._locks.task(workspace.slug):
             tree = tree or await self._tree(workspace)
             # The commit's objects go to the task's own store: other tasks never see them.
-            objects = await self.objects_env(workspace)
+            objects = await self.sandbox_git.objects_env(workspace)
             if objects:
                 tree = dataclasses.replace(tree, objects=tuple(objects.items()))
             return await agent_work.commit_all(tree, message, author=author, email=COMMIT_EMAIL)
@@ -315,7 +291,7 @@ class Workspaces(SandboxFolders):
             if head != workspace.branch:
                 raise SwitchedBranchError(workspace, head)
         left_out: tuple[str, ...] | None = None
-        if commit is not None and self.settings.commit_work:
+        if commit is not None and self._settings.commit_work:
             committed = await self._commit(workspace, commit, author=author, tree=tree)
             left_out = committed.left_out
         if left_out is None:
@@ -377,12 +353,12 @@ class Workspaces(SandboxFolders):
 
     async def _info(self, slug: str) -> WorkspaceInfo | None:
         path = self.root / slug
-        kind = await asyncio.to_thread(folder_kind, path)
-        if kind != "worktree" and kind != "scratch":
+        kind, mtime, scratch_dirty = await asyncio.to_thread(folder_facts, path)
+        if mtime is None or (kind != "worktree" and kind != "scratch"):
             return None
-        modified = datetime.fromtimestamp(await asyncio.to_thread(latest_mtime, path), UTC)
+        modified = datetime.fromtimestamp(mtime, UTC)
         if kind == "scratch":
-            dirty = await asyncio.to_thread(has_files, path)
+            dirty = bool(scratch_dirty)
             return WorkspaceInfo(slug, path, kind, None, None, modified, dirty)
         try:
             workspace = await self._open(slug, path)
@@ -408,28 +384,38 @@ class Workspaces(SandboxFolders):
         ``pruneAfterDays``), saving uncommitted work to patch files first. ``keep`` names
         tasks whose workspaces stay whatever their age (those with agents running).
         ``dry_run``: only report what would be removed and kept; nothing changes."""
-        age = older_than if older_than is not None else timedelta(self.settings.prune_after_days)
-        pruner = Pruner(self.root, cutoff=time.time() - age.total_seconds(), dry_run=dry_run)
+        age = older_than if older_than is not None else timedelta(self._settings.prune_after_days)
+        # Compared with files' modification times: the clock's wall time.
+        cutoff = self._clock.now().timestamp() - age.total_seconds()
+        pruner = Pruner(self.root, cutoff=cutoff, dry_run=dry_run, clock=self._clock)
         outcomes: builtins.list[Removed | Kept] = []
         for slug in await self._slugs():
             if slug in keep:
                 outcomes.append(Kept(slug, "in use", "the task is active"))
                 continue
-            async with self._lock(f"task:{slug}"):
+            async with self._locks.task(slug):
                 outcome = await pruner.prune(slug)
                 if isinstance(outcome, Removed) and not dry_run:
                     # Its sandbox's git (made again for a new run): the objects in it were
                     # brought into the repository when its agents' runs were settled.
-                    await asyncio.to_thread(remove_tree, self.root / SANDBOXES / slug)
-                    await asyncio.to_thread(remove_tree, self.cli_state(slug))
+                    await asyncio.to_thread(
+                        remove_trees, self.root / SANDBOXES / slug, self.cli_state(slug)
+                    )
                 outcomes.append(outcome)
         await pruner.finish()
         if not dry_run:  # what a harness stopped mid-run left
-            await asyncio.to_thread(prune_views, self.root, age.total_seconds())
-            await self.prune_spare_leftovers(age.total_seconds())
+            await asyncio.to_thread(prune_views, self.root, cutoff)
+            await self._spare_worktrees.prune_spare_leftovers(cutoff)
         report = PruneReport.of(outcomes, pruner.patches, dry_run=dry_run)
         logger.info("pruned %d workspace(s), kept %d", len(report.removed), len(report.kept))
         return report
+
+    def cli_state(self, slug: str, agent_id: str | None = None) -> Path:
+        """Where the CLI of an agent on task ``slug`` keeps what it writes when it runs
+        outside the OS sandbox (its host removes it after the run; prune, a crash's
+        leftovers)."""
+        folder = self.root / CLI_STATE / slug
+        return folder / agent_id if agent_id else folder
 
 
 def nested_notes(worktree: Path, left_out: Collection[str]) -> builtins.list[str]:

@@ -23,14 +23,17 @@ from typing import Literal, Self
 
 from harness.boundary import git as agent_git
 from harness.boundary import git_work as agent_work
+from harness.clock import SYSTEM, Clock
+from harness.errors import WorkspaceError
+from harness.git import git
 from harness.workspaces.files import (
+    FolderKind,
     folder_kind,
     has_files,
     modified_since,
     remove_tree_strict,
     write_patch,
 )
-from harness.workspaces.git import WorkspaceError, git
 
 logger = logging.getLogger(__name__)
 
@@ -74,21 +77,25 @@ class PruneReport:
 
 class Pruner:
     """One prune run over ``root``: removes workspaces not modified since ``cutoff``. A
-    ``dry_run`` makes the same checks and changes nothing: its Removed are what would be."""
+    ``dry_run`` makes the same checks and changes nothing: its Removed are what would be.
+    ``clock`` stamps the patches' names."""
 
-    def __init__(self, root: Path, *, cutoff: float, dry_run: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, cutoff: float, dry_run: bool = False, clock: Clock = SYSTEM
+    ) -> None:
         self.root = root
         self.cutoff = cutoff
+        self._clock = clock
         self.dry_run = dry_run
         self.patches: list[Path] = []
         self._repositories: set[Path] = set()  # git dirs to `worktree prune` at the end
 
     async def prune(self, slug: str) -> Removed | Kept:
         path = self.root / slug
-        kind = await asyncio.to_thread(folder_kind, path)
+        kind, recent = await asyncio.to_thread(_kind_and_recent, path, self.cutoff)
         if kind not in ("worktree", "scratch"):
             return Kept(slug, "failed", f"{path} is not a folder the harness made")
-        if await asyncio.to_thread(modified_since, path, self.cutoff):
+        if recent:
             when = datetime.fromtimestamp(self.cutoff, UTC).isoformat(timespec="seconds")
             return Kept(slug, "recent", f"modified after {when}")
         try:
@@ -109,7 +116,7 @@ class Pruner:
     async def _save(self, slug: str, patch: bytes) -> Path | None:
         if not patch:
             return None
-        file = await asyncio.to_thread(write_patch, self.root, slug, patch)
+        file = await asyncio.to_thread(write_patch, self.root, slug, patch, self._clock.now())
         self.patches.append(file)
         logger.info("prune: saved the uncommitted work of %s to %s", slug, file)
         return file
@@ -126,11 +133,7 @@ class Pruner:
                 "folder",
             )
         # A submodule the worktree never checked out is an empty folder: nothing to lose.
-        inside = [
-            name
-            for name in await agent_work.nested(tree)
-            if await asyncio.to_thread(os.path.lexists, path / name / ".git")
-        ]
+        inside = await asyncio.to_thread(_with_git, path, await agent_work.nested(tree))
         if inside:
             return _holds_repositories(slug, path, inside)
         if await agent_work.head_branch(tree) is None:
@@ -159,7 +162,8 @@ class Pruner:
         return Removed(slug, patch)
 
     async def _scratch(self, slug: str, path: Path) -> Removed | Kept:
-        if await asyncio.to_thread(agent_work.scratch_has_commits, path):
+        commits, files = await asyncio.to_thread(_scratch_facts, path)
+        if commits:
             # The empty repository the folder was made with goes; its history would not fit
             # in the patch of its files. (Read as data: its config is the agent's.)
             return Kept(
@@ -168,9 +172,9 @@ class Pruner:
                 f"{path} holds a git repository with commits (.git); move or delete it by hand",
             )
         if self.dry_run:
-            return Removed(slug, None, would_save=await asyncio.to_thread(has_files, path))
+            return Removed(slug, None, would_save=files)
         patch = None
-        if await asyncio.to_thread(has_files, path):
+        if files:
             try:
                 patch = await self._save(slug, await agent_work.folder_patch(path))
             except agent_git.NestedRepositoryError as exc:
@@ -178,6 +182,26 @@ class Pruner:
                 return Kept(slug, "failed", f"{exc.message}; {exc.fix}")
         await asyncio.to_thread(remove_tree_strict, path)
         return Removed(slug, patch)
+
+
+def _kind_and_recent(path: Path, cutoff: float) -> tuple[FolderKind, bool]:
+    """The folder's kind, and for a workspace whether it was modified since ``cutoff``
+    (blocking)."""
+    kind = folder_kind(path)
+    return kind, kind in ("worktree", "scratch") and modified_since(path, cutoff)
+
+
+def _with_git(path: Path, names: Iterable[str]) -> list[str]:
+    """Those of the nested folders that hold a ``.git`` (blocking)."""
+    return [name for name in names if os.path.lexists(path / name / ".git")]
+
+
+def _scratch_facts(path: Path) -> tuple[bool, bool]:
+    """Whether a scratch folder's repository has commits, else whether it has files
+    (blocking)."""
+    if agent_work.scratch_has_commits(path):
+        return True, False
+    return False, has_files(path)
 
 
 def _holds_repositories(slug: str, path: Path, inside: Iterable[str]) -> Kept:

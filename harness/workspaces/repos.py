@@ -9,10 +9,12 @@ import asyncio
 import logging
 import os
 from pathlib import Path
+from typing import Literal
 
 from harness.config.settings import RepositorySettings
+from harness.errors import GitError, WorkspaceError
+from harness.git import git
 from harness.workspaces.files import has_files, make_temp_beside, move_into_place, remove_tree
-from harness.workspaces.git import GitError, WorkspaceError, git
 from harness.workspaces.values import BRANCH_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -145,9 +147,18 @@ async def populate(path: Path) -> None:
     built, so whatever is in the folder stays as it is.
     """
     index = await git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=path)
-    if await asyncio.to_thread(os.path.exists, index.text):
+    found = await asyncio.to_thread(_index_or_files, Path(index.text), path)
+    if found == "index":
         return
-    if await asyncio.to_thread(has_files, path):
+    if found == "files":
         await git("reset", "--quiet", cwd=path)
     else:
         await git("reset", "--quiet", "--hard", cwd=path)
+
+
+def _index_or_files(index: Path, path: Path) -> Literal["index", "files", "empty"]:
+    """What ``populate`` finds: the worktree's index, else files in it, else neither
+    (blocking)."""
+    if os.path.exists(index):
+        return "index"
+    return "files" if has_files(path) else "empty"

@@ -23,17 +23,19 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
+from harness.clock import SYSTEM, Clock
+from harness.errors import HarnessError, WorkspaceError
+from harness.git import git
+from harness.sandbox.layout import Bind
 from harness.workspaces.files import folder_kind, remove_tree, touch, worktree_admin_dir
-from harness.workspaces.git import WorkspaceError, git
 from harness.workspaces.git_files import write_file
 from harness.workspaces.git_stores import drop_store, rename_store, store_names
-from harness.workspaces.git_view import SANDBOXES, Bind, GitView, open_view
+from harness.workspaces.git_view import SANDBOXES, GitView, open_view
+from harness.workspaces.known_repositories import KnownRepositories
+from harness.workspaces.locks import Locks
 from harness.workspaces.repos import (
     add_worktree,
     branch_exists,
@@ -43,9 +45,6 @@ from harness.workspaces.repos import (
 )
 from harness.workspaces.values import BRANCH_PREFIX, Workspace, task_branch
 from harness.workspaces.views import VIEWS, adopt_view, drop_view, gitdir_file, new_view_path
-
-if TYPE_CHECKING:
-    from harness.config.settings import RepositorySettings, WorkspaceSettings
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +100,14 @@ def write_gitdir_file(view: Path) -> None:
     write_file(gitdir_file(view), f"{view / '.git'}\n".encode())
 
 
+def shown_admin(worktree: Path, view: Path) -> Path | None:
+    """The admin folder of the worktree at ``worktree``, with the file :func:`with_gitdir`
+    shows written for ``view`` (blocking)."""
+    admin = worktree_admin_dir(worktree)
+    write_gitdir_file(view)
+    return Path(admin) if admin is not None else None
+
+
 @dataclass(frozen=True)
 class SpareWorktree:
     """A worktree made ahead, not yet any task's."""
@@ -127,41 +134,36 @@ class SpareWorktree:
 
 
 class SpareWorktrees:
-    """Mixed into ``Workspaces``, whose part this is."""
+    """The spare worktrees under ``root``, of the ``repositories``, made and not yet taken."""
 
-    root: Path
-    settings: WorkspaceSettings
-    _spare_worktrees: dict[Path, SpareWorktree]
-
-    if TYPE_CHECKING:  # the workspaces' own methods these use
-
-        def _lock(self, key: str) -> asyncio.Lock: ...
-
-        def _repository(self, name: str) -> RepositorySettings: ...
-
-        async def _common_dir(self, name: str, repo: RepositorySettings) -> Path | None: ...
-
-        async def _source(self, repo: RepositorySettings, asked: float) -> Path: ...
+    def __init__(
+        self, root: Path, locks: Locks, repositories: KnownRepositories, clock: Clock = SYSTEM
+    ) -> None:
+        self._root = root
+        self._locks = locks
+        self._repositories = repositories
+        self._clock = clock
+        self._spares: dict[Path, SpareWorktree] = {}  # view path -> the spare made there
 
     async def make_spare_worktree(self, repository: str, *, writes: bool) -> SpareWorktree:
         """A worktree of ``repository`` for a spare, from its base branch's head as a new
         task's would be, with its sandbox's git view opened (``writes`` false: a reader's)."""
-        repo = self._repository(repository)
-        view = await asyncio.to_thread(new_view_path, self.root)
+        repo = self._repositories.get(repository)
+        view = new_view_path(self._root)  # a name only: nothing is made there yet
         name = placeholder(view)
-        async with self._lock(f"repo:{repo.name}"):
-            source = await self._source(repo, time.monotonic())
+        async with self._locks.repository(repo.name):
+            source = await self._repositories.source(repo, self._clock.monotonic())
             base = await resolve_base(source, repo)
             await asyncio.to_thread(view.parent.mkdir, parents=True, exist_ok=True)
             await add_worktree(source, "-b", BRANCH_PREFIX + name, str(view), base)
-        private = self.root / SANDBOXES / name
+        private = self._root / SANDBOXES / name
         found = await asyncio.to_thread(worktree_admin_dir, view)
         admin = Path(found) if found is not None else view / ".git"
         spare = SpareWorktree(view, repo.name, source, base, admin, private, GitView((), {}))
         try:
             await store_base(source, spare.branch, base)
             await populate(view)
-            common = await self._common_dir(repo.name, repo)
+            common = await self._repositories.common_dir(repo.name, repo)
             if common is None:
                 raise WorkspaceError(
                     f"repository {repo.name!r} has no git directory at {source}",
@@ -174,34 +176,33 @@ class SpareWorktrees:
         except BaseException:
             await self.drop_spare_worktree(spare)
             raise
-        self._spare_worktrees[view] = spare
+        self._spares[view] = spare
         logger.info("a spare worktree of %s is ready at %s", repo.name, view)
         return spare
 
     def spare_worktree(self, view: Path) -> SpareWorktree | None:
-        return self._spare_worktrees.get(view)
+        return self._spares.get(view)
 
     async def adopt_spare_worktree(self, spare: SpareWorktree, slug: str) -> Workspace | None:
         """The spare worktree becomes the new task ``slug``'s workspace, as ``prepare`` would
         have made it; None when it does not fit: the task has a folder, branch or private
         folder already, the spare's folder went, or the base branch moved since it was made
         (the spare is then closed by its caller, a replacement made)."""
-        path = self.root / slug
-        asked = time.monotonic()
-        async with self._lock(f"task:{slug}"):
+        path = self._root / slug
+        asked = self._clock.monotonic()
+        async with self._locks.task(slug):
             if await asyncio.to_thread(folder_kind, path) != "missing":
                 return None
             try:
-                async with self._lock(f"repo:{spare.repository}"):
+                async with self._locks.repository(spare.repository):
                     if not await self._take_spare(spare, slug, asked):
                         return None
             except HarnessError as exc:  # the cold start meets it again, and says it
                 logger.warning("spare worktree %s not taken: %s", spare.view, exc.message)
                 return None
-            await asyncio.to_thread(touch, path)
-            self._spare_worktrees.pop(spare.view, None)
             # What ``_open`` would find, known without asking git: the agent waits for it.
-            git_dir = await asyncio.to_thread(worktree_admin_dir, path)
+            git_dir = await asyncio.to_thread(_touched_admin_dir, path)
+            self._spares.pop(spare.view, None)
             branch = task_branch(slug)
             workspace = Workspace(slug, path, spare.repository, branch, spare.base, git_dir)
         logger.info("workspace of %s: %s (%s, made ahead)", slug, path, spare.repository)
@@ -210,9 +211,9 @@ class SpareWorktrees:
     async def _take_spare(self, spare: SpareWorktree, slug: str, asked: float) -> bool:
         """The spare's branch, folder and P become task ``slug``'s, when the base branch
         is where it was (under the task's and the repository's locks)."""
-        repo = self._repository(spare.repository)
-        branch, private = task_branch(slug), self.root / SANDBOXES / slug
-        source = await self._source(repo, asked)
+        repo = self._repositories.get(spare.repository)
+        branch, private = task_branch(slug), self._root / SANDBOXES / slug
+        source = await self._repositories.source(repo, asked)
         if await resolve_base(source, repo) != spare.base:
             logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
             return False
@@ -222,7 +223,7 @@ class SpareWorktrees:
             return False
         await _rename_branch(spare, branch)
         try:
-            await asyncio.to_thread(_move, spare, self.root / slug, private, slug)
+            await asyncio.to_thread(_move, spare, self._root / slug, private, slug)
         except OSError:
             with contextlib.suppress(HarnessError):
                 await _rename_branch(spare, spare.branch, old=branch)
@@ -233,8 +234,8 @@ class SpareWorktrees:
     async def drop_spare_worktree(self, spare: SpareWorktree) -> None:
         """Removes a spare worktree no task took: its folder, admin folder, placeholder
         branch and P."""
-        self._spare_worktrees.pop(spare.view, None)
-        async with self._lock(f"repo:{spare.repository}"):
+        self._spares.pop(spare.view, None)
+        async with self._locks.repository(spare.repository):
             removed = await git(
                 "worktree", "remove", "--force", str(spare.view), cwd=spare.source, check=False
             )
@@ -242,17 +243,15 @@ class SpareWorktrees:
                 await asyncio.to_thread(_remove_admin, spare.admin, spare.view)
             await delete_branch(spare.source, spare.common, spare.branch)
             await asyncio.to_thread(drop_store, spare.common, spare.name)
-        await asyncio.to_thread(drop_view, spare.view)
-        await asyncio.to_thread(remove_tree, spare.private)
+        await asyncio.to_thread(_drop_folders, spare.view, spare.private)
 
-    async def prune_spare_leftovers(self, older_than_seconds: float) -> int:
+    async def prune_spare_leftovers(self, cutoff: float) -> int:
         """Removes what spares of a harness that stopped without closing them left, once
         their view folder is gone (``prune_views``): placeholder branches, the admin
         folders holding them and their object stores, in every configured repository, and
-        their P folders older than the limit; how many spares'."""
-        cutoff = time.time() - older_than_seconds
+        their P folders untouched since ``cutoff`` (epoch seconds); how many spares'."""
         gone = 0
-        for repo in self.settings.repositories.values():
+        for repo in self._repositories.all.values():
             source = repo.path or repo.cache
             if source is None or not await asyncio.to_thread(source.is_dir):
                 continue
@@ -260,23 +259,22 @@ class SpareWorktrees:
                 "for-each-ref", "--format=%(refname:lstrip=2)",
                 f"refs/heads/{BRANCH_PREFIX}{PLACEHOLDER_MARK}*", cwd=source, check=False,
             )  # fmt: skip
-            common = await self._common_dir(repo.name, repo)
+            common = await self._repositories.common_dir(repo.name, repo)
             for branch in listed.text.split() if listed.ok and common else []:
                 assert common is not None
                 name = branch.removeprefix(BRANCH_PREFIX)
-                view = self.root / VIEWS / name.removeprefix(PLACEHOLDER_MARK)
-                if await asyncio.to_thread(os.path.lexists, view):
-                    continue  # a spare still waiting, or a view not pruned yet
+                view = self._root / VIEWS / name.removeprefix(PLACEHOLDER_MARK)
                 admin = common / "worktrees" / view.name
-                await asyncio.to_thread(_remove_admin, admin, view)
-                async with self._lock(f"repo:{repo.name}"):
+                if not await asyncio.to_thread(_remove_unviewed_admin, admin, view):
+                    continue  # a spare still waiting, or a view not pruned yet
+                async with self._locks.repository(repo.name):
                     await delete_branch(source, common, branch)
                     await asyncio.to_thread(drop_store, common, name)
                 gone += 1
             if common is not None:
-                async with self._lock(f"repo:{repo.name}"):
-                    await asyncio.to_thread(_drop_spare_stores, common, self.root)
-        await asyncio.to_thread(_prune_privates, self.root, cutoff)
+                async with self._locks.repository(repo.name):
+                    await asyncio.to_thread(_drop_spare_stores, common, self._root)
+        await asyncio.to_thread(_prune_privates, self._root, cutoff)
         return gone
 
 
@@ -329,6 +327,28 @@ def _move(spare: SpareWorktree, path: Path, private: Path, slug: str) -> None:
         if os.path.lexists(old):
             os.rename(old, folder / slug)
     rename_store(spare.common, spare.name, slug)
+
+
+def _touched_admin_dir(path: Path) -> str | None:
+    """The adopted worktree at ``path`` touched (a new task's), and its admin folder
+    (blocking)."""
+    touch(path)
+    return worktree_admin_dir(path)
+
+
+def _drop_folders(view: Path, private: Path) -> None:
+    """A dropped spare's view and P (blocking)."""
+    drop_view(view)
+    remove_tree(private)
+
+
+def _remove_unviewed_admin(admin: Path, view: Path) -> bool:
+    """A leftover spare's admin folder removed once its view is gone; whether it was gone
+    (blocking)."""
+    if os.path.lexists(view):
+        return False
+    _remove_admin(admin, view)
+    return True
 
 
 def _remove_admin(admin: Path, view: Path) -> None:

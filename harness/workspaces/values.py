@@ -9,8 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from harness.boundary.git_work import FileChange
+from harness.errors import WorkspaceError
 from harness.problems import did_you_mean
-from harness.workspaces.git import FileChange, WorkspaceError
 
 BRANCH_PREFIX = "harness/"
 

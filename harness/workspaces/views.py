@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from pathlib import Path
 
-from harness.workspaces.files import make_scratch, remove_tree
+from harness.workspaces.files import folder_kind, make_scratch, remove_tree, touch
 
 VIEWS = ".views"
 GITDIR_SUFFIX = ".gitdir"
@@ -50,6 +49,16 @@ def adopt_view(view: Path, folder: Path) -> None:
     os.symlink(os.path.relpath(folder, view.parent), view)
 
 
+def adopt_scratch(view: Path, folder: Path) -> bool:
+    """A spare's scratch folder at ``view`` becomes ``folder`` (``adopt_view``), touched as
+    a workspace in use; False, nothing changed, when ``folder`` is there already."""
+    if folder_kind(folder) != "missing":
+        return False
+    adopt_view(view, folder)
+    touch(folder)
+    return True
+
+
 def gitdir_file(view: Path) -> Path:
     """Beside a view of a worktree: what the sandbox shows as the worktree's link back from
     its admin folder (``spare_worktrees.py``); it goes with the view."""
@@ -66,12 +75,11 @@ def drop_view(view: Path) -> None:
         gitdir_file(view).unlink(missing_ok=True)
 
 
-def prune_views(root: Path, older_than_seconds: float) -> int:
-    """Removes the views left by a harness that stopped mid-run (older than the limit);
-    how many."""
+def prune_views(root: Path, cutoff: float) -> int:
+    """Removes the views left by a harness that stopped mid-run (untouched since ``cutoff``,
+    epoch seconds); how many."""
     folder = root / VIEWS
     removed = 0
-    cutoff = time.time() - older_than_seconds
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:

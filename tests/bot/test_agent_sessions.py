@@ -45,7 +45,7 @@ def hint_lines(caplog: pytest.LogCaptureFixture, hint: str) -> list[logging.LogR
 
 
 async def status_becomes(r: Rig, channel: str, ts: str, status: str) -> None:
-    await r.slack.wait_for(lambda: r.slack.session_status(channel, ts) == status, WAIT)
+    await r.slack.wait_for(lambda: r.slack.agent.session_status(channel, ts) == status, WAIT)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -86,12 +86,12 @@ async def test_stop_during_a_run_ends_the_agents_process_and_the_session_leaves_
         await status_becomes(r, "D1", ts, "processing")
         children = claude_children()
 
-        await r.slack.press_stop("U1", "D1", ts)
-        await r.slack.wait_for(lambda: r.slack.session_status("D1", ts) != "processing", WAIT)
+        await r.slack.agent.press_stop("U1", "D1", ts)
+        await r.slack.wait_for(lambda: r.slack.agent.session_status("D1", ts) != "processing", WAIT)
         gone = not claude_children() & children
         assert await r.final_reaction("D1", ts) == "x"
         shown = r.bot_text("D1", ts)
-        session = r.slack.session("D1", ts)
+        session = r.slack.agent.session("D1", ts)
         [record] = (await latest_task(r.orchestrator)).dispatches
 
     assert children and gone
@@ -111,11 +111,11 @@ async def test_stop_during_an_approval_wait_ends_the_suspended_session(rig: RigF
         await question_message(r, ts)
         await status_becomes(r, "D1", ts, "suspended")
 
-        await r.slack.press_stop("U1", "D1", ts)
+        await r.slack.agent.press_stop("U1", "D1", ts)
         assert await r.final_reaction("D1", ts) == "x"
         await status_becomes(r, "D1", ts, "active")
         [record] = (await latest_task(r.orchestrator)).dispatches
-        pending = r.orchestrator.pending_questions()
+        pending = r.orchestrator.humans.pending_questions()
 
     assert record.status == "killed"
     assert pending == []
@@ -131,13 +131,13 @@ async def test_stop_with_nothing_running_is_answered_and_changes_nothing(rig: Ri
         before = r.bot_messages("D1", ts)
         calls = len(r.slack.calls("agents.sessions.setStatus"))
 
-        await r.slack.press_stop("U1", "D1", ts)
+        await r.slack.agent.press_stop("U1", "D1", ts)
         [answer] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1"), WAIT)
 
         assert answer["text"] == NOTHING_TO_STOP
         assert r.bot_messages("D1", ts) == before
         assert len(r.slack.calls("agents.sessions.setStatus")) == calls
-        assert r.slack.session_status("D1", ts) == "active"
+        assert r.slack.agent.session_status("D1", ts) == "active"
 
 
 async def test_stop_also_keeps_the_follow_ups_waiting_in_the_thread_from_starting(
@@ -149,7 +149,7 @@ async def test_stop_also_keeps_the_follow_ups_waiting_in_the_thread_from_startin
         waiting = (await r.say("and the logout page", thread_ts=ts)).event["ts"]
         await r.slack.wait_for(lambda: "Got it." in r.bot_text("D1", ts) or None, WAIT)
 
-        await r.slack.press_stop("U1", "D1", ts)
+        await r.slack.agent.press_stop("U1", "D1", ts)
         assert await r.final_reaction("D1", ts) == "x"
         assert await r.final_reaction("D1", waiting) == "x"
         shown = r.bot_text("D1", ts)
@@ -168,13 +168,13 @@ async def test_stop_by_someone_without_rights_is_refused_and_the_agent_keeps_run
         await r.held.wait_started(1, WAIT)
         await status_becomes(r, "C1", ts, "processing")
 
-        pressed = await r.slack.press_stop("U2", "C1", ts)
+        pressed = await r.slack.agent.press_stop("U2", "C1", ts)
         [refusal] = await r.slack.wait_for(lambda: r.slack.ephemeral("U2"), WAIT)
         still = r.orchestrator.agents()
-        status = r.slack.session_status("C1", ts)
+        status = r.slack.agent.session_status("C1", ts)
         await r.slack.deliver_event(pressed.event, retry_of=pressed)  # delivered again
 
-        await r.slack.press_stop("UADMIN", "C1", ts)  # an admin may
+        await r.slack.agent.press_stop("UADMIN", "C1", ts)  # an admin may
         assert await r.final_reaction("C1", ts) == "x"
         told = r.slack.ephemeral("U2")
 
@@ -195,9 +195,11 @@ async def test_a_deleted_tasks_session_is_closed_when_stop_finds_the_task_gone(
         ts = (await r.say("fix the login page")).event["ts"]
         assert await r.final_reaction("D1", ts) == "white_check_mark"
         await status_becomes(r, "D1", ts, "active")
-        await r.orchestrator.delete_task((await latest_task(r.orchestrator)).slug)  # harness rm
+        await r.orchestrator.tasks.delete_task(
+            (await latest_task(r.orchestrator)).slug
+        )  # harness rm
 
-        await r.slack.press_stop("U1", "D1", ts)
+        await r.slack.agent.press_stop("U1", "D1", ts)
         await status_becomes(r, "D1", ts, "closed")
         [answer] = r.slack.ephemeral("U1")
 
@@ -211,16 +213,16 @@ async def test_an_app_not_declared_an_agent_keeps_the_assistant_status_and_says_
     rig: RigFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with rig(runtime=HeldRuntime()) as r:
-        r.slack.declare_agent("not_allowed")
+        r.slack.agent.declare_agent("not_allowed")
         r.held.release()
         first = (await r.say("fix the login page")).event["ts"]
         second = (await r.say("fix the signup page", user="U2", channel="D2")).event["ts"]
         assert await r.final_reaction("D1", first) == "white_check_mark"
         assert await r.final_reaction("D2", second) == "white_check_mark"
 
-    assert r.slack.statuses("D1", first)[0] == "is reading your message…"
-    assert r.slack.statuses("D2", second)  # the status line goes on
-    assert r.slack.session("D1", first) is None
+    assert r.slack.agent.statuses("D1", first)[0] == "is reading your message…"
+    assert r.slack.agent.statuses("D2", second)  # the status line goes on
+    assert r.slack.agent.session("D1", first) is None
     [line] = hint_lines(caplog, ENABLE_HINT)
     assert "not_allowed" in line.getMessage() and "agent_view" in line.getMessage()
 
@@ -229,7 +231,7 @@ async def test_an_app_not_subscribed_to_stop_is_warned_once_and_still_has_sessio
     rig: RigFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with rig(runtime=HeldRuntime()) as r:
-        r.slack.subscribe_to_stop(False)
+        r.slack.agent.subscribe_to_stop(False)
         r.held.release()
         first = (await r.say("fix the login page")).event["ts"]
         second = (await r.say("fix the signup page", user="U2", channel="D2")).event["ts"]
@@ -239,7 +241,7 @@ async def test_an_app_not_subscribed_to_stop_is_warned_once_and_still_has_sessio
 
     [line] = hint_lines(caplog, SUBSCRIBE_HINT)
     assert "agent_session_stopped" in line.getMessage()
-    assert r.slack.session_status("D1", first) == "active"
+    assert r.slack.agent.session_status("D1", first) == "active"
 
 
 # ------------------------------------------------------------------ statuses over a run
@@ -261,8 +263,8 @@ async def test_a_session_is_processing_then_suspended_on_a_question_then_active(
         await r.say("Postgres", channel="C1", thread_ts=ts)
         assert await r.final_reaction("C1", ts) == "white_check_mark"
         await status_becomes(r, "C1", ts, "active")
-        session = r.slack.session("C1", ts)
-        [stream] = r.slack.streams("C1", ts)
+        session = r.slack.agent.session("C1", ts)
+        [stream] = r.slack.agent.streams("C1", ts)
 
     assert session is not None
     assert session.history == ["processing", "suspended", "processing", "active"]

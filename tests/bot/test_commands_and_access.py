@@ -38,7 +38,7 @@ async def test_harness_help_tasks_and_bad_input_over_http(rig: RigFactory) -> No
         [listing] = await slack.wait_for(
             lambda: [e for e in slack.ephemeral("U1") if "Recent tasks" in e["text"]]
         )
-        [task] = await r.orchestrator.task_summaries()
+        [task] = await r.orchestrator.tasks.task_summaries()
         assert "<https://emulated.slack.com/archives/D1/p" in listing["text"]
         assert f"|{task.slug}>" in listing["text"]
         assert "fix the &lt;b&gt;login&lt;/b&gt; bug" in listing["text"]

@@ -47,7 +47,7 @@ async def test_a_top_level_dm_starts_a_task_bound_to_its_thread(rig: RigFactory)
         assert status.params["thread_ts"] == ts
         assert "developer is working… agent a" in status.params["text"]
 
-        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("D1", ts))
         assert task is not None and task.description == "fix the login bug"
         assert [d.role for d in task.dispatches] == ["developer"]
         assert task.requester == "U1"  # kept in task.json
@@ -71,7 +71,7 @@ async def test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up(
         prompt = second.first_user_text
         assert prompt.index("## Task History") < prompt.index("and the lexer too")
         assert "Done: review the parser" in prompt  # the first result comes first
-        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("C1", ts))
         assert task is not None
         # No rule matches "and the lexer too": the thread keeps its last role.
         assert [d.role for d in task.dispatches] == ["reviewer", "reviewer"]
@@ -85,7 +85,7 @@ async def test_a_follow_up_is_routed_when_a_rule_matches(rig: RigFactory) -> Non
         await r.final_reaction("D1", ts)
         reply = await r.say("review it", thread_ts=ts)
         await r.final_reaction("D1", reply.event["ts"])
-        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("D1", ts))
         assert task is not None
         assert [d.role for d in task.dispatches] == ["developer", "reviewer"]
 
@@ -105,7 +105,7 @@ async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_cont
         assert "the CSV export is broken" in prompt
         assert "U3: it fails on quotes & commas" in prompt
         assert prompt.rstrip().endswith("fix it please")
-        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("C1", ts))
         assert task is not None and task.description.startswith("fix it please")
         assert "developer* finished" in r.bot_text("C1", ts)
         assert task.requester == "U1"  # who mentioned the bot, not who wrote before
@@ -113,7 +113,7 @@ async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_cont
 
 async def test_a_rate_limited_post_is_retried_and_the_result_arrives(rig: RigFactory) -> None:
     async with rig(finish_with_prompt) as r:
-        r.slack.fail_next("chat.postMessage", times=2, status=429, retry_after=0)
+        r.slack.faults.fail_next("chat.postMessage", times=2, status=429, retry_after=0)
         sent = await r.say("fix the login bug")
         assert await r.final_reaction("D1", sent.event["ts"]) == "white_check_mark"
         statuses = [c.status for c in r.slack.calls("chat.postMessage")]
@@ -151,7 +151,7 @@ async def test_an_analyst_drafting_a_developer_shows_both_in_the_thread(rig: Rig
         assert await r.final_reaction("D1", ts, timeout=60) == "white_check_mark"
 
         shown = [message_text(m) for m in r.bot_messages("D1", ts)]
-        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("D1", ts))
         assert task is not None
         analyst, developer = task.dispatches
         assert (analyst.role, developer.role) == ("product-analyst", "developer")

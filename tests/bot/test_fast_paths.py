@@ -108,7 +108,7 @@ async def test_bot_messages_edits_deletions_joins_and_chatter_start_nothing(
         assert {c.params["channel"] for c in slack.calls("chat.postMessage")} == {"D1"}
         assert {c.params["channel"] for c in slack.calls("reactions.add")} == {"D1"}
         assert slack.ephemeral() == []
-        assert len(await r.orchestrator.task_summaries()) == 1
+        assert len(await r.orchestrator.tasks.task_summaries()) == 1
 
 
 async def test_a_forged_or_stale_signature_gets_401_and_starts_nothing(
@@ -263,7 +263,7 @@ async def test_slack_retries_and_the_mention_pair_run_once_per_message(rig: RigF
             # 👀 then ✅, once each.
             assert len(calls_with(slack, "reactions.add", message.event["ts"])()) == 2
         assert r.bot_text("C1", ts).count("*developer* finished") == 3
-        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("C1", ts))
         assert task is not None and len(task.dispatches) == 3
 
 
@@ -296,7 +296,7 @@ async def test_a_follow_up_on_a_task_over_its_budget_is_refused_saying_why_and_s
         assert "has spent $0.0100 of its $0.01 budget" in shown
         assert "mcp.taskBudgetUsd" in shown
         assert len(r.held.started) == 1
-        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("D1", ts))
         assert task is not None and len(task.dispatches) == 1
 
 
@@ -310,7 +310,7 @@ async def test_the_person_who_asked_is_kept_with_the_task_and_each_message(
         reply = await r.say("and the signup page", user="U2", channel="C1", thread_ts=ts)
         assert await r.final_reaction("C1", reply.event["ts"], WAIT) == "white_check_mark"
 
-        task = await r.orchestrator.find_task(ThreadRef("C1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("C1", ts))
         assert task is not None and task.requester == "U1"
         assert [d.requested_by for d in task.dispatches] == ["U1", "U2"]
 

@@ -167,7 +167,7 @@ async def test_a_message_sent_with_the_shortcut_brings_its_files(rig: RigFactory
         log = r.slack.user_file("U2", "ci.log", LOG)
         # Files alone, in a channel, to nobody: the shortcut makes it a request.
         posted = await r.slack.user_message("U2", "C1", "", files=[log])
-        await r.slack.message_shortcut("U1", "C1", posted.event["ts"], SHORTCUT)
+        await r.slack.agent.message_shortcut("U1", "C1", posted.event["ts"], SHORTCUT)
         spec = await agent(r)
         assert [a.name for a in spec.attachments] == ["ci.log"]
         assert "Look at the attached files." in spec.prompt
@@ -186,7 +186,7 @@ async def test_a_file_an_agent_shares_appears_in_the_thread(rig: RigFactory) -> 
 
         async def share(path: str, title: str | None = None) -> dict[str, Any]:
             args = ShareFileInput(path=path, title=title)
-            return await share_file(r.orchestrator, caller, args)
+            return await share_file(r.orchestrator.services, caller, args)
 
         assert await share("out/chart.png", "The chart") == {
             "shared": True,
@@ -232,7 +232,7 @@ async def test_a_share_is_of_the_agents_folder_by_handle_and_follows_no_link(
         caller = Caller(spec.agent_id, "developer", "worker", spec.task_slug, 1)
 
         async def share(path: str) -> dict[str, Any]:
-            return await share_file(r.orchestrator, caller, ShareFileInput(path=path))
+            return await share_file(r.orchestrator.services, caller, ShareFileInput(path=path))
 
         # An absolute path inside the folder, spelled plainly, is the same file.
         assert (await share(f"{folder}/./out//chart.png"))["name"] == "chart.png"
@@ -272,7 +272,7 @@ async def test_any_role_shares_a_file_through_its_harness_tools(rig: RigFactory)
         ts = await send(r, "draw the chart", [])
         spec = await agent(r)
         (Path(spec.cwd) / "chart.png").write_bytes(PNG)
-        tools = HarnessTools(r.orchestrator)
+        tools = HarnessTools(r.orchestrator.services)
         assert "share_file" in [t.name for t in tools.declarations(spec.role)]
         reply = await tools.call(spec.agent_id, "share_file", {"path": "chart.png"})
         assert not reply.is_error, reply.payload

@@ -53,17 +53,17 @@ async def test_connect_shows_the_code_and_says_when_the_account_is_linked(
         code = the_code(asked["text"])
         page = f"{forge.github.web_url}/login/device"
         assert f"Open {page} and enter {code} within 15 minutes" in asked["text"]
-        assert await r.orchestrator.github_login("U1") is None  # not before they approve
+        assert await r.orchestrator.accounts.github_login("U1") is None  # not before they approve
 
         forge.github.approve_device(code, "alice")
 
         await shown(slack, "Linked: your pull requests are now opened as @alice")
-        assert await r.orchestrator.github_login("U1") == "alice"
+        assert await r.orchestrator.accounts.github_login("U1") == "alice"
         assert not [e for e in slack.ephemeral() if e.get("to") != "U1"]  # only they saw it
 
         await slack.slash_command("/harness", "disconnect github", "U1", "C1")
         await shown(slack, "Unlinked: the bot opens your pull requests again")
-        assert await r.orchestrator.github_login("U1") is None
+        assert await r.orchestrator.accounts.github_login("U1") is None
         await slack.slash_command("/harness", "disconnect github", "U1", "C1")
         await shown(slack, "No GitHub account of yours is linked")
 
@@ -87,7 +87,7 @@ async def test_a_denied_or_expired_code_says_so_and_how_to_try_again(
         ended = await shown(r.slack, "Not linked")
         assert said in ended["text"]
         assert "Try again with `/harness connect github`" in ended["text"]
-        assert await r.orchestrator.github_login("U1") is None
+        assert await r.orchestrator.accounts.github_login("U1") is None
 
 
 async def test_connect_without_a_forge_says_the_usage_and_help_lists_both(

@@ -63,7 +63,7 @@ async def test_the_bots_metrics_follow_an_agent_and_the_requests(rig: RigFactory
         _, before = await get(f"{base(r)}/metrics")
         assert value(before, "harness_agents_running", role="developer") == 0
 
-        r.slack.fail_next("reactions.add", status=200, error="channel_not_found")  # the 👀
+        r.slack.faults.fail_next("reactions.add", status=200, error="channel_not_found")  # the 👀
         sent = await r.say("fix the login bug")
         await r.held.wait_started(1, WAIT)
         _, during = await get(f"{base(r)}/metrics")
@@ -117,6 +117,7 @@ async def test_socket_mode_serves_them_on_the_health_port(rig: RigFactory) -> No
         assert await r.final_reaction("D1", sent.event["ts"], WAIT) == "white_check_mark"
 
 
+@pytest.mark.waits
 async def test_in_socket_mode_readyz_fails_while_slack_is_away_and_recovers_on_reconnection(
     rig: RigFactory,
 ) -> None:
@@ -138,6 +139,7 @@ async def test_in_socket_mode_readyz_fails_while_slack_is_away_and_recovers_on_r
         r.held.release()
 
 
+@pytest.mark.nats
 async def test_the_bots_readyz_follows_the_nats_server_of_its_runtime(
     project_dir: Path, tmp_path: Path, slack: SlackEmulator
 ) -> None:
@@ -161,6 +163,7 @@ async def test_the_bots_readyz_follows_the_nats_server_of_its_runtime(
             assert text == f"runtime: NATS at {nats.url} not connected\n"
 
 
+@pytest.mark.nats
 async def test_a_workers_health_port_serves_its_agents_and_nats(
     project: Project, tmp_path: Path
 ) -> None:

@@ -86,7 +86,7 @@ async def test_each_event_command_and_click_logs_one_info_line_without_secrets(
         await r.held.wait_started(2, WAIT)
         [agent_id] = [s.agent_id for s in r.held.started if "login" in s.prompt]
         asking = asyncio.ensure_future(
-            r.orchestrator.ask_human(agent_id, "Which database?", ("Postgres", "SQLite"), 30)
+            r.orchestrator.humans.ask_human(agent_id, "Which database?", ("Postgres", "SQLite"), 30)
         )
         [question] = await r.slack.wait_for(
             lambda: [m for m in r.bot_messages("D1", dm.event["ts"]) if "asks:" in m["text"]],
@@ -128,6 +128,7 @@ async def test_a_request_with_a_bad_signature_is_logged_without_its_body_or_sign
     assert request_lines(caplog) == []  # rejected before any listener: not a handled request
 
 
+@pytest.mark.subprocess
 async def test_harness_bot_with_v_and_log_file_logs_there_without_slack_sdk_dumps(
     project_dir: Path, slack: SlackEmulator, tmp_path: Path
 ) -> None:

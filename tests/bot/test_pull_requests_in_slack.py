@@ -145,7 +145,7 @@ async def test_a_signed_webhook_shows_failed_checks_without_waiting_for_the_next
         asked = (await r.say("add a settings page", channel="D1")).event["ts"]
         assert await r.final_reaction("D1", asked) == "white_check_mark"
         slug = (await latest_task(r.orchestrator)).slug
-        pull = await r.orchestrator.open_pull_request(slug, by="U1")
+        pull = await r.orchestrator.pull_requests.open_pull_request(slug, by="U1")
         assert pull.head_commit is not None
         forge.github.set_check_runs(FULL_NAME, pull.head_commit,
                                     [CheckRun("tests", "completed", "failure")])  # fmt: skip

@@ -224,7 +224,7 @@ async def test_a_command_needing_approval_is_asked_in_the_thread_and_runs_once_a
 
         assert await r.final_reaction("D1", ts) == "white_check_mark"
         assert "usage: git push" in r.bot_text("D1", ts)
-        audit = await r.orchestrator.audit_log((await latest_task(r.orchestrator)).slug)
+        audit = await r.orchestrator.tasks.audit_log((await latest_task(r.orchestrator)).slug)
         [decision] = [e for e in audit if e["tool"] == "approval"]
         assert (decision["outcome"], decision["decidedBy"]) == ("allowed", "U1 (Allow once)")
 
@@ -256,7 +256,7 @@ async def test_an_approval_is_decided_only_by_the_requester_or_an_admin_from_its
         await r.slack.wait_for(
             lambda: [e for e in r.slack.ephemeral("U1") if "another thread" in e["text"]], WAIT
         )
-        assert r.orchestrator.pending_questions()  # still waiting for a proper decision
+        assert r.orchestrator.humans.pending_questions()  # still waiting for a proper decision
 
         await r.slack.block_action(
             "U1", "C1", question["ts"], allow["action_id"], allow["value"], thread_ts=ts

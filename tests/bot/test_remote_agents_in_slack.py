@@ -24,7 +24,7 @@ from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, 
 from harness.testing.workers import start_worker, worker_env
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
 ASK = "mcp__harness__ask_human"
 

@@ -13,7 +13,7 @@ from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory, message_text
 from tests.support import make_repository
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 WAIT = 10.0
 
@@ -55,8 +55,8 @@ async def test_an_ambiguous_request_asks_for_the_repository_and_starts_once_pick
             "U1", "D1", question["ts"], api["action_id"], api["value"], thread_ts=ts
         )
         await r.held.wait_started(1, WAIT)
-        [task] = await r.orchestrator.task_summaries()
-        assert (await r.orchestrator.task(task.slug)).repository == "api"
+        [task] = await r.orchestrator.tasks.task_summaries()
+        assert (await r.orchestrator.tasks.task(task.slug)).repository == "api"
         assert r.held.started[0].cwd.endswith(f"/{task.slug}")
 
 
@@ -66,8 +66,8 @@ async def test_a_request_naming_its_repository_starts_at_once_without_the_word(
     async with rig(runtime=HeldRuntime()) as r:
         await r.say("fix the login repo:web")
         await r.held.wait_started(1, WAIT)
-        [task] = await r.orchestrator.task_summaries()
-        assert (await r.orchestrator.task(task.slug)).repository == "web"
+        [task] = await r.orchestrator.tasks.task_summaries()
+        assert (await r.orchestrator.tasks.task(task.slug)).repository == "web"
         assert r.held.started[0].prompt.strip() == "fix the login"
 
 
@@ -89,7 +89,7 @@ async def test_a_request_waiting_for_its_repository_still_starts_from_its_button
             "U1", "D1", question["ts"], web["action_id"], web["value"], thread_ts=ts
         )
         await again.held.wait_started(1, WAIT)
-        [task] = await again.orchestrator.task_summaries()
-        assert (await again.orchestrator.task(task.slug)).repository == "web"
+        [task] = await again.orchestrator.tasks.task_summaries()
+        assert (await again.orchestrator.tasks.task(task.slug)).repository == "web"
         assert again.held.started[0].prompt.strip().endswith("fix the login")
         assert len(questions()) == 1  # the restart asked nothing again

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from bot.access import CHANNEL_REFUSAL, REFUSAL, Refusal, check_access, may_kill
+from bot.access import CHANNEL_REFUSAL, REFUSAL, Refusal, check_access
 from bot.background import Background
 from bot.dedupe import TtlSet
 from bot.settings import DEFAULT_API_URL, SlackEnv, check_token_shapes, choose_mode
@@ -38,14 +38,6 @@ def test_empty_allowlists_let_everyone_in_everywhere() -> None:
 def test_allowlists(user: str, channel: str, is_dm: bool, refusal: str | None) -> None:
     expected = Refusal(refusal) if refusal else None
     assert check_access(CLOSED, user, channel, is_dm=is_dm) == expected
-
-
-def test_only_the_requester_and_admins_may_kill() -> None:
-    assert may_kill(CLOSED, "U1", "U1")
-    assert may_kill(CLOSED, "UADMIN", "U1")
-    assert may_kill(CLOSED, "UADMIN", None)
-    assert not may_kill(CLOSED, "U2", "U1")
-    assert not may_kill(CLOSED, "U1", None)
 
 
 def test_settings_from_the_environment_never_show_tokens() -> None:

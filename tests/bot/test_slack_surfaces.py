@@ -37,7 +37,7 @@ def talkative(request: ModelRequest) -> Turn:
 
 
 def streamed_text(r: Rig, channel: str, thread_ts: str) -> str:
-    [stream] = r.slack.streams(channel, thread_ts)
+    [stream] = r.slack.agent.streams(channel, thread_ts)
     return stream.text
 
 
@@ -45,14 +45,14 @@ async def test_an_assistant_thread_greets_suggests_shows_status_and_streams_the_
     rig: RigFactory,
 ) -> None:
     async with rig(talkative, options=STREAMING) as r:
-        root = await r.slack.assistant_thread_started("U1", "D1")
-        prompts = await r.slack.wait_for(lambda: r.slack.suggested_prompts("D1", root), WAIT)
+        root = await r.slack.agent.assistant_thread_started("U1", "D1")
+        prompts = await r.slack.wait_for(lambda: r.slack.agent.suggested_prompts("D1", root), WAIT)
         sent = await r.say("add a dark mode toggle", thread_ts=root)
         assert await r.final_reaction("D1", sent.event["ts"]) == "white_check_mark"
-        statuses = r.slack.statuses("D1", root)
-        stream = r.slack.streams("D1", root)[0]
-        shown_now = r.slack.status("D1", root)
-        title = r.slack.title("D1", root)
+        statuses = r.slack.agent.statuses("D1", root)
+        stream = r.slack.agent.streams("D1", root)[0]
+        shown_now = r.slack.agent.status("D1", root)
+        title = r.slack.agent.title("D1", root)
         greeting = r.bot_messages("D1", root)[1]
 
     assert "plan:" in greeting["text"]
@@ -73,7 +73,7 @@ async def test_a_streamed_reply_is_the_agents_text_in_order_and_feedback_is_reco
     async with rig(talkative, options=STREAMING) as r:
         ts = (await r.say("add a dark mode toggle")).event["ts"]
         assert await r.final_reaction("D1", ts) == "white_check_mark"
-        [stream] = r.slack.streams("D1", ts)
+        [stream] = r.slack.agent.streams("D1", ts)
         message = next(m for m in r.slack.thread("D1", ts) if m["ts"] == stream.ts)
         [actions] = [b for b in message["blocks"] if b["type"] == "context_actions"]
         button = actions["elements"][0]["negative_button"]
@@ -83,9 +83,9 @@ async def test_a_streamed_reply_is_the_agents_text_in_order_and_feedback_is_reco
         task = await latest_task(r.orchestrator)
 
         async def recorded() -> Any:
-            while not (await r.orchestrator.task(task.slug)).dispatches[0].feedback:
+            while not (await r.orchestrator.tasks.task(task.slug)).dispatches[0].feedback:
                 await asyncio.sleep(0.02)
-            return (await r.orchestrator.task(task.slug)).dispatches[0].feedback
+            return (await r.orchestrator.tasks.task(task.slug)).dispatches[0].feedback
 
         feedback = await asyncio.wait_for(recorded(), WAIT)
 
@@ -100,7 +100,7 @@ async def test_an_analysts_drafted_agents_are_task_lines_of_its_stream(rig: RigF
         ts = (await r.say("plan: a settings page")).event["ts"]
         assert await r.final_reaction("D1", ts) == "white_check_mark"
         task = await latest_task(r.orchestrator)
-        streams = r.slack.streams("D1", ts)
+        streams = r.slack.agent.streams("D1", ts)
 
     analyst = next(d for d in task.dispatches if d.parent_id is None)
     [developer] = [d for d in task.dispatches if d.parent_id == analyst.agent_id]
@@ -119,12 +119,12 @@ async def test_an_analysts_drafted_agents_are_task_lines_of_its_stream(rig: RigF
 
 async def test_a_refused_stream_falls_back_to_an_edited_status_message(rig: RigFactory) -> None:
     async with rig(talkative, options=STREAMING) as r:
-        r.slack.fail_next("chat.startStream", status=200, error="not_allowed_token_type")
+        r.slack.faults.fail_next("chat.startStream", status=200, error="not_allowed_token_type")
         ts = (await r.say("add a dark mode toggle")).event["ts"]
         assert await r.final_reaction("D1", ts) == "white_check_mark"
         shown = r.bot_text("D1", ts)
 
-    assert r.slack.streams("D1", ts) == []
+    assert r.slack.agent.streams("D1", ts) == []
     assert "added the dark mode toggle" in shown
     assert r.slack.calls("chat.update")  # the status message became the result
 
@@ -135,7 +135,7 @@ async def test_a_stream_in_a_channel_is_addressed_to_the_person_who_asked(
     async with rig(talkative, options=STREAMING) as r:
         ts = (await r.say("<@UBOT> add a dark mode toggle", channel="C1")).event["ts"]
         assert await r.final_reaction("C1", ts) == "white_check_mark"
-        [stream] = r.slack.streams("C1", ts)
+        [stream] = r.slack.agent.streams("C1", ts)
 
     assert (stream.recipient_user, stream.recipient_team) == ("U1", "T1")
     assert stream.state == "stopped"
@@ -149,16 +149,16 @@ async def test_the_home_tab_lists_a_running_agent_whose_kill_button_stops_it_for
         ts = (await r.say("fix it slowly")).event["ts"]
         await r.held.wait_started(1, WAIT)
         [agent] = r.orchestrator.agents()
-        await r.slack.app_home_opened("U2")
-        view = await r.slack.wait_for(lambda: r.slack.home_view("U2"), WAIT)
+        await r.slack.agent.app_home_opened("U2")
+        view = await r.slack.wait_for(lambda: r.slack.agent.home_view("U2"), WAIT)
         [row] = [b for b in view["blocks"] if b.get("accessory", {}).get("value") == agent.agent_id]
         assert row["accessory"]["action_id"] == KILL_ACTION
 
-        await r.slack.home_action("U2", KILL_ACTION, agent.agent_id)  # not theirs
+        await r.slack.agent.home_action("U2", KILL_ACTION, agent.agent_id)  # not theirs
         [refusal] = await r.slack.wait_for(lambda: r.slack.messages("U2") or None, WAIT)
         assert r.orchestrator.agent(agent.agent_id) is not None
 
-        await r.slack.home_action("U1", KILL_ACTION, agent.agent_id)
+        await r.slack.agent.home_action("U1", KILL_ACTION, agent.agent_id)
         assert await r.final_reaction("D1", ts) == "x"
         shown = r.bot_text("D1", ts)
 
@@ -179,8 +179,8 @@ async def test_the_home_tab_lists_a_persons_channels_tasks_and_own_dms_not_other
         r.slack.join("U2", "C1")
         shown: dict[str, str] = {}
         for user in ("U1", "U2", "U3"):
-            await r.slack.app_home_opened(user)
-            view = await r.slack.wait_for(lambda user=user: r.slack.home_view(user), WAIT)  # type: ignore[misc]
+            await r.slack.agent.app_home_opened(user)
+            view = await r.slack.wait_for(lambda user=user: r.slack.agent.home_view(user), WAIT)  # type: ignore[misc]
             shown[user] = json.dumps(view)
 
     assert "fix my private thing" in shown["U1"] and "fix the shared page" in shown["U1"]
@@ -194,10 +194,10 @@ async def test_the_message_shortcut_starts_a_task_in_that_messages_thread(
     async with rig(talkative, options=STREAMING) as r:
         said = await r.slack.user_message("U2", "C1", "the login page is slow on Mondays")
         ts = said.event["ts"]
-        await r.slack.message_shortcut("U1", "C1", ts, SHORTCUT)
+        await r.slack.agent.message_shortcut("U1", "C1", ts, SHORTCUT)
         assert await r.final_reaction("C1", ts) == "white_check_mark"
         task = await latest_task(r.orchestrator)
-        [stream] = r.slack.streams("C1", ts)
+        [stream] = r.slack.agent.streams("C1", ts)
 
     assert task.thread is not None and (task.thread.channel, task.thread.thread_ts) == ("C1", ts)
     assert task.description.startswith("the login page is slow on Mondays")

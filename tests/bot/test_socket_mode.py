@@ -25,7 +25,7 @@ async def test_socket_mode_dm_and_follow_up_share_one_task(rig: RigFactory) -> N
         _, second = r.runs()
         assert "## Task History" in second.first_user_text
         assert "Done: fix the login bug" in second.first_user_text
-        task = await r.orchestrator.find_task(ThreadRef("D1", ts))
+        task = await r.orchestrator.tasks.find_task(ThreadRef("D1", ts))
         assert task is not None and len(task.dispatches) == 2
         assert r.bot_text("D1", ts).count("*developer* finished") == 2
 

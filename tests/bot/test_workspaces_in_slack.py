@@ -123,7 +123,7 @@ async def test_a_diff_slack_will_not_take_is_kept_and_the_thread_says_where(
     rig: RigFactory,
 ) -> None:
     async with rig(long_writer) as r:
-        r.slack.fail_next("files.completeUploadExternal", status=200, error="not_in_channel")
+        r.slack.faults.fail_next("files.completeUploadExternal", status=200, error="not_in_channel")
         asked = (await r.say("generate the table", channel="D1")).event["ts"]
         assert await r.final_reaction("D1", asked) == "white_check_mark"
 
@@ -134,7 +134,7 @@ async def test_a_diff_slack_will_not_take_is_kept_and_the_thread_says_where(
         shown = await r.slack.wait_for(told, WAIT)
         task = await latest_task(r.orchestrator)
         [record] = task.dispatches
-        kept = await r.orchestrator.diff(task.slug, record)
+        kept = await r.orchestrator.tasks.diff(task.slug, record)
 
     assert f"harness show {task.slug}" in shown
     assert kept is not None and "+line 299 of the generated table" in kept

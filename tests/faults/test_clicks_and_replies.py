@@ -88,22 +88,22 @@ async def told(slack: SlackEmulator, user: str, text: str, count: int = 1) -> No
 def ask(r: Rig, agent_id: str) -> asyncio.Future[tuple[Question, Answer | None]]:
     """The agent asks the thread, as its ask_human tool does."""
     return asyncio.ensure_future(
-        r.orchestrator.ask_human(agent_id, "Which database?", ("Postgres", "SQLite"), 30)
+        r.orchestrator.humans.ask_human(agent_id, "Which database?", ("Postgres", "SQLite"), 30)
     )
 
 
 def approve(r: Rig, agent_id: str) -> asyncio.Future[Approval]:
     """The agent wants to run a command its role does not allow: asked in the thread."""
     return asyncio.ensure_future(
-        Approvals(r.orchestrator).approve(agent_id, "Bash", {"command": "git push -h"})
+        Approvals(r.orchestrator.services).approve(agent_id, "Bash", {"command": "git push -h"})
     )
 
 
 async def approvals_audited(r: Rig, thread_ts: str) -> list[tuple[str, str]]:
     """The approval decisions in the audit log of the task of C1's thread."""
-    task = await r.orchestrator.find_task(ThreadRef("C1", thread_ts))
+    task = await r.orchestrator.tasks.find_task(ThreadRef("C1", thread_ts))
     assert task is not None
-    audit = await r.orchestrator.audit_log(task.slug)
+    audit = await r.orchestrator.tasks.audit_log(task.slug)
     return [(e["outcome"], e["decidedBy"]) for e in audit if e["tool"] == "approval"]
 
 
@@ -128,7 +128,7 @@ async def test_an_answer_clicked_outside_the_questions_thread_is_refused(
         # The question's own button, its payload claiming another place.
         await click(r.slack, "U1", question, sqlite, channel=channel, thread_ts=thread_ts)
         await told(r.slack, "U1", ELSEWHERE)
-        assert [q.text for q in r.orchestrator.pending_questions()] == ["Which database?"]
+        assert [q.text for q in r.orchestrator.humans.pending_questions()] == ["Which database?"]
         assert not asking.done()
 
         await click(r.slack, "U1", question, sqlite)
@@ -152,7 +152,7 @@ async def test_an_approval_clicked_by_someone_else_is_refused_and_the_admin_deci
         await told(r.slack, "U2", ONLY_REQUESTER)
         await click(r.slack, "U2", approval, allow, thread_ts=theirs)
         await told(r.slack, "U2", ELSEWHERE)
-        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
+        assert not approving.done() and len(r.orchestrator.humans.pending_questions()) == 1
 
         await click(r.slack, "UADMIN", approval, allow)
         decided = await asyncio.wait_for(approving, WAIT)
@@ -175,7 +175,7 @@ async def test_a_thread_reply_deciding_an_approval_counts_only_from_the_requeste
         reply = await r.say("allow", user="U2", channel="C1", thread_ts=ts)
         await posted(r, ts, "I'll pick your message up when it finishes")
         assert r.slack.ephemeral("U2") == []
-        assert not approving.done() and len(r.orchestrator.pending_questions()) == 1
+        assert not approving.done() and len(r.orchestrator.humans.pending_questions()) == 1
         assert len(r.held.started) == 1  # queued behind the running agent
         # Addressed to the agent by its id, it is an answer, and refused as one.
         await r.say(f"{agent_of(r)}: allow", user="U2", channel="C1", thread_ts=ts)
@@ -203,7 +203,7 @@ async def test_another_persons_message_while_a_question_waits_is_a_queued_follow
 
         await r.say("also add a logout button", user="U2", channel="C1", thread_ts=ts)
         await posted(r, ts, "I'll pick your message up when it finishes")
-        assert not asking.done() and len(r.orchestrator.pending_questions()) == 1
+        assert not asking.done() and len(r.orchestrator.humans.pending_questions()) == 1
 
         await r.say("Postgres", user="U1", channel="C1", thread_ts=ts)
         _, answer = await asyncio.wait_for(asking, WAIT)
@@ -230,7 +230,7 @@ async def test_a_killed_agents_question_closes_saying_it_ended_not_that_nobody_a
 
         shown = await r.slack.wait_for(closed, WAIT)
         assert "No answer in time" not in shown
-        assert r.orchestrator.pending_questions() == []
+        assert r.orchestrator.humans.pending_questions() == []
 
 
 async def test_buttons_left_by_a_question_of_an_earlier_bot_process_close_when_clicked(
@@ -276,7 +276,7 @@ async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(
         settled = next(m for m in r.bot_messages("C1", ts) if m["ts"] == question["ts"])
         assert "<@U1> answered: Postgres" in message_text(settled)
         assert "SQLite" not in message_text(settled)
-        assert r.orchestrator.pending_questions() == []
+        assert r.orchestrator.humans.pending_questions() == []
 
 
 async def test_forged_button_values_are_refused_without_a_traceback(
@@ -345,7 +345,7 @@ async def test_a_command_too_long_for_a_message_is_shown_whole_as_a_file(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         approving = asyncio.ensure_future(
-            Approvals(r.orchestrator).approve(agent_of(r), "Bash", {"command": command})
+            Approvals(r.orchestrator.services).approve(agent_of(r), "Bash", {"command": command})
         )
         question = await posted(r, ts, "asks to run Bash")
 

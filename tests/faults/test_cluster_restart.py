@@ -16,7 +16,7 @@ from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.testing.workers import start_worker, worker_env
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
 
 class HeldUntilReleased:

@@ -69,7 +69,7 @@ async def test_a_killed_bot_tells_the_thread_at_its_next_start_and_can_run_it_ag
         async with bot_process(config, slack, env) as bot:
             asked = await slack.user_message("U1", "D1", "fix it slowly")
             ts = asked.event["ts"]
-            await slack.wait_for(lambda: slack.streams("D1", ts) or None, WAIT)  # shown
+            await slack.wait_for(lambda: slack.agent.streams("D1", ts) or None, WAIT)  # shown
             await model.wait_for_request(timeout=WAIT)
             bot.kill()
             await bot.wait()

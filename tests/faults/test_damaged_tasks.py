@@ -38,7 +38,7 @@ async def first_task(r: Rig, text: str) -> tuple[str, str]:
     asked = (await r.say(text)).event["ts"]
     await finish(r, 1)
     assert await r.final_reaction("D1", asked) == "white_check_mark"
-    [summary] = await r.orchestrator.task_summaries()
+    [summary] = await r.orchestrator.tasks.task_summaries()
     return asked, summary.slug
 
 
@@ -96,6 +96,7 @@ async def harness_repair(project_dir: Path, slug: str) -> str:
     return out.decode()
 
 
+@pytest.mark.subprocess
 async def test_a_damaged_task_is_reported_refused_in_its_thread_and_works_again_once_repaired(
     rig: RigFactory, project: Project, project_dir: Path
 ) -> None:
@@ -124,10 +125,10 @@ async def test_a_damaged_task_is_reported_refused_in_its_thread_and_works_again_
         follow_up = r.held.started[1]
         assert "did: fix the footer" in follow_up.prompt  # the thread's history came along
         assert follow_up.prompt.rstrip().endswith("and the header, please")
-        task = await r.orchestrator.task(slug)
+        task = await r.orchestrator.tasks.task(slug)
         assert [d.prompt for d in task.dispatches] == ["fix the footer", "and the header, please"]
         assert task_folders(project) == [slug]
-        assert await r.orchestrator.damaged_tasks() == []
+        assert await r.orchestrator.tasks.damaged_tasks() == []
 
 
 @pytest.mark.parametrize(

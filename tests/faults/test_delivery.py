@@ -13,7 +13,7 @@ from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 from tests.support import latest_task
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.waits]
 
 # Retries a tenth of a second apart, and a short wait for Slack at shutdown.
 FAST = BotOptions(
@@ -55,7 +55,7 @@ async def test_a_result_slack_fails_to_take_is_retried_until_it_arrives_then_rea
 ) -> None:
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         asked, agent_id = await started_agent(r, "fix the footer")
-        r.slack.fail_next("chat.update", times=3, status=status, error=error, retry_after=0)
+        r.slack.faults.fail_next("chat.update", times=3, status=status, error=error, retry_after=0)
         r.held.release(agent_id)
 
         assert await r.final_reaction("D1", asked) == "white_check_mark"
@@ -81,7 +81,7 @@ async def test_what_slack_will_never_take_is_recorded_on_the_dispatch_and_shown(
 ) -> None:
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         asked, agent_id = await started_agent(r, "fix the footer")
-        r.slack.fail_next("chat.update", status=200, error="channel_not_found")
+        r.slack.faults.fail_next("chat.update", status=200, error="channel_not_found")
         r.held.release(agent_id)
 
         await r.slack.wait_for(
@@ -89,7 +89,7 @@ async def test_what_slack_will_never_take_is_recorded_on_the_dispatch_and_shown(
         )
         await r.bot.outbox.settled(WAIT)  # given up, and recorded on the dispatch
         task = await latest_task(r.orchestrator)
-        context = await r.orchestrator.task_context(task.slug)
+        context = await r.orchestrator.tasks.task_context(task.slug)
         given_up = [f.error for f in await r.bot.ledger.failed()]
 
     assert given_up == ["channel_not_found"]
@@ -104,14 +104,14 @@ async def test_a_result_owed_when_the_bot_stopped_is_delivered_after_it_starts_a
 ) -> None:
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         asked, agent_id = await started_agent(r, "fix the footer")
-        r.slack.fail_next("chat.update", times=10_000, status=500)
-        r.slack.fail_next("chat.postMessage", times=10_000, status=500)
+        r.slack.faults.fail_next("chat.update", times=10_000, status=500)
+        r.slack.faults.fail_next("chat.postMessage", times=10_000, status=500)
         r.held.release(agent_id)
         await r.slack.wait_for(
             lambda: [c for c in r.slack.calls("chat.update") if not c.ok][1:] or None, WAIT
         )
     # The bot stopped with the result undelivered; Slack recovers; the bot starts again.
-    r.slack.clear_faults()
+    r.slack.faults.clear()
     assert result_messages(r, "D1", asked) == []
 
     async with rig(runtime=HeldRuntime(), options=FAST) as again:
@@ -127,9 +127,9 @@ async def test_slack_hanging_at_shutdown_delays_the_interruption_notice_to_the_n
 ) -> None:
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         asked, _ = await started_agent(r, "fix the footer")
-        r.slack.stall("chat.update", "chat.postMessage", "chat.delete", "reactions.add")
+        r.slack.faults.stall("chat.update", "chat.postMessage", "chat.delete", "reactions.add")
     # The stop did not wait on Slack for ever; the agent was interrupted meanwhile.
-    r.slack.unstall()
+    r.slack.faults.unstall()
     task = await latest_task(r.orchestrator)
     assert task.dispatches[-1].status == "interrupted"
 

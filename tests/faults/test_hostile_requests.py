@@ -96,6 +96,10 @@ async def bot(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bot]:
     """``harness bot --mode http`` with the shipped config, serving a Slack emulator."""
     folder = tmp_path_factory.mktemp("project")
     init_project(folder)
+    # No spare agent: its CLI would start beside the tests, and its "ready" line could land
+    # among a test's log lines on a loaded machine (pytest -n).
+    with (folder / "config.yaml").open("a", encoding="utf-8") as config:
+        config.write("\nspares: {}\n")
     async with (
         SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
         bot_process(folder / "config.yaml", slack, clean_env(slack.api_url)) as process,
@@ -241,6 +245,7 @@ HOSTILE = hostile_cases()
 
 
 @pytest.mark.parametrize(("case", "status"), [pytest.param(c, s, id=n) for n, c, s in HOSTILE])
+@pytest.mark.subprocess
 async def test_a_hostile_request_gets_a_short_answer_and_one_warning_line(
     bot: Bot, case: Case, status: int
 ) -> None:
@@ -255,6 +260,7 @@ async def test_a_hostile_request_gets_a_short_answer_and_one_warning_line(
         assert secret not in logged[0]
 
 
+@pytest.mark.subprocess
 async def test_a_chunked_body_over_the_limit_gets_413(bot: Bot) -> None:
     since = len(bot.log.lines)
     body = b"x" * (MAX_BODY + 65536)
@@ -264,6 +270,7 @@ async def test_a_chunked_body_over_the_limit_gets_413(bot: Bot) -> None:
     assert logged == [logged[0]] and "refused a Slack request: 413 " in logged[0]
 
 
+@pytest.mark.subprocess
 async def test_url_and_certificate_checks_and_commands_without_response_url_still_work(
     bot: Bot,
 ) -> None:

@@ -97,6 +97,7 @@ def test_a_harness_killed_as_pid_1_and_started_again_as_pid_1_interrupts_the_dis
     )
 
 
+@pytest.mark.subprocess
 async def test_a_dispatch_whose_run_ended_is_interrupted_though_its_pid_is_alive(
     project: Project,
 ) -> None:
@@ -131,6 +132,7 @@ async def test_a_dispatch_whose_run_ended_is_interrupted_though_its_pid_is_alive
         await store.close()
 
 
+@pytest.mark.subprocess
 async def test_a_run_is_dead_once_its_process_is_though_its_children_live_on(
     project: Project,
 ) -> None:

@@ -30,7 +30,7 @@ from harness.testing.held_runtime import HeldRuntime
 from harness.testing.nats_server import NatsServer, free_port
 from tests.bot.conftest import BOT_TOKEN, SECRET
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
 WAIT = 30.0
 LOST_AFTER = 5.0

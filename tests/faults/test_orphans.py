@@ -121,6 +121,7 @@ def leftover(run_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "300"], env={**os.environ, RUN_ID_ENV: run_id})
 
 
+@pytest.mark.subprocess
 async def test_what_a_dead_run_left_running_is_killed_at_the_next_start(
     project: Project,
 ) -> None:

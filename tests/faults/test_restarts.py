@@ -157,7 +157,7 @@ async def test_a_request_whose_task_was_made_before_the_stop_starts_its_agent_at
     async with rig(runtime=HeldRuntime(), options=FAST) as r:
         await finish(r, 1)
         assert await r.final_reaction("D1", asked) == "white_check_mark"
-        [task] = await r.orchestrator.task_summaries()
+        [task] = await r.orchestrator.tasks.task_summaries()
 
     assert [spec.prompt.splitlines()[-1] for spec in r.held.started] == ["fix the footer"]
     assert task.dispatch_count == 1

@@ -28,7 +28,7 @@ from harness.testing.scripted_model import Script
 from tests.bot.conftest import BOT_TOKEN, WAIT, Rig, RigFactory, message_text
 from tests.bot.test_slack_surfaces import SAID, talkative
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.waits]
 
 # Retries a tenth of a second apart, and a short wait for Slack at shutdown.
 FAST = BotOptions(
@@ -66,31 +66,35 @@ SOME_FAILURES: tuple[Failure, ...] = ("html 502", "text 503", "reset", "timeout"
 def inject(slack: SlackEmulator, method: str, failure: Failure, times: int = 1) -> None:
     """The next ``times`` calls of ``method`` fail as ``failure`` says."""
     if failure == "html 502":
-        slack.fail_next(method, times, status=502, body=NGINX_502)
+        slack.faults.fail_next(method, times, status=502, body=NGINX_502)
     elif failure == "text 503":
-        slack.fail_next(method, times, status=503, body=ENVOY_503, content_type="text/plain")
+        slack.faults.fail_next(method, times, status=503, body=ENVOY_503, content_type="text/plain")
     elif failure == "not json 502":
-        slack.fail_next(method, times, status=502, body=NGINX_502, content_type="application/json")
+        slack.faults.fail_next(
+            method, times, status=502, body=NGINX_502, content_type="application/json"
+        )
     elif failure == "empty 500":
-        slack.fail_next(method, times, status=500, body="", content_type="application/json")
+        slack.faults.fail_next(method, times, status=500, body="", content_type="application/json")
     elif failure == "bytes 502":
-        slack.fail_next(
+        slack.faults.fail_next(
             method, times, status=502, body=b"\x1f\x8b\x08", content_type="application/gzip"
         )
     elif failure == "text 200":  # a proxy's sign-in page
-        slack.fail_next(method, times, status=200, body=PROXY_LOGIN, content_type="text/plain")
+        slack.faults.fail_next(
+            method, times, status=200, body=PROXY_LOGIN, content_type="text/plain"
+        )
     elif failure == "json 500":
-        slack.fail_next(method, times, status=500)
+        slack.faults.fail_next(method, times, status=500)
     elif failure == "429":
         # slack_sdk waits out a 429 itself (up to rate_limit_retries); more are the bot's.
-        slack.fail_next(method, times, status=429, retry_after=0)
+        slack.faults.fail_next(method, times, status=429, retry_after=0)
     elif failure == "429 without Retry-After":
-        slack.fail_next(method, times, status=429, retry_after=None)
+        slack.faults.fail_next(method, times, status=429, retry_after=None)
     elif failure == "reset":
         # slack_sdk tries a reset connection once more itself: each failure is two resets.
-        slack.drop_next(method, 2 * times, how="reset")
+        slack.faults.drop_next(method, 2 * times, how="reset")
     else:
-        slack.drop_next(method, times, how="hang")
+        slack.faults.drop_next(method, times, how="hang")
 
 
 async def with_short_timeout(r: Rig) -> None:
@@ -227,13 +231,13 @@ async def test_the_home_tab_failing_to_publish_is_logged_and_the_next_opening_sh
     failing: Failing, failure: Failure
 ) -> None:
     async with failing("views.publish", failure) as r:
-        await r.slack.app_home_opened("U1")
+        await r.slack.agent.app_home_opened("U1")
         await r.slack.wait_for(
             lambda: [c for c in r.slack.calls("views.publish") if not c.ok] or None, WAIT
         )
         asked = await run_to_the_end(r)
-        await r.slack.app_home_opened("U1")
-        view = await r.slack.wait_for(lambda: r.slack.home_view("U1"), WAIT)
+        await r.slack.agent.app_home_opened("U1")
+        view = await r.slack.wait_for(lambda: r.slack.agent.home_view("U1"), WAIT)
         assert_result_shown_once(r, asked)
 
     assert view["type"] == "home"
@@ -247,7 +251,7 @@ async def test_appends_slack_fails_to_take_are_sent_with_the_next_and_the_result
     appends = "chat.appendStream"
     async with failing(appends, failure, times=2, options=STREAMING, script=talkative) as r:
         asked = await run_to_the_end(r, "add a dark mode toggle")
-        [stream] = r.slack.streams("D1", asked)
+        [stream] = r.slack.agent.streams("D1", asked)
         failed = [c for c in r.slack.calls(appends) if not c.ok]
         assert_result_shown_once(r, asked, "added the dark mode toggle")
 

@@ -101,12 +101,13 @@ def stored(tasks_dir: Path, slug: str) -> dict[str, Any]:
 
 
 async def stored_final(tasks_dir: Path, slug: str) -> dict[str, Any]:
-    """Waits (bounded) until task.json holds the dispatch's final record; returns it."""
+    """Waits (bounded) until task.json holds the dispatch's final record and the record is
+    settled (its spooled copy, removed just after the store, is gone); returns it."""
 
     async def final() -> dict[str, Any]:
         while True:
             dispatch = await asyncio.to_thread(stored, tasks_dir, slug)
-            if dispatch["status"] != "running":
+            if dispatch["status"] != "running" and not spooled(tasks_dir):
                 return dispatch
             await asyncio.sleep(0.05)
 
@@ -143,13 +144,13 @@ async def ended_unwritable(r: Rig, freezer: Freezer, tasks_dir: Path) -> tuple[s
 
 async def says_completed(orchestrator: Orchestrator, slug: str, agent_id: str) -> None:
     """What the facade says of the dispatch (``harness tasks``, ``show``, ``await_agent``)."""
-    [summary] = [s for s in await orchestrator.task_summaries() if s.slug == slug]
+    [summary] = [s for s in await orchestrator.tasks.task_summaries() if s.slug == slug]
     assert (summary.status, summary.last_status) == ("completed", "completed")
     record: DispatchRecord = await orchestrator.record(agent_id)
     assert record.status == "completed"
     assert record.result is not None and record.result.summary == "did: fix the footer"
     assert record.cost_usd == 0.01
-    [dispatch] = (await orchestrator.task(slug)).dispatches
+    [dispatch] = (await orchestrator.tasks.task(slug)).dispatches
     assert dispatch.status == "completed"
 
 
@@ -253,7 +254,7 @@ async def test_a_spooled_final_record_is_applied_at_the_next_start_before_recove
         assert dispatch["result"]["summary"] == "did: fix the footer"
         assert spooled(tasks_dir) == []
         await says_completed(again.orchestrator, slug, agent_id)
-        [summary] = await again.orchestrator.task_summaries()
+        [summary] = await again.orchestrator.tasks.task_summaries()
         assert summary.status == "completed"
 
     text = "\n".join(message_text(m) for m in again.bot_messages("D1", asked))

@@ -8,6 +8,7 @@ path added that way is not scanned for ``.pth`` files, so the editable install's
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -65,9 +66,9 @@ def _tool(*args: str, cwd: Path | None = None) -> None:
     assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout}\n{done.stderr}"
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    root = tmp_path_factory.mktemp("wheel")
+def _build_and_install(root: Path) -> Path:
+    """The wheel built from a copy of the checkout and installed into a new venv under
+    ``root``; the venv's site-packages."""
     assert int(version("setuptools").split(".")[0]) >= 77, "pip install -e '.[test]' first"
     source = root / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
@@ -90,9 +91,27 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         ).stdout.strip()
     )  # fmt: skip
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", "utf-8")
-    home = root / "home"
-    home.mkdir()
-    yield Installed(venv / "bin", site, home)
+    return site
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    # One build per run: pytest-xdist's workers (each with a folder of its own under the run's)
+    # share it, the first to get here building it under a lock while the others wait.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    root = shared / "wheel"
+    with (shared / "wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = root / "site-packages.txt"
+        if not built.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            built.write_text(str(_build_and_install(root)), "utf-8")
+        site = Path(built.read_text("utf-8"))
+    # The home is this worker's own: the tests run the CLI with it.
+    yield Installed(root / "venv" / "bin", site, tmp_path_factory.mktemp("home"))
 
 
 def test_harness_and_bot_come_from_the_wheel_not_the_checkout(installed: Installed) -> None:

@@ -47,9 +47,9 @@ async def test_status_lines_are_kept_in_order_and_a_reply_clears_the_one_shown(
         channel_id="D1", thread_ts=root, status="is thinking…", loading_messages=["Reading…"]
     )
     await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="is writing…")
-    shown = slack.status("D1", root)
+    shown = slack.agent.status("D1", root)
     await web.chat_postMessage(channel="D1", thread_ts=root, text="here you go")
-    after_reply = slack.status("D1", root)
+    after_reply = slack.agent.status("D1", root)
     await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="is checking…")
     await web.assistant_threads_setStatus(channel_id="D1", thread_ts=root, status="")
     too_many = await error_of(
@@ -58,9 +58,9 @@ async def test_status_lines_are_kept_in_order_and_a_reply_clears_the_one_shown(
         )
     )
 
-    history = slack.status_history("D1", root)
-    assert (shown, after_reply, slack.status("D1", root)) == ("is writing…", "", "")
-    assert slack.statuses("D1", root) == ["is thinking…", "is writing…", "is checking…", ""]
+    history = slack.agent.status_history("D1", root)
+    assert (shown, after_reply, slack.agent.status("D1", root)) == ("is writing…", "", "")
+    assert slack.agent.statuses("D1", root) == ["is thinking…", "is writing…", "is checking…", ""]
     assert history[0].loading_messages == ("Reading…",) and history[1].loading_messages == ()
     assert [h.time for h in history] == sorted(h.time for h in history)
     assert too_many == (200, "invalid_arguments")
@@ -68,7 +68,7 @@ async def test_status_lines_are_kept_in_order_and_a_reply_clears_the_one_shown(
 
 async def test_suggested_prompts_and_the_title_are_kept_per_thread(slack: SlackEmulator) -> None:
     web = client(slack)
-    root = await slack.assistant_thread_started("U1", "D1")
+    root = await slack.agent.assistant_thread_started("U1", "D1")
     prompts = [{"title": "Plan", "message": "plan: x"}, {"title": "Fix", "message": "fix y"}]
     await web.assistant_threads_setSuggestedPrompts(
         channel_id="D1", thread_ts=root, prompts=prompts, title="Try one of these"
@@ -83,9 +83,9 @@ async def test_suggested_prompts_and_the_title_are_kept_per_thread(slack: SlackE
         web.assistant_threads_setSuggestedPrompts(channel_id="D1", thread_ts=root, prompts=[])
     )
 
-    assert slack.suggested_prompts("D1", root) == prompts
-    assert slack.suggested_prompts_title("D1", root) == "Try one of these"
-    assert slack.title("D1", root) == "Plan x"
+    assert slack.agent.suggested_prompts("D1", root) == prompts
+    assert slack.agent.suggested_prompts_title("D1", root) == "Try one of these"
+    assert slack.agent.title("D1", root) == "Plan x"
     [shown_root] = slack.thread("D1", root)
     assert shown_root["subtype"] == "assistant_app_thread"
     assert shown_root["assistant_app_thread"]["title"] == "Plan x"
@@ -112,7 +112,7 @@ async def test_a_stream_grows_a_thread_message_until_stopped(slack: SlackEmulato
     after_stop = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="!"))
     unknown = await error_of(web.chat_appendStream(channel="D1", ts="1.0", markdown_text="!"))
 
-    [stream] = slack.streams("D1", root)
+    [stream] = slack.agent.streams("D1", root)
     message = next(m for m in slack.thread("D1", root) if m["ts"] == ts)
     assert stream.text == message["text"] == "Hello, world"
     assert stream.tasks["a2"]["status"] == "complete" and stream.state == "stopped"
@@ -150,7 +150,7 @@ async def test_streams_need_a_recipient_in_channels_and_respect_size_and_rate_li
     # Ten calls a second at most, the refused long one included.
     assert answers[:9] == [200] * 9 and answers[9] == 429
     assert retry_after == "1"
-    assert slack.streams("C1")[0].text == "." * 9
+    assert slack.agent.streams("C1")[0].text == "." * 9
 
 
 async def test_the_sdk_stream_helper_grows_one_thread_message_until_stopped(
@@ -173,7 +173,7 @@ async def test_the_sdk_stream_helper_grows_one_thread_message_until_stopped(
     await streamer.stop(markdown_text=" Done.", blocks=blocks, metadata=metadata)
     after_stop = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="!"))
 
-    stream = slack.stream("D1", ts)
+    stream = slack.agent.stream("D1", ts)
     assert stream is not None and stream.state == "stopped"
     assert stream.text == "".join(pieces) + " Done."
     assert [m["text"] for m in midway] == ["root", "Looking at the page. "]
@@ -186,7 +186,7 @@ async def test_the_sdk_stream_helper_grows_one_thread_message_until_stopped(
         ["The toggle goes in the header."],
         [" Done."],
     ]
-    assert slack.status("D1", root) == ""  # the stream is the bot's reply
+    assert slack.agent.status("D1", root) == ""  # the stream is the bot's reply
     assert after_stop == (200, "message_not_in_streaming_state")
 
 
@@ -219,7 +219,7 @@ async def test_task_lines_keep_their_place_and_take_each_update(slack: SlackEmul
         )
     )
 
-    stream = slack.stream("D1", ts)
+    stream = slack.agent.stream("D1", ts)
     assert stream is not None
     assert list(stream.tasks) == ["a2", "a3"]
     assert stream.task_trail("a2") == ["pending", "in_progress", "complete"]
@@ -247,7 +247,7 @@ async def test_a_channel_stream_names_its_recipient(slack: SlackEmulator) -> Non
         )
     )["ts"]
 
-    stream = slack.stream("C1", ts)
+    stream = slack.agent.stream("C1", ts)
     assert nobody == (200, "missing_recipient_user_id")
     assert no_team == (200, "missing_recipient_team_id")
     assert stream is not None and (stream.recipient_user, stream.recipient_team) == ("U1", "T1")
@@ -267,7 +267,7 @@ async def test_stream_text_is_limited_per_call_and_in_total(slack: SlackEmulator
     over_total = await error_of(web.chat_appendStream(channel="D1", ts=ts, markdown_text="678901"))
     await web.chat_appendStream(channel="D1", ts=ts, markdown_text="67890")
 
-    stream = slack.stream("D1", ts)
+    stream = slack.agent.stream("D1", ts)
     assert too_long_start == over_total == (200, "msg_too_long")
     assert stream is not None and stream.text == "1234567890"
     assert len(slack.thread("D1", root)) == 2
@@ -289,7 +289,7 @@ async def test_appends_faster_than_the_rate_get_429_with_retry_after(slack: Slac
     assert (response.status_code, response["error"]) == (429, "ratelimited")
     assert 59 <= int(response.headers["Retry-After"]) <= 60
     assert slack.calls("chat.appendStream")[3].status == 429
-    stream = slack.stream("D1", ts)
+    stream = slack.agent.stream("D1", ts)
     assert stream is not None and stream.text == "012"
 
 
@@ -298,11 +298,11 @@ async def test_streams_can_be_refused_and_only_stream_messages_take_appends(
 ) -> None:
     web = client(slack)
     root = (await web.chat_postMessage(channel="D1", text="root"))["ts"]
-    slack.refuse_streaming()
+    slack.agent.refuse_streaming()
     refused = await error_of(web.chat_startStream(channel="D1", thread_ts=root))
-    slack.refuse_streaming("team_not_allowed")
+    slack.agent.refuse_streaming("team_not_allowed")
     refused_too = await error_of(web.chat_startStream(channel="D1", thread_ts=root))
-    slack.refuse_streaming(None)
+    slack.agent.refuse_streaming(None)
     await web.chat_startStream(channel="D1", thread_ts=root, markdown_text="ok")
     user_ts = (await slack.user_message("U1", "D1", "hi", thread_ts=root)).event["ts"]
     plain = await error_of(web.chat_appendStream(channel="D1", ts=root, markdown_text="x"))
@@ -331,7 +331,7 @@ async def test_the_latest_home_view_is_kept_per_user_under_one_id(slack: SlackEm
     two = (await web.views_publish(user_id="U1", view=second))["view"]
     modal = await error_of(web.views_publish(user_id="U1", view={"type": "modal", "blocks": []}))
 
-    shown = slack.home_view("U1")
+    shown = slack.agent.home_view("U1")
     assert shown is not None and shown["blocks"] == [] and shown["id"] == one["id"] == two["id"]
-    assert slack.home_view("U2") is None
+    assert slack.agent.home_view("U2") is None
     assert modal == (200, "invalid_arguments")

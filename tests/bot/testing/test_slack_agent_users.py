@@ -61,9 +61,9 @@ async def test_bolt_assistant_gets_the_thread_start_context_changes_and_user_mes
     app.assistant(assistant)
     app.event("message")(plain_message)
     async with serve_http(app, slack):
-        root = await slack.assistant_thread_started("U1", "D1", context={"channel_id": "C9"})
-        await slack.wait_for(lambda: slack.suggested_prompts("D1", root), WAIT)
-        changed = await slack.assistant_thread_context_changed(
+        root = await slack.agent.assistant_thread_started("U1", "D1", context={"channel_id": "C9"})
+        await slack.wait_for(lambda: slack.agent.suggested_prompts("D1", root), WAIT)
+        changed = await slack.agent.assistant_thread_context_changed(
             "U1", "D1", root, {"channel_id": "C7"}
         )
         await slack.wait_for(lambda: len(seen) == 2, WAIT)
@@ -83,8 +83,8 @@ async def test_bolt_assistant_gets_the_thread_start_context_changes_and_user_mes
     assert [kind for kind, _ in seen] == ["started", "context", "message"]
     texts = [m["text"] for m in slack.thread("D1", root)]
     assert texts[1:] == ["Hi! What shall we build?", "add a toggle", "on it: add a toggle"]
-    assert slack.statuses("D1", root) == ["is reading your message…"]
-    assert slack.status("D1", root) == ""  # the reply cleared it
+    assert slack.agent.statuses("D1", root) == ["is reading your message…"]
+    assert slack.agent.status("D1", root) == ""  # the reply cleared it
 
 
 async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEmulator) -> None:
@@ -112,10 +112,10 @@ async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEm
     # Stored only (delivery is "none" until served): this app has no message listener.
     reply = (await slack.user_message("U2", "C1", "see logs", thread_ts=parent)).event["ts"]
     async with serve_http(app, slack):
-        first = await slack.app_home_opened("U1")
-        await slack.wait_for(lambda: slack.home_view("U1"), WAIT)
-        again = await slack.app_home_opened("U1")
-        picked = await slack.message_shortcut("U1", "C1", reply, "send_to_harness")
+        first = await slack.agent.app_home_opened("U1")
+        await slack.wait_for(lambda: slack.agent.home_view("U1"), WAIT)
+        again = await slack.agent.app_home_opened("U1")
+        picked = await slack.agent.message_shortcut("U1", "C1", reply, "send_to_harness")
         await slack.wait_for(lambda: len(opened) == 2 and shortcuts, WAIT)
 
     assert (first.status, again.status, picked.status) == (200, 200, 200)

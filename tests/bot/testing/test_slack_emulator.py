@@ -127,24 +127,25 @@ async def test_info_methods_and_errors(slack: SlackEmulator) -> None:
         assert caught.value.response["error"] == error
     assert slack.calls("nope.nope")[0].response == {"ok": False, "error": "unknown_method"}
 
-    slack.fail_next("chat.postMessage", status=200, error="channel_not_found")
+    slack.faults.fail_next("chat.postMessage", status=200, error="channel_not_found")
     with pytest.raises(SlackApiError, match="channel_not_found"):
         await client.chat_postMessage(channel="C9", text="x")
     await client.chat_postMessage(channel="C9", text="x")
 
 
 @pytest.mark.anyio
+@pytest.mark.waits
 async def test_rate_limit_is_retried_and_the_message_arrives_once(slack: SlackEmulator) -> None:
     client = client_for(slack)
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
-    slack.fail_next("chat.postMessage", times=1, status=429, retry_after=0)
+    slack.faults.fail_next("chat.postMessage", times=1, status=429, retry_after=0)
     posted = await client.chat_postMessage(channel="C1", text="hello")
     assert posted["ok"]
     assert [c.status for c in slack.calls("chat.postMessage")] == [429, 200]
     assert slack.calls("chat.postMessage")[0].response["error"] == "ratelimited"
     assert [m["text"] for m in slack.messages("C1")] == ["hello"]
 
-    slack.fail_next("chat.postMessage", status=429, retry_after=0)
+    slack.faults.fail_next("chat.postMessage", status=429, retry_after=0)
     with pytest.raises(SlackApiError) as caught:
         await client_for(slack).chat_postMessage(channel="C1", text="no retry handler")
     assert caught.value.response.status_code == 429
@@ -152,14 +153,15 @@ async def test_rate_limit_is_retried_and_the_message_arrives_once(slack: SlackEm
 
 
 @pytest.mark.anyio
+@pytest.mark.waits
 async def test_faults_answer_raw_pages_reset_the_connection_or_hang(slack: SlackEmulator) -> None:
     page = "<html><body><h1>502 Bad Gateway</h1></body></html>"
-    slack.fail_next("chat.postMessage", status=502, body=page)
-    slack.fail_next(
+    slack.faults.fail_next("chat.postMessage", status=502, body=page)
+    slack.faults.fail_next(
         "chat.postMessage", status=503, body="upstream reset", content_type="text/plain"
     )
-    slack.drop_next("chat.postMessage", how="reset")
-    slack.drop_next("chat.postMessage", how="hang")
+    slack.faults.drop_next("chat.postMessage", how="reset")
+    slack.faults.drop_next("chat.postMessage", how="hang")
     timeout = aiohttp.ClientTimeout(total=0.5)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         url = f"{slack.api_url}chat.postMessage"

@@ -54,7 +54,7 @@ async def test_set_status_makes_a_threads_session_then_moves_it(slack: SlackEmul
     await web.agents_sessions_setStatus(channel_id="D1", thread_ts=ts, status="suspended")
     await web.agents_sessions_setStatus(channel_id="D1", thread_ts=ts, status="suspended")
     await web.agents_sessions_rename(channel_id="D1", thread_ts=ts, title="fix the login page")
-    session = slack.session("D1", ts)
+    session = slack.agent.session("D1", ts)
 
     assert made.get("warning") is None
     assert session is not None
@@ -64,7 +64,7 @@ async def test_set_status_makes_a_threads_session_then_moves_it(slack: SlackEmul
         "U1",
     )
     assert session.history == ["processing", "suspended"]
-    assert slack.session_status("D1", "1.0") is None
+    assert slack.agent.session_status("D1", "1.0") is None
 
 
 async def test_bad_arguments_are_refused(slack: SlackEmulator) -> None:
@@ -87,16 +87,16 @@ async def test_bad_arguments_are_refused(slack: SlackEmulator) -> None:
     assert await error_of(web.agents_sessions_rename(channel_id="D1", thread_ts=ts, title="t")) == (
         "session_not_found"
     )
-    assert slack.session("D1", ts) is None
+    assert slack.agent.session("D1", ts) is None
 
 
 async def test_an_app_not_subscribed_to_stop_is_warned_and_one_not_an_agent_refused(
     slack: SlackEmulator,
 ) -> None:
     web, ts = client(slack), await thread(slack)
-    slack.subscribe_to_stop(False)
+    slack.agent.subscribe_to_stop(False)
     warned = await web.agents_sessions_setStatus(channel_id="D1", thread_ts=ts, status="active")
-    slack.declare_agent("not_allowed")
+    slack.agent.declare_agent("not_allowed")
     refused = await error_of(
         web.agents_sessions_setStatus(channel_id="D1", thread_ts=ts, status="processing")
     )
@@ -105,9 +105,9 @@ async def test_an_app_not_subscribed_to_stop_is_warned_and_one_not_an_agent_refu
     assert warned["warning"] == UNSUBSCRIBED
     assert warned["response_metadata"]["warnings"] == [UNSUBSCRIBED]
     assert refused == "not_allowed"
-    assert slack.session_status("D1", ts) == "active"
+    assert slack.agent.session_status("D1", ts) == "active"
     with pytest.raises(ValueError, match="not subscribed"):
-        await slack.press_stop("U1", "D1", ts)
+        await slack.agent.press_stop("U1", "D1", ts)
 
 
 async def test_a_stream_can_end_with_the_sessions_status(slack: SlackEmulator) -> None:
@@ -117,8 +117,8 @@ async def test_a_stream_can_end_with_the_sessions_status(slack: SlackEmulator) -
 
     await web.chat_stopStream(channel="D1", ts=started["ts"], session_status="active")
 
-    assert slack.session_status("D1", ts) == "active"
-    stream = slack.stream("D1", started["ts"])
+    assert slack.agent.session_status("D1", ts) == "active"
+    stream = slack.agent.stream("D1", started["ts"])
     assert stream is not None and stream.session_status == "active"
 
 
@@ -139,23 +139,23 @@ async def test_pressing_stop_stops_the_threads_streams_and_tells_the_app(
     app.event("agent_session_stopped")(on_stopped)
     if delivery == "http":
         async with serve_http(app, slack):
-            await slack.press_stop("U2", "D1", ts)
+            await slack.agent.press_stop("U2", "D1", ts)
     else:
         slack.delivery = "socket"
         handler = AsyncSocketModeHandler(app, slack.identity.app_token, ping_interval=30)
         await handler.connect_async()  # type: ignore[no-untyped-call]
         try:
-            await slack.press_stop("U2", "D1", ts)
+            await slack.agent.press_stop("U2", "D1", ts)
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]
-    await slack.wait_for(lambda: slack.session_status("D1", ts) == "active", 5.0)
+    await slack.wait_for(lambda: slack.agent.session_status("D1", ts) == "active", 5.0)
 
     [event] = stopped
     assert (event["channel"], event["thread_ts"], event["user"]) == ("D1", ts, "U2")
     assert event["streaming_message_ts"] == [live["ts"]]
-    stream = slack.stream("D1", live["ts"])
+    stream = slack.agent.stream("D1", live["ts"])
     assert stream is not None and stream.state == "stopped"
-    session = slack.session("D1", ts)
+    session = slack.agent.session("D1", ts)
     assert session is not None and session.history == ["processing", "active"]  # not Slack
     assert await error_of(
         web.chat_appendStream(channel="D1", ts=live["ts"], markdown_text="more")

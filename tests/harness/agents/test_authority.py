@@ -49,7 +49,7 @@ async def held(project: Project) -> AsyncIterator[tuple[Orchestrator, HeldRuntim
     runtime = HeldRuntime()
     orchestrator = build_orchestrator(Project(config, project.roles), runtime)
     thread = Thread()
-    orchestrator.add_human_channel(thread)
+    orchestrator.humans.add_human_channel(thread)
     yield orchestrator, runtime, thread
     runtime.release()
     await orchestrator.shutdown()
@@ -76,9 +76,9 @@ async def test_the_requester_of_a_task_and_of_each_message_is_kept(
     runtime.release()
     first = await orchestrator.run("developer", "fix the login", requested_by="U1")
     second = await orchestrator.run("developer", "and signup", task_slug=(
-        await orchestrator.task_summaries())[0].slug, requested_by="U2")  # fmt: skip
+        await orchestrator.tasks.task_summaries())[0].slug, requested_by="U2")  # fmt: skip
 
-    task = await orchestrator.task((await orchestrator.task_summaries())[0].slug)
+    task = await orchestrator.tasks.task((await orchestrator.tasks.task_summaries())[0].slug)
     assert task.requester == "U1"
     assert [d.requested_by for d in task.dispatches] == ["U1", "U2"]
     assert (first.requested_by, second.requested_by) == ("U1", "U2")
@@ -91,19 +91,19 @@ async def test_an_approval_by_someone_else_is_refused_by_the_core_and_stays_open
     handle = await orchestrator.draft("developer", "deploy it", requested_by="U1")
     await runtime.wait_started(1)
     approving = asyncio.ensure_future(
-        Approvals(orchestrator).approve(
+        Approvals(orchestrator.services).approve(
             handle.agent_id, "Bash", {"command": "git push origin main"}
         )
     )
     question = await asyncio.wait_for(thread.asked.get(), WAIT)
 
     with pytest.raises(NotAllowedError):
-        orchestrator.answer_question(question.question_id, Answer("", "U2", "once"))
+        orchestrator.humans.answer_question(question.question_id, Answer("", "U2", "once"))
     with pytest.raises(HarnessError, match="does not decide the approval"):
-        orchestrator.answer_question(question.question_id, Answer("okay wait", "U1"))
-    assert not approving.done() and orchestrator.pending_questions() == [question]
+        orchestrator.humans.answer_question(question.question_id, Answer("okay wait", "U1"))
+    assert not approving.done() and orchestrator.humans.pending_questions() == [question]
 
-    assert orchestrator.answer_question(question.question_id, Answer("", "UADMIN", "once"))
+    assert orchestrator.humans.answer_question(question.question_id, Answer("", "UADMIN", "once"))
     assert await asyncio.wait_for(approving, WAIT) == Approval(True, "")
 
 
@@ -134,7 +134,7 @@ async def test_a_task_over_its_budget_starts_no_agent_whoever_asks(project: Proj
     runtime.release()
     orchestrator = build_orchestrator(Project(config, project.roles), runtime)
     first = await orchestrator.run("developer", "fix it", requested_by="U1")  # spends $0.01
-    slug = (await orchestrator.task_summaries())[0].slug
+    slug = (await orchestrator.tasks.task_summaries())[0].slug
 
     with pytest.raises(LimitError) as over:
         await orchestrator.draft("developer", "more", task_slug=slug, requested_by="U1")
@@ -142,7 +142,9 @@ async def test_a_task_over_its_budget_starts_no_agent_whoever_asks(project: Proj
     assert over.value.code == "BUDGET_EXCEEDED"
     assert over.value.message == f"task {slug} has spent $0.0100 of its $0.01 budget"
     assert "mcp.taskBudgetUsd" in over.value.fix
-    assert [d.agent_id for d in (await orchestrator.task(slug)).dispatches] == [first.agent_id]
+    assert [d.agent_id for d in (await orchestrator.tasks.task(slug)).dispatches] == [
+        first.agent_id
+    ]
     assert len(runtime.started) == 1
     await orchestrator.shutdown()
 
@@ -167,7 +169,7 @@ async def test_agents_at_once_cannot_spend_past_the_budget_between_them(
         f"task {first.task_slug} has spent $0.0000 and its 2 live agent(s) may spend $5.00 "
         "of its $5.00 budget"
     )
-    task = await orchestrator.task(first.task_slug)
+    task = await orchestrator.tasks.task(first.task_slug)
     assert [d.budget_usd for d in task.dispatches] == [3.0, 2.0]
     runtime.release()  # (writers take turns in a task: the second starts after the first)
     await orchestrator.wait(first.agent_id, WAIT)

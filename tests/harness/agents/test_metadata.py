@@ -7,6 +7,7 @@ import pytest
 
 from harness.agents.metadata import MetadataCollector, parse_output
 from harness.config.settings import MetadataField
+from harness.testing.clock import FakeClock
 
 
 def test_output_that_is_json_becomes_a_value() -> None:
@@ -53,6 +54,24 @@ async def test_commands_run_in_the_agents_cwd_and_are_cached(tmp_path: Path) -> 
     assert first["here"].value == str(tmp_path)
     assert second == first
     assert counter.read_text(encoding="utf-8").count("x") == 1
+
+
+@pytest.mark.anyio
+async def test_a_cached_value_is_collected_again_once_its_ttl_has_passed(tmp_path: Path) -> None:
+    clock = FakeClock()
+    collector = MetadataCollector(
+        [MetadataField("runs", "echo x >> runs; wc -l < runs")],
+        ttl_seconds=5.0,
+        sandboxed=False,  # a writable folder, so the runs can be counted
+        clock=clock,
+    )
+    assert (await collector.collect(tmp_path))["runs"].value == 1
+
+    clock.advance(4.9)
+    assert (await collector.collect(tmp_path))["runs"].value == 1  # still fresh: cached
+    clock.advance(0.1)
+    assert (await collector.collect(tmp_path))["runs"].value == 2
+    assert (await collector.collect(tmp_path))["runs"].value == 2  # cached anew
 
 
 @pytest.mark.anyio

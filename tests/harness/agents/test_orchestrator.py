@@ -105,7 +105,7 @@ async def test_an_empty_prompt_is_refused_before_any_task_is_created(
     orchestrator, _ = held
     with pytest.raises(HarnessError, match="prompt is empty"):
         await orchestrator.draft("developer", "  \n ")
-    assert await orchestrator.task_summaries() == []
+    assert await orchestrator.tasks.task_summaries() == []
 
 
 async def test_no_agent_starts_once_shutdown_began(
@@ -126,29 +126,29 @@ async def test_a_task_is_not_deleted_under_its_running_agent_unless_forced(
     await runtime.wait_started(1)
 
     with pytest.raises(HarnessError, match=f"has agents at work: developer {handle.agent_id}"):
-        await orchestrator.delete_task(handle.task_slug)
-    assert [t.slug for t in await orchestrator.task_summaries()] == [handle.task_slug]
+        await orchestrator.tasks.delete_task(handle.task_slug)
+    assert [t.slug for t in await orchestrator.tasks.task_summaries()] == [handle.task_slug]
 
     runtime.release()
     await orchestrator.wait(handle.agent_id)
-    deleted = await orchestrator.delete_task(handle.task_slug)
+    deleted = await orchestrator.tasks.delete_task(handle.task_slug)
     assert deleted is not None and deleted.dispatches[0].status == "completed"
-    assert await orchestrator.task_summaries() == []
+    assert await orchestrator.tasks.task_summaries() == []
 
 
 async def test_a_task_that_cannot_be_read_is_deleted_only_when_forced(
     held: tuple[Orchestrator, HeldRuntime],
 ) -> None:
     orchestrator, _ = held
-    task = await orchestrator.create_task("build it")
+    task = await orchestrator.tasks.create_task("build it")
     (orchestrator.config.tasks_dir / task.slug / "task.json").write_text("{", encoding="utf-8")
 
     with pytest.raises(HarnessError, match="cannot be read") as caught:
-        await orchestrator.delete_task(task.slug)
+        await orchestrator.tasks.delete_task(task.slug)
     assert f"harness repair {task.slug}" in caught.value.fix
 
-    assert await orchestrator.delete_task(task.slug, force=True) is None
-    assert await orchestrator.damaged_tasks() == []
+    assert await orchestrator.tasks.delete_task(task.slug, force=True) is None
+    assert await orchestrator.tasks.damaged_tasks() == []
 
 
 class _FirstSaveHeld(FileTaskStore):
@@ -166,6 +166,7 @@ class _FirstSaveHeld(FileTaskStore):
         return await super().save_dispatch(slug, record)
 
 
+@pytest.mark.waits
 async def test_a_slow_progress_write_never_overwrites_a_newer_report(project: Project) -> None:
     store = _FirstSaveHeld(project.config.tasks_dir)
     runtime = HeldRuntime()

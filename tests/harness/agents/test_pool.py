@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from harness.agents.pool import AgentPool, PoolEntry
+from harness.testing.clock import FakeClock
 
 
 def entry(agent_id: str, *, task: str = "t", writes: bool = False) -> PoolEntry:
@@ -51,6 +52,24 @@ async def test_agents_beyond_the_cap_queue_and_start_in_arrival_order() -> None:
     assert not waiting_third.done()
     pool.release(second)
     assert await asyncio.wait_for(waiting_third, 1)
+
+
+@pytest.mark.anyio
+async def test_an_agents_elapsed_time_counts_from_when_it_was_registered() -> None:
+    clock = FakeClock()
+    pool = AgentPool(max_concurrent=1, clock=clock)
+    first, second = entry("a1"), entry("a2")
+    assert await start(pool, first)
+    clock.advance(12.5)
+    pool.register(second)  # queued behind the first
+    clock.advance(2.0)
+
+    assert [(a.agent_id, a.elapsed_seconds) for a in pool.snapshot()] == [
+        ("a1", 14.5),
+        ("a2", 2.0),
+    ]
+    second_info = pool.info("a2")
+    assert second_info is not None and second_info.elapsed_seconds == 2.0
 
 
 @pytest.mark.anyio

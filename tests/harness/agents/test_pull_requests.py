@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.agents.authority import Authority
+from harness.agents.events import AgentEvent, Events
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.pull_requests import PullRequestEvent
+from harness.agents.pull_requests import PullRequestEvent, PullRequests
 from harness.errors import ForgeError, NotAllowedError
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
+from harness.tasks.files import FileTaskStore
 from harness.tasks.model import AgentResult, ThreadRef
 from harness.testing.fake_github import CheckRun
 from harness.testing.records import make_record
@@ -26,7 +29,7 @@ from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge, with_
 from tests.harness.conftest import HarnessFactory
 from tests.support import git
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 __all__ = ["forge"]  # the fixture, used by name
 
 WAIT = 30.0
@@ -51,7 +54,7 @@ class Seen:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self.events: list[PullRequestEvent] = []
         self._changed = asyncio.Condition()
-        orchestrator.subscribe_pull_requests(self._add)
+        orchestrator.pull_requests.subscribe(self._add)
 
     async def _add(self, event: PullRequestEvent) -> None:
         async with self._changed:
@@ -75,7 +78,7 @@ class Seen:
 
 async def worked_task(orchestrator: Orchestrator, forge: Forge, requester: str = "U1") -> str:
     """A task in `web` whose developer committed on its branch and reported."""
-    task = await orchestrator.create_task(
+    task = await orchestrator.tasks.create_task(
         "Add a settings page", ThreadRef("C1", "1700000000.000100"), "web", requester=requester
     )
     commit_on_branch(forge.repository, f"harness/{task.slug}", "settings.html", "<h1>Settings\n")
@@ -83,7 +86,8 @@ async def worked_task(orchestrator: Orchestrator, forge: Forge, requester: str =
         "Added the settings page.", ("settings.html: the page",), ("the save button is a stub",)
     )
     record = make_record("a0000000001", status="completed", result=result)
-    await orchestrator._store.save_dispatch(task.slug, record)
+    # As the process that ran the developer stored it: the store is safe across processes.
+    await FileTaskStore(orchestrator.config.tasks_dir).save_dispatch(task.slug, record)
     return task.slug
 
 
@@ -93,7 +97,7 @@ async def test_a_pull_request_is_opened_from_the_pushed_branch_with_the_tasks_re
     seen = Seen(orchestrator)
     slug = await worked_task(orchestrator, forge)
 
-    pull = await orchestrator.open_pull_request(slug, by="U1", thread_url=THREAD_URL)
+    pull = await orchestrator.pull_requests.open_pull_request(slug, by="U1", thread_url=THREAD_URL)
 
     branch = f"harness/{slug}"
     assert forge.remote_branch(branch) == git(forge.repository, "rev-parse", branch)
@@ -105,7 +109,7 @@ async def test_a_pull_request_is_opened_from_the_pushed_branch_with_the_tasks_re
     assert "Asked by U1." in body and THREAD_URL in body
     assert opened.user == "harness-bot"  # U1 linked no account: the bot opened it for them
     assert pull.number == opened.number and pull.url.endswith(f"/{FULL_NAME}/pull/1")
-    assert (await orchestrator.task(slug)).pull_request == pull
+    assert (await orchestrator.tasks.task(slug)).pull_request == pull
     assert (await seen.wait("opened")).pull_request == pull
 
 
@@ -113,10 +117,12 @@ async def test_opening_again_updates_the_same_pull_request_and_pushes_new_commit
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
     slug = await worked_task(orchestrator, forge)
-    first = await orchestrator.open_pull_request(slug, by="U1")
+    first = await orchestrator.pull_requests.open_pull_request(slug, by="U1")
     head = commit_on_branch(forge.repository, f"harness/{slug}", "more.txt", "more\n")
 
-    again = await orchestrator.open_pull_request(slug, by=None)  # the terminal's own user
+    again = await orchestrator.pull_requests.open_pull_request(
+        slug, by=None
+    )  # the terminal's own user
 
     assert again.number == first.number and len(forge.github.pulls(FULL_NAME)) == 1
     assert forge.remote_branch(f"harness/{slug}") == head == again.head_commit
@@ -128,25 +134,33 @@ async def test_only_the_requester_or_an_admin_may_open_it(
     slug = await worked_task(orchestrator, forge)
 
     with pytest.raises(NotAllowedError):
-        await orchestrator.open_pull_request(slug, by="U2")
+        await orchestrator.pull_requests.open_pull_request(slug, by="U2")
     assert forge.github.pulls(FULL_NAME) == [] and forge.remote_branch(f"harness/{slug}") is None
 
 
 async def test_a_repository_without_a_forge_or_a_task_without_one_says_the_fix(
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
-    scratch = await orchestrator.create_task("write a poem", requester="U1")
+    scratch = await orchestrator.tasks.create_task("write a poem", requester="U1")
     with pytest.raises(ForgeError) as no_repository:
-        await orchestrator.open_pull_request(scratch.slug, by="U1")
+        await orchestrator.pull_requests.open_pull_request(scratch.slug, by="U1")
     assert no_repository.value.failure == "no-branch"
     assert "scratch folder" in no_repository.value.message
 
     slug = await worked_task(orchestrator, forge)
-    bare = dataclasses.replace(orchestrator.config.workspaces.repositories["web"], github=None)
-    workspaces = dataclasses.replace(orchestrator.config.workspaces, repositories={"web": bare})
-    orchestrator._config = dataclasses.replace(orchestrator.config, workspaces=workspaces)
+    config = orchestrator.config
+    bare = dataclasses.replace(config.workspaces.repositories["web"], github=None)
+    workspaces = dataclasses.replace(config.workspaces, repositories={"web": bare})
+    unforged = PullRequests(
+        dataclasses.replace(config, workspaces=workspaces),
+        FileTaskStore(config.tasks_dir),
+        orchestrator.tasks,
+        Authority(config.slack.admins),
+        Events[AgentEvent](),
+        orchestrator.draft,
+    )
     with pytest.raises(ForgeError) as no_forge:
-        await orchestrator.open_pull_request(slug, by="U1")
+        await unforged.open_pull_request(slug, by="U1")
     assert no_forge.value.failure == "no-forge"
     assert "add `github: OWNER/NAME` under workspaces.repositories.web" in no_forge.value.fix
 
@@ -168,27 +182,30 @@ async def test_a_refusal_from_github_says_what_to_do_and_a_retry_finishes_the_jo
     forge.github.fail_next("POST", rf"/repos/{FULL_NAME}/pulls", status)
 
     with pytest.raises(ForgeError) as refused:
-        await orchestrator.open_pull_request(slug, by="U1")
+        await orchestrator.pull_requests.open_pull_request(slug, by="U1")
 
     assert refused.value.failure == failure and refused.value.status == status
     assert said in f"{refused.value.message} {refused.value.fix}"
     assert forge.remote_branch(f"harness/{slug}") is not None  # the push is kept
-    pull = await orchestrator.open_pull_request(slug, by="U1")  # one more try finishes it
+    pull = await orchestrator.pull_requests.open_pull_request(
+        slug, by="U1"
+    )  # one more try finishes it
     assert [p.number for p in forge.github.pulls(FULL_NAME)] == [pull.number]
 
 
+@pytest.mark.waits
 async def test_a_short_rate_limit_is_waited_out_and_a_long_one_says_when(
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
     slug = await worked_task(orchestrator, forge)
     forge.github.fail_next("POST", rf"/repos/{FULL_NAME}/pulls", 429, headers={"Retry-After": "1"})
-    assert (await orchestrator.open_pull_request(slug, by="U1")).number == 1
+    assert (await orchestrator.pull_requests.open_pull_request(slug, by="U1")).number == 1
 
     other = await worked_task(orchestrator, forge)
     forge.github.fail_next("*", rf"/repos/{FULL_NAME}/pulls", 403, times=2,
                            headers={"Retry-After": "3600"})  # fmt: skip
     with pytest.raises(ForgeError) as limited:
-        await orchestrator.open_pull_request(other, by="U1")
+        await orchestrator.pull_requests.open_pull_request(other, by="U1")
     assert limited.value.failure == "rate-limited" and limited.value.retry_after == 3600
     assert "for 3600 s" in limited.value.message
 
@@ -200,7 +217,7 @@ async def test_no_token_for_the_bot_names_the_variable(
     monkeypatch.delenv("GITHUB_TOKEN")
 
     with pytest.raises(ForgeError) as missing:
-        await orchestrator.open_pull_request(slug, by="U1")
+        await orchestrator.pull_requests.open_pull_request(slug, by="U1")
     assert missing.value.failure == "credentials"
     assert "GITHUB_TOKEN is not set" in missing.value.message
 
@@ -220,7 +237,7 @@ async def test_a_push_the_remote_refuses_says_why_and_keeps_the_branch(
     git(other, "push", "-q", "origin", branch)
 
     with pytest.raises(ForgeError) as diverged:
-        await orchestrator.open_pull_request(slug, by="U1")
+        await orchestrator.pull_requests.open_pull_request(slug, by="U1")
     assert diverged.value.failure == "rejected"
     assert "someone pushed to it" in diverged.value.message
     assert git(forge.repository, "branch", "--list", branch)  # the task's own work stays
@@ -230,7 +247,7 @@ async def test_a_push_the_remote_refuses_says_why_and_keeps_the_branch(
     hook.chmod(0o755)
     protected = await worked_task(orchestrator, forge)
     with pytest.raises(ForgeError) as refused:
-        await orchestrator.open_pull_request(protected, by="U1")
+        await orchestrator.pull_requests.open_pull_request(protected, by="U1")
     assert refused.value.failure == "forbidden" and "protected" in refused.value.message
 
 
@@ -247,14 +264,15 @@ def fixing_developer(request: ModelRequest) -> Turn:
 async def test_failed_checks_draft_a_fix_whose_commits_update_the_pull_request(
     harness_with: HarnessFactory, forge: Forge, project: Project
 ) -> None:
-    orchestrator, model = await harness_with(fixing_developer)
-    orchestrator._config = dataclasses.replace(
-        orchestrator.config,
-        github=dataclasses.replace(orchestrator.config.github, auto_fix_tries=1),
+    orchestrator, model = await harness_with(
+        fixing_developer,
+        tune=lambda config: dataclasses.replace(
+            config, github=dataclasses.replace(config.github, auto_fix_tries=1)
+        ),
     )
     seen = Seen(orchestrator)
     slug = await worked_task(orchestrator, forge)
-    pull = await orchestrator.open_pull_request(slug, by="U1")
+    pull = await orchestrator.pull_requests.open_pull_request(slug, by="U1")
     assert pull.head_commit is not None
     forge.github.set_check_runs(FULL_NAME, pull.head_commit, [CheckRun("lint", "in_progress")])
     await seen.wait("checks", checks="pending")
@@ -287,20 +305,24 @@ async def test_a_linked_persons_pull_request_is_opened_as_them_until_they_unlink
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
     forge.github.add_oauth_app("Iv1.harness-tests")
-    login = await orchestrator.start_github_link("U1")
+    login = await orchestrator.accounts.start_github_link("U1")
     assert login.verification_uri == f"{forge.github.web_url}/login/device"
     forge.github.approve_device(login.user_code, "alice")
     assert await asyncio.wait_for(login.linked, WAIT) == "alice"
-    assert await orchestrator.github_login("U1") == "alice"
+    assert await orchestrator.accounts.github_login("U1") == "alice"
 
-    pull = await orchestrator.open_pull_request(await worked_task(orchestrator, forge), by="U1")
+    pull = await orchestrator.pull_requests.open_pull_request(
+        await worked_task(orchestrator, forge), by="U1"
+    )
 
     [theirs] = forge.github.pulls(FULL_NAME)
     assert theirs.user == "alice" and pull.opened_by == "alice"
     assert "Opened by the bot" not in (theirs.body or "")
 
-    assert await orchestrator.unlink_github("U1") is True
-    await orchestrator.open_pull_request(await worked_task(orchestrator, forge), by="U1")
+    assert await orchestrator.accounts.unlink_github("U1") is True
+    await orchestrator.pull_requests.open_pull_request(
+        await worked_task(orchestrator, forge), by="U1"
+    )
     bots = forge.github.pulls(FULL_NAME)[1]
     assert bots.user == "harness-bot" and "Opened by the bot for U1" in (bots.body or "")
 
@@ -310,7 +332,7 @@ async def test_the_bot_follows_the_checks_of_a_pull_request_another_process_open
 ) -> None:
     terminal = build_orchestrator(project, ClaudeRuntime())  # as `harness pr` does
     slug = await worked_task(terminal, forge)
-    pull = await terminal.open_pull_request(slug, by=None)
+    pull = await terminal.pull_requests.open_pull_request(slug, by=None)
     await terminal.shutdown()
     assert pull.head_commit is not None
     forge.github.set_check_runs(FULL_NAME, pull.head_commit,
@@ -319,7 +341,7 @@ async def test_the_bot_follows_the_checks_of_a_pull_request_another_process_open
     bot = build_orchestrator(project, ClaudeRuntime())
     try:
         seen = Seen(bot)
-        bot.keep_following_pull_requests(every=0.05)
+        bot.pull_requests.keep_following_pull_requests(every=0.05)
         failed = await seen.wait("checks", checks="failed")
     finally:
         await bot.shutdown()

@@ -80,7 +80,7 @@ async def test_a_follow_up_on_the_task_sees_the_first_result(harness_with: Harne
     assert "rate limit unknown" in prompt
     assert "Which auth?" in prompt
     assert prompt.index("API ready") < prompt.index("Build the UI")
-    assert len((await orchestrator.task(slug)).dispatches) == 2
+    assert len((await orchestrator.tasks.task(slug)).dispatches) == 2
 
 
 async def test_the_reviewer_is_not_offered_write_edit_or_bash(harness_with: HarnessFactory) -> None:
@@ -121,7 +121,7 @@ async def test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone(
     assert record.status == "killed"
     assert record.error == "stopped by a test"
     assert not claude_children() & children
-    assert (await orchestrator.task(handle.task_slug)).dispatches[0].status == "killed"
+    assert (await orchestrator.tasks.task(handle.task_slug)).dispatches[0].status == "killed"
 
 
 async def test_a_model_that_never_returns_a_structured_result_fails_with_the_reason(
@@ -151,7 +151,7 @@ async def test_three_dispatches_finishing_together_keep_three_records(
         return Turn.finish(f"done: {request.first_user_text[-7:]}")
 
     orchestrator, _ = await harness_with(script)
-    task = await orchestrator.create_task("three at once")
+    task = await orchestrator.tasks.create_task("three at once")
     # Reviewers only read, so three run in one task at once (writers would take turns).
     handles = [
         await orchestrator.draft("reviewer", f"part {n} of 3", task_slug=task.slug)
@@ -160,7 +160,7 @@ async def test_three_dispatches_finishing_together_keep_three_records(
     records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
 
     assert [r.status for r in records] == ["completed"] * 3
-    stored = (await orchestrator.task(task.slug)).dispatches
+    stored = (await orchestrator.tasks.task(task.slug)).dispatches
     assert sorted(d.agent_id for d in stored) == sorted(h.agent_id for h in handles)
     assert all(d.status == "completed" and d.result for d in stored)
 
@@ -174,7 +174,7 @@ async def test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child
 
     await asyncio.wait_for(orchestrator.shutdown("interrupted by SIGTERM"), 5)
 
-    record = (await orchestrator.task(handle.task_slug)).dispatches[0]
+    record = (await orchestrator.tasks.task(handle.task_slug)).dispatches[0]
     assert record.status == "interrupted"
     assert record.error == "interrupted by SIGTERM"
     assert not claude_children()
@@ -238,7 +238,7 @@ async def run_alone(
     async def ignore_tool_use(_use: ToolUse) -> None:
         return None
 
-    io = RunIO(ApprovingTools(orchestrator), lambda _message: None, ignore_tool_use)
+    io = RunIO(ApprovingTools(orchestrator.services), lambda _message: None, ignore_tool_use)
     return await ClaudeRuntime(base_env=model.env()).run(spec, AgentControl(), io)
 
 

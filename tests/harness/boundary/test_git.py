@@ -21,9 +21,9 @@ from harness.boundary.git_work import (
     has_uncommitted_work,
     scratch_has_commits,
 )
-from harness.workspaces.git import WorkspaceError
+from harness.errors import WorkspaceError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 OLD = 1_000_000_000  # a modification time far back: a file git must read again
 

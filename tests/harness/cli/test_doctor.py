@@ -230,6 +230,7 @@ async def test_sandbox_off_is_a_warning(project_dir: Path, home: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.waits
 async def test_nats_on_a_closed_port_fails_with_the_url(project_dir: Path, home: Path) -> None:
     pytest.importorskip("nats")
     url = f"nats://127.0.0.1:{closed_port()}"
@@ -252,6 +253,7 @@ def clean_env() -> Iterator[dict[str, str]]:
     yield {k: v for k, v in os.environ.items() if not k.startswith(names)}
 
 
+@pytest.mark.subprocess
 def test_doctor_command_on_a_broken_setup(
     project_dir: Path, home: Path, clean_env: dict[str, str]
 ) -> None:

@@ -22,6 +22,8 @@ from harness.testing.processes import claude_children
 from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
 
+pytestmark = pytest.mark.subprocess
+
 
 def task_folders(project_dir: Path) -> list[Path]:
     """The tasks' folders (the store's own files start with a dot)."""

@@ -18,7 +18,7 @@ from harness.testing.records import make_record
 from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge
 from tests.support import git
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 __all__ = ["forge"]  # the fixture, used by name
 
 

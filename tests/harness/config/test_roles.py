@@ -11,6 +11,7 @@ from harness.config.settings import parse_config
 from harness.errors import RoleError
 from harness.permissions.rules import parse_rule
 from harness.project import check_categories
+from harness.tools.access import tools_for_category
 
 MINIMAL = """\
 ---
@@ -364,20 +365,25 @@ def test_a_category_far_from_every_known_one_says_where_to_declare_it(tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "mcp",
+    ("mcp", "offered", "withheld"),
     [
-        {"fullAccessCategories": ["lead"]},
-        {"allow": {"lead": ["mcp__harness__show_agent"]}},
-        {"deny": {"lead": ["mcp__harness__kill_agent"]}},
+        ({"fullAccessCategories": ["lead"]}, "draft_agent", None),
+        ({"allow": {"lead": ["mcp__harness__await_agent"]}}, "await_agent", "draft_agent"),
+        ({"fullAccessCategories": ["lead"], "deny": {"lead": ["*kill_agent"]}}, "draft_agent",
+         "kill_agent"),
     ],
-)
-def test_a_category_named_in_the_mcp_settings_is_known(
-    mcp: dict[str, object], tmp_path: Path
+)  # fmt: skip
+def test_a_category_named_in_the_mcp_settings_is_known_and_its_tools_follow_them(
+    mcp: dict[str, object], offered: str, withheld: str | None, tmp_path: Path
 ) -> None:
     config = parse_config({"mcp": mcp}, file=tmp_path / "config.yaml")
     role = parse_role(MINIMAL.replace("worker", "lead"), source="x.md", base_dir=tmp_path)
 
-    check_categories(config, {role.name: role})
+    check_categories(config, {role.name: role})  # a role has the category: accepted
+
+    tools = tools_for_category(role.category, config.mcp)
+    assert offered in tools
+    assert withheld is None or withheld not in tools
 
 
 # --- allow: and deny: permission rules ---------------------------------------------------

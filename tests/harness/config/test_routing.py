@@ -7,7 +7,8 @@ import pytest
 
 from harness.config.roles import Role
 from harness.config.routing import Router, validate_routing
-from harness.config.settings import Config, RoutingRule, parse_config
+from harness.config.routing_schema import RoutingRule
+from harness.config.settings import Config, parse_config
 from harness.errors import ConfigError
 
 RULES = (
@@ -77,7 +78,9 @@ def test_validate_routing_accepts_known_roles(tmp_path: Path) -> None:
 
     validate_routing(
         config, {"developer": make_role("developer"), "reviewer": make_role("reviewer")}
-    )
+    )  # accepted: both roles exist
+
+    assert Router.from_config(config).route("review the login page") == "reviewer"
 
 
 def test_validate_routing_rejects_an_unknown_default_role(tmp_path: Path) -> None:

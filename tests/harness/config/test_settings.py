@@ -8,6 +8,7 @@ import yaml
 from harness.cli.scaffold import DEFAULTS
 from harness.config.roles import Role
 from harness.config.settings import (
+    Config,
     McpSettings,
     RuntimeSettings,
     SlackSettings,
@@ -16,6 +17,7 @@ from harness.config.settings import (
 )
 from harness.errors import ConfigError
 from harness.project import check_categories
+from harness.tools.access import tools_for_category
 
 FULL_CONFIG = """\
 roles: my-roles
@@ -462,9 +464,10 @@ def role(name: str, category: str) -> Role:
     return Role(name=name, display_name=name, category=category, prompt="p", source=f"{name}.md")
 
 
-def check(mcp: dict[str, object], *roles: Role, tmp_path: Path) -> None:
+def check(mcp: dict[str, object], *roles: Role, tmp_path: Path) -> Config:
     config = parse_config({"mcp": mcp}, file=tmp_path / "config.yaml")
     check_categories(config, {r.name: r for r in roles})
+    return config
 
 
 def test_full_access_category_no_role_has_names_its_index_and_suggests_a_role_category(
@@ -510,16 +513,24 @@ def test_allow_rules_for_a_category_no_role_has_are_rejected(tmp_path: Path) -> 
 
 
 def test_the_default_conversational_category_needs_no_role(tmp_path: Path) -> None:
-    check({}, role("dev", "worker"), tmp_path=tmp_path)
+    config = check({}, role("dev", "worker"), tmp_path=tmp_path)
+
+    # Accepted with no conversational role: the workers get the read-only tools only.
+    assert "conversational" in config.mcp.full_access_categories
+    assert "draft_agent" not in tools_for_category("worker", config.mcp)
 
 
-def test_categories_every_role_uses_pass(tmp_path: Path) -> None:
-    check(
-        {"fullAccessCategories": ["conversational", "lead"], "deny": {"lead": ["x"]}},
+def test_categories_every_role_uses_pass_and_give_their_tools(tmp_path: Path) -> None:
+    config = check(
+        {"fullAccessCategories": ["conversational", "lead"], "deny": {"lead": ["*kill_*"]}},
         role("pm", "lead"),
         role("analyst", "conversational"),
         tmp_path=tmp_path,
     )
+
+    lead = tools_for_category("lead", config.mcp)
+    assert "draft_agent" in lead and "kill_agent" not in lead
+    assert "kill_agent" in tools_for_category("conversational", config.mcp)
 
 
 # --- workspaces: -----------------------------------------------------------------------------

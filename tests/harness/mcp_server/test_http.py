@@ -30,6 +30,7 @@ def finishing(request: ModelRequest) -> Turn:
     return Turn.finish(f"did: {request.last_user_text[-40:]}", changes=["settings.py"])
 
 
+@pytest.mark.slow
 async def test_a_task_started_over_http_is_awaited_to_its_result_with_progress(
     served: ServeFactory,
 ) -> None:
@@ -55,10 +56,11 @@ async def test_a_task_started_over_http_is_awaited_to_its_result_with_progress(
         assert [d["agentId"] for d in shown["task"]["dispatches"]] == [started["agentId"]]
         context = await client.read_resource(f"harness://tasks/{task['slug']}/context")
         assert "add a settings page" in context.contents[0].text  # type: ignore[union-attr]
-        audit = await s.orchestrator.audit_log(task["slug"])
+        audit = await s.orchestrator.tasks.audit_log(task["slug"])
         assert [(e["tool"], e["callerUser"]) for e in audit] == [("mcp:start_task", ALICE)]
 
 
+@pytest.mark.slow
 async def test_only_the_requester_or_an_admin_kills_an_agent(served: ServeFactory) -> None:
     async with (
         served(lambda request: Turn(stall_seconds=60)) as s,
@@ -79,6 +81,7 @@ async def test_only_the_requester_or_an_admin_kills_an_agent(served: ServeFactor
         assert again["error"]["code"] == "INVALID_AGENT_STATE"
 
 
+@pytest.mark.slow
 async def test_an_admin_stops_anyones_agent(served: ServeFactory) -> None:
     async with (
         served(lambda request: Turn(stall_seconds=60)) as s,

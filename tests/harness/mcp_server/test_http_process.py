@@ -18,7 +18,7 @@ from harness.project import build_orchestrator, load_project
 from harness.testing.scripted_model import ScriptedModel, Turn
 from tests.harness.mcp_server.conftest import ALICE, TOKEN_OF, call, connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 WAIT = 30.0
 

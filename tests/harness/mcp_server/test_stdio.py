@@ -49,7 +49,9 @@ async def test_over_stdio_tasks_start_finish_stop_and_ask_beside_another_harness
 ) -> None:
     # Another harness process (the bot) made a task in the same store.
     bot = build_orchestrator(project)
-    await bot.create_task("from slack", ThreadRef("C0BOT", "1700000000.000100"), requester="U9")
+    await bot.tasks.create_task(
+        "from slack", ThreadRef("C0BOT", "1700000000.000100"), requester="U9"
+    )
     await bot.shutdown()
     async with ScriptedModel(script) as model, Client(harness_mcp(project_dir, model)) as client:
         started = await call(client, "start_task", request="fix the login bug")

@@ -123,7 +123,13 @@ class HostRig:
         return outcome, messages
 
 
-@pytest.fixture(params=["in-process", "worker over NATS"])
+# Each host rig makes a real repository and the task's worktree in it.
+@pytest.fixture(
+    params=[
+        pytest.param("in-process", marks=pytest.mark.git),
+        pytest.param("worker over NATS", marks=[pytest.mark.git, pytest.mark.nats]),
+    ]
+)
 async def host(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[HostRig]:
     repository = make_repository(tmp_path / "web")
     runtime = FileWriter()

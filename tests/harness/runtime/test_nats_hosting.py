@@ -25,7 +25,7 @@ from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, 
 from harness.testing.workers import start_worker, worker_env
 from tests.support import AnsweringHumans, git, latest_task, make_repository
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
 WAIT = 60.0
 ASK = "mcp__harness__ask_human"
@@ -116,7 +116,7 @@ async def test_ten_agents_spread_over_both_workers_and_report_back(
     assert [r.result.summary if r.result else None for r in records] == [
         f"done: job {n}" for n in range(10)
     ]
-    journal = await orchestrator.task(handles[0].task_slug)
+    journal = await orchestrator.tasks.task(handles[0].task_slug)
     assert journal.dispatches[0].journal_file  # the journal streamed back
 
 
@@ -128,7 +128,7 @@ async def test_an_analyst_on_one_worker_drafts_and_awaits_a_developer_on_the_oth
             c.orchestrator.run("product-analyst", "plan: a settings page"), WAIT
         )
         task = await latest_task(c.orchestrator)
-        audit = await c.orchestrator.audit_log(task.slug)
+        audit = await c.orchestrator.tasks.audit_log(task.slug)
 
     assert record.status == "completed", record.error
     analyst, developer = sorted(task.dispatches, key=lambda d: d.parent_id is not None)
@@ -148,8 +148,8 @@ async def test_a_remote_agent_asks_a_human_and_hears_the_answer(cluster: Cluster
         return Turn.finish(f"painted it {request.all_tool_results[-1].text}")
 
     async with cluster(script) as c:
-        humans = AnsweringHumans(c.orchestrator.answer_question, reply="blue")
-        c.orchestrator.add_human_channel(humans)
+        humans = AnsweringHumans(c.orchestrator.humans.answer_question, reply="blue")
+        c.orchestrator.humans.add_human_channel(humans)
         record = await asyncio.wait_for(c.orchestrator.run("developer", "paint it"), WAIT)
 
     assert [q.text for q in humans.asked] == ["Which colour?"]
@@ -201,8 +201,8 @@ async def test_answers_from_the_orchestrator_reach_the_agent_through_approvals_t
         return Turn.finish(f"ran: {request.all_tool_results[-1].text.strip()}")
 
     async with cluster(script) as c:
-        humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
-        c.orchestrator.add_human_channel(humans)
+        humans = AnsweringHumans(c.orchestrator.humans.answer_question, reply="Allow once")
+        c.orchestrator.humans.add_human_channel(humans)
         record = await asyncio.wait_for(
             c.orchestrator.run("developer", "echo it", requested_by="U42"), WAIT
         )
@@ -251,7 +251,7 @@ async def test_a_remote_developer_works_on_the_tasks_branch_in_a_clone_on_its_wo
         handle = await c.orchestrator.draft("developer", "write the page", repository="web")
         record = await c.orchestrator.wait(handle.agent_id, WAIT)
         task = await latest_task(c.orchestrator)
-        diff = await c.orchestrator.diff(task.slug, record)
+        diff = await c.orchestrator.tasks.diff(task.slug, record)
 
     assert record.status == "completed", record.error
     assert record.branch == f"harness/{task.slug}"
@@ -278,8 +278,8 @@ async def test_a_worker_never_receives_the_bots_slack_secrets(
         return Turn.finish("listed", issues=[request.all_tool_results[-1].text])
 
     async with cluster(script) as c:
-        humans = AnsweringHumans(c.orchestrator.answer_question, reply="Allow once")
-        c.orchestrator.add_human_channel(humans)
+        humans = AnsweringHumans(c.orchestrator.humans.answer_question, reply="Allow once")
+        c.orchestrator.humans.add_human_channel(humans)
         listener = await NatsHosting(NatsSettings(c.server.url)).link()
         runs = await listener.nc.subscribe(listener.subjects.all_runs)
         handle = await c.orchestrator.draft("developer", "show the environment", requested_by="U42")

@@ -145,7 +145,7 @@ def operator_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> Iterato
     yield
 
 
-@pytest.fixture(params=["in-process", "worker over NATS"])
+@pytest.fixture(params=["in-process", pytest.param("worker over NATS", marks=pytest.mark.nats)])
 async def rig(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Rig]:

@@ -109,8 +109,10 @@ async def test_a_folder_swapped_for_a_link_never_shares_what_the_harness_can_rea
     script = Swapping(target, name)
     orchestrator, model = await harness_with(script)
     thread = Thread()
-    orchestrator.add_file_channel(thread)
-    orchestrator.add_human_channel(AnsweringHumans(orchestrator.answer_question, "Allow once"))
+    orchestrator.files.add_file_channel(thread)
+    orchestrator.humans.add_human_channel(
+        AnsweringHumans(orchestrator.humans.answer_question, "Allow once")
+    )
 
     record = await orchestrator.run("developer", "share the file", requested_by="U42")
 

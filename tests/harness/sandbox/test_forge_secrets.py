@@ -79,12 +79,16 @@ async def test_a_sandboxed_developer_finds_no_token_and_no_app_key_anywhere(
     )
     orchestrator, model = await harness_with(script)
     # Whatever is asked (reads outside the worktree) is allowed: the sandbox alone holds.
-    orchestrator.add_human_channel(AnsweringHumans(orchestrator.answer_question, reply="allow"))
-    task = await orchestrator.create_task(
+    orchestrator.humans.add_human_channel(
+        AnsweringHumans(orchestrator.humans.answer_question, reply="allow")
+    )
+    task = await orchestrator.tasks.create_task(
         "Add a settings page", ThreadRef("C1", "1700000000.000100"), "web", requester="U42"
     )
     commit_on_branch(forge.repository, f"harness/{task.slug}", "settings.html", "<h1>Hi\n")
-    pull = await orchestrator.open_pull_request(task.slug, by=None)  # with the bot's token
+    pull = await orchestrator.pull_requests.open_pull_request(
+        task.slug, by=None
+    )  # with the bot's token
     assert forge.github.pulls(FULL_NAME)[0].number == pull.number
 
     handle = await orchestrator.draft(

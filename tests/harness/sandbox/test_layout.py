@@ -12,12 +12,12 @@ from harness.sandbox.layout import (
     BRIDGE_INSIDE,
     HOME_INSIDE,
     SOCKET_INSIDE,
+    Bind,
     SandboxLayout,
     bwrap_args,
     etc_shown,
     launcher_script,
 )
-from harness.workspaces.git_view import Bind
 
 LAYOUT = SandboxLayout(
     cwd="/w/t-1",

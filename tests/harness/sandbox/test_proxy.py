@@ -23,6 +23,7 @@ from aiohttp import web
 
 from harness.sandbox.model_calls import ModelPolicy, Usage, price
 from harness.sandbox.proxy import EgressProxy, ProxyLimits, Upstream, host_allowed
+from harness.testing.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -889,6 +890,32 @@ async def test_past_its_rate_a_sandbox_gets_429(start_proxy: StartProxy) -> None
     status, _, _ = await api_answer(proxy, b"BAD\r\n\r\n")
 
     assert statuses == [400, 400, 400] and status == 429
+
+
+async def test_the_rate_refills_as_the_proxys_clock_moves_and_warns_once_a_burst(
+    start_proxy: StartProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    proxy = await start_proxy(limits=ProxyLimits(connections=100, rate=2, burst=2), clock=clock)
+
+    async def statuses(count: int) -> list[int]:
+        answered = []
+        for _ in range(count):
+            async with connection(proxy, b"BAD\r\n\r\n") as (reader, _):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT)
+            answered.append(int(head.split(b" ")[1]))
+        return answered
+
+    def warnings() -> int:
+        return sum("too many connections" in r.getMessage() for r in caplog.records)
+
+    assert await statuses(3) == [400, 400, 429]  # the burst, then refused
+    clock.advance(0.5)  # one connection's worth at 2 a second
+    assert await statuses(2) == [400, 429]
+    assert warnings() == 1  # a second burst within 10 s: not said again
+    clock.advance(60)  # a long quiet fills the bucket up to its burst, no further
+    assert await statuses(3) == [400, 400, 429]
+    assert warnings() == 2
 
 
 async def test_a_connection_that_says_nothing_is_closed(start_proxy: StartProxy) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 import harness.tasks.journal
 from harness.errors import TaskNotFoundError
+from harness.tasks.folder_io import FolderIO
 from harness.tasks.journal import JournalWriter, read_lines
 
 
@@ -62,9 +63,9 @@ async def test_a_burst_of_lines_is_written_in_one_append_per_file(
     appends: list[tuple[str, int]] = []
     real_append = harness.tasks.journal._append
 
-    def counting_append(path: Path, text: str, count: int) -> None:
+    async def counting_append(path: Path, text: str, count: int, files: FolderIO) -> None:
         appends.append((path.name, count))
-        real_append(path, text, count)
+        await real_append(path, text, count, files)
 
     monkeypatch.setattr(harness.tasks.journal, "_append", counting_append)
     for n in range(1000):
@@ -83,6 +84,23 @@ async def test_no_writer_task_outlives_the_queued_lines(tmp_path: Path, task_fol
     await writer.close()
 
     assert [t for t in asyncio.all_tasks() if t.get_name() == "journal-writer"] == []
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_writer_still_writes_the_lines_it_has_queued(
+    tmp_path: Path, task_folder: Path
+) -> None:
+    writer = writer_into(tmp_path)
+    for n in range(100):
+        writer.append("t", "audit.jsonl", {"n": n})
+    task = next(t for t in asyncio.all_tasks() if t.get_name() == "journal-writer")
+    await asyncio.sleep(0)  # the writer is taking the task's folder
+
+    task.cancel()  # as a loop shutting down does
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert read_lines(task_folder / "audit.jsonl") == [{"n": n} for n in range(100)]
 
 
 def test_lines_queued_before_any_event_loop_are_written_by_the_first_flush(

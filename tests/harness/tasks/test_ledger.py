@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.testing.clock import START, FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -137,3 +138,28 @@ async def test_an_in_memory_ledger_works_alike() -> None:
         assert [owed.data for owed in await ledger.pending()] == [{"y": 2}]
     finally:
         await ledger.close()
+
+
+async def test_the_ledger_stamps_what_it_keeps_with_its_clock(tmp_path: Path) -> None:
+    clock = FakeClock()
+    file = tmp_path / LEDGER_FILE
+    file.write_bytes(b"this is not a database, just bytes " * 200)
+
+    ledger = await Ledger.open(file, clock)
+    try:
+        await ledger.remember(["event:Ev1"])
+        clock.advance(3600)
+        assert await ledger.claim("rerun:a1")
+        entry = await ledger.owe("lane", {"n": 1})
+
+        assert await ledger.recent(0) == [
+            ("event:Ev1", START.timestamp()),
+            ("rerun:a1", START.timestamp() + 3600),
+        ]
+        [owed] = await ledger.pending()
+        assert (owed.id, owed.due) == (entry, clock.timestamp())  # due at once
+        # An hour on, a window of half an hour forgets the first key.
+        assert [key for key, _ in await ledger.recent(clock.timestamp() - 1800)] == ["rerun:a1"]
+    finally:
+        await ledger.close()
+    assert (tmp_path / f"{LEDGER_FILE}.damaged-20260101T100000Z").is_file()

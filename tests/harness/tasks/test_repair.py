@@ -379,6 +379,7 @@ def run_harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.subprocess
 async def test_harness_tasks_show_and_repair_on_a_damaged_task(project_dir: Path) -> None:
     tasks_dir = project_dir / ".agents" / "tasks"
     store = FileTaskStore(tasks_dir)

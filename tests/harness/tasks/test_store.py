@@ -392,6 +392,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.subprocess
 async def test_two_processes_saving_20_records_each_keep_all_40(
     files: FileTaskStore, tmp_path: Path
 ) -> None:

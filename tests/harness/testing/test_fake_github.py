@@ -21,7 +21,7 @@ from gidgethub.apps import get_installation_access_token, get_jwt
 
 from harness.testing.fake_github import CheckRun, FakeGitHub
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 REPO = "acme/widgets"
 TOKEN = "ghp_alice"

@@ -40,8 +40,8 @@ async def test_a_command_the_role_allows_runs_without_asking(
 ) -> None:
     # The CLI itself lets read-only commands (ls, git status) run without asking anyone.
     orchestrator, _ = await harness_with(runs("python3 -m pytest --version", "git push -h"))
-    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Deny")
+    orchestrator.humans.add_human_channel(humans)
     record = await orchestrator.run("developer", "look around", requested_by="U42")
 
     assert record.status == "completed", record.error
@@ -55,7 +55,7 @@ async def test_a_command_the_role_allows_runs_without_asking(
         "\n```\ngit push -h\n```\n"
         "_Allow for this task_ remembers `Bash(git push -h)`: only that runs without asking again."
     ]
-    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    audit = await orchestrator.tasks.audit_log((await latest_task(orchestrator)).slug)
     decisions = [(e["input"]["tool"], e["outcome"]) for e in audit if e["tool"] == "approval"]
     assert decisions == [("Bash", "allowed"), ("Bash", "denied")]
 
@@ -73,15 +73,15 @@ async def test_in_the_sandbox_editing_testing_linting_and_committing_ask_nobody(
             " && git log --oneline | wc -l",
         )
     )
-    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Deny")
+    orchestrator.humans.add_human_channel(humans)
     record = await orchestrator.run("developer", "add calc", requested_by="U42")
 
     assert record.status == "completed", record.error
     assert record.result is not None
     assert [r.strip() for r in record.result.issues][1:] == ["tested", "linted", "1"]
     assert humans.asked == []
-    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    audit = await orchestrator.tasks.audit_log((await latest_task(orchestrator)).slug)
     decided = {e["decidedBy"] for e in audit if e["tool"] == "approval"}
     assert decided == {"sandbox"}
 
@@ -91,8 +91,8 @@ async def test_a_host_outside_the_allow_list_is_asked_as_a_fetch_and_refused_whe
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(runs("curl -sS https://example.com/ 2>&1"))
-    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Deny")
+    orchestrator.humans.add_human_channel(humans)
     record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
     assert record.status == "completed", record.error
@@ -110,8 +110,8 @@ async def test_allow_for_this_task_is_not_asked_again_in_that_task(
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(runs("git push -h", "git push -h"))
-    humans = AnsweringHumans(orchestrator.answer_question, "Allow for this task")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Allow for this task")
+    orchestrator.humans.add_human_channel(humans)
     record = await orchestrator.run("developer", "say it twice", requested_by="U42")
 
     assert record.result is not None
@@ -126,8 +126,8 @@ async def test_a_denied_reply_reaches_the_agent_with_its_reason(
     harness_with: HarnessFactory,
 ) -> None:
     orchestrator, _ = await harness_with(runs("git push origin main"))
-    orchestrator.add_human_channel(
-        AnsweringHumans(orchestrator.answer_question, "deny: no pushes from agents")
+    orchestrator.humans.add_human_channel(
+        AnsweringHumans(orchestrator.humans.answer_question, "deny: no pushes from agents")
     )
     record = await orchestrator.run("developer", "fetch it", requested_by="U42")
 
@@ -151,8 +151,8 @@ async def test_with_no_human_to_ask_the_call_is_denied_at_once(
 @pytest.mark.slow
 async def test_a_role_deny_rule_wins_without_asking(harness_with: HarnessFactory) -> None:
     orchestrator, _ = await harness_with(runs("rm -rf build"))
-    humans = AnsweringHumans(orchestrator.answer_question, "Allow once")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Allow once")
+    orchestrator.humans.add_human_channel(humans)
     record = await orchestrator.run("developer", "clean up", requested_by="U42")
 
     assert record.result is not None
@@ -191,8 +191,8 @@ async def test_an_approval_nobody_gives_in_time_is_a_denial_the_agent_hears_of(
         orchestrator = build_orchestrator(
             Project(quick, project.roles), ClaudeRuntime(base_env=model.env())
         )
-        humans = SilentHumans(orchestrator.answer_question)
-        orchestrator.add_human_channel(humans)
+        humans = SilentHumans(orchestrator.humans.answer_question)
+        orchestrator.humans.add_human_channel(humans)
         record = await orchestrator.run("developer", "fetch it", requested_by="U42")
         await orchestrator.shutdown()
 
@@ -229,8 +229,8 @@ async def test_accept_edits_is_the_harness_s_to_apply_inside_the_folder_only(
     folder = orchestrator.config.workspaces.root / "write-three-files"
     folder.mkdir(parents=True)
     (folder / "link").symlink_to(outside)
-    humans = AnsweringHumans(orchestrator.answer_question, "Deny")
-    orchestrator.add_human_channel(humans)
+    humans = AnsweringHumans(orchestrator.humans.answer_question, "Deny")
+    orchestrator.humans.add_human_channel(humans)
 
     record = await orchestrator.run("developer", "write three files", requested_by="U42")
 
@@ -238,7 +238,7 @@ async def test_accept_edits_is_the_harness_s_to_apply_inside_the_folder_only(
     assert (folder / "inside.txt").read_text() == "written\n"
     assert list(outside.iterdir()) == []
     assert [q.kind for q in humans.asked] == ["approval", "approval"]
-    audit = await orchestrator.audit_log((await latest_task(orchestrator)).slug)
+    audit = await orchestrator.tasks.audit_log((await latest_task(orchestrator)).slug)
     decided = [(e["outcome"], e["decidedBy"]) for e in audit if e["tool"] == "approval"]
     # The developer's `Edit(**)` rule allows the file inside; neither rule nor mode covers
     # the two outside, however the path gets there.
@@ -262,7 +262,9 @@ async def test_a_settings_hook_planted_in_the_folder_is_never_loaded(
     folder = orchestrator.config.workspaces.root / "check-python"
     (folder / ".claude").mkdir(parents=True)
     (folder / ".claude" / "settings.json").write_text(json.dumps(settings))
-    orchestrator.add_human_channel(AnsweringHumans(orchestrator.answer_question, "Allow once"))
+    orchestrator.humans.add_human_channel(
+        AnsweringHumans(orchestrator.humans.answer_question, "Allow once")
+    )
 
     record = await orchestrator.run("developer", "check python", requested_by="U42")
 

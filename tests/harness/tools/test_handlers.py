@@ -45,7 +45,7 @@ async def rig(project: Project, tmp_path: Path) -> AsyncIterator[Rig]:
     )
     config = dataclasses.replace(project.config, metadata=metadata)
     orchestrator = build_orchestrator(Project(config, project.roles), runtime)
-    tools = HarnessTools(orchestrator)
+    tools = HarnessTools(orchestrator.services)
     handle = await orchestrator.draft("product-analyst", "plan: the rig")
     await runtime.wait_started(1)
     caller = tools.caller(handle.agent_id)
@@ -143,7 +143,7 @@ async def test_an_agent_sees_and_acts_on_its_own_task_only(rig: Rig) -> None:
 
     # Nothing changed in the other task: its agent still works, nobody joined it.
     assert rig.orchestrator.agent(agent_id) is not None
-    assert len((await rig.orchestrator.task(slug)).dispatches) == 1
+    assert len((await rig.orchestrator.tasks.task(slug)).dispatches) == 1
 
 
 async def test_a_category_config_names_sees_and_acts_on_every_task(project: Project) -> None:
@@ -151,7 +151,7 @@ async def test_a_category_config_names_sees_and_acts_on_every_task(project: Proj
     config = dataclasses.replace(project.config, mcp=mcp)
     runtime = HeldRuntime()
     orchestrator = build_orchestrator(Project(config, project.roles), runtime)
-    tools = HarnessTools(orchestrator)
+    tools = HarnessTools(orchestrator.services)
     analyst = await orchestrator.draft("product-analyst", "plan: the rig")
     other = await orchestrator.draft("developer", "fix someone else's login")
     await runtime.wait_started(2)
@@ -173,7 +173,7 @@ async def test_a_worker_reaching_a_full_tool_is_permission_denied_and_audited(ri
     error = error_of(*await rig.call("draft_agent", {"role": "developer", "prompt": "x"}, worker))
     assert error["code"] == "PERMISSION_DENIED"
     assert "list_agents" in error["suggestion"]
-    audit = await rig.orchestrator.audit_log(rig.analyst.task_slug)
+    audit = await rig.orchestrator.tasks.audit_log(rig.analyst.task_slug)
     assert audit[-1]["outcome"] == "PERMISSION_DENIED"
     assert audit[-1]["callerRole"] == "developer"
 
@@ -184,6 +184,7 @@ async def test_an_agent_cannot_await_or_kill_itself(rig: Rig) -> None:
         assert error["code"] == "INVALID_AGENT_STATE"
 
 
+@pytest.mark.waits
 async def test_draft_returns_at_once_and_await_gives_the_result(rig: Rig) -> None:
     payload, is_error = await rig.call("draft_agent", {"role": "developer", "prompt": "build"})
     assert not is_error
@@ -255,7 +256,7 @@ async def test_list_tasks_and_get_task_context(rig: Rig) -> None:
 async def test_every_call_is_audited_with_caller_outcome_and_duration(rig: Rig) -> None:
     await rig.call("list_tasks", {})
     await rig.call("await_agent", {"agentId": "bad"})
-    audit = await rig.orchestrator.audit_log(rig.analyst.task_slug)
+    audit = await rig.orchestrator.tasks.audit_log(rig.analyst.task_slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("list_tasks", "ok"),
         ("await_agent", "INVALID_INPUT"),
@@ -274,8 +275,8 @@ async def test_an_unknown_tool_is_tool_not_found(rig: Rig) -> None:
 
 
 async def test_ask_human_returns_the_answer_and_who_gave_it(rig: Rig) -> None:
-    channel = AnsweringHumans(rig.orchestrator.answer_question)
-    rig.orchestrator.add_human_channel(channel)
+    channel = AnsweringHumans(rig.orchestrator.humans.answer_question)
+    rig.orchestrator.humans.add_human_channel(channel)
     payload, is_error = await rig.call(
         "ask_human", {"question": "Ship it?", "options": ["no", "yes"]}
     )
@@ -322,7 +323,7 @@ async def test_log_decision_is_stored_and_in_the_task_context(rig: Rig) -> None:
         "log_decision", {"title": "Use REST", "body": "simpler than GraphQL for this team"}
     )
     assert not is_error and payload == {"logged": True, "decisionCount": 1}
-    [decision] = (await rig.orchestrator.task(rig.analyst.task_slug)).decisions
+    [decision] = (await rig.orchestrator.tasks.task(rig.analyst.task_slug)).decisions
     assert (decision.title, decision.role) == ("Use REST", "product-analyst")
     context, _ = await rig.call("get_task_context", {"taskSlug": rig.analyst.task_slug})
     assert "### Decisions" in context["context"]

@@ -79,7 +79,7 @@ async def test_analyst_drafts_and_awaits_a_developer_and_reports_its_result(
     assert dev_request.first_user_text.index("plan: a settings page") < (
         dev_request.first_user_text.index("## Your Assignment")
     )
-    audit = await orchestrator.audit_log(task.slug)
+    audit = await orchestrator.tasks.audit_log(task.slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("draft_agent", "ok"),
         ("await_agent", "ok"),
@@ -154,7 +154,7 @@ async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
     assert record.status == "completed"
     task = await latest_task(orchestrator)
     assert [d.role for d in task.dispatches] == ["product-analyst"]
-    [entry] = await orchestrator.audit_log(task.slug)
+    [entry] = await orchestrator.tasks.audit_log(task.slug)
     assert (entry["tool"], entry["outcome"]) == ("draft_agent", "DEPTH_LIMIT_EXCEEDED")
 
 
@@ -164,7 +164,7 @@ async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactor
     assert first.cost_usd
     slug = (await latest_task(orchestrator)).slug
 
-    reply = await HarnessTools(orchestrator).invoke(
+    reply = await HarnessTools(orchestrator.services).invoke(
         "draft_agent", {"role": "developer", "prompt": "more", "taskSlug": slug}, None
     )
 
@@ -173,7 +173,7 @@ async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactor
     assert error["code"] == "BUDGET_EXCEEDED"
     assert error["suggestion"].startswith("finish with what you have and report it")
     assert "mcp.taskBudgetUsd" in error["suggestion"]
-    assert len((await orchestrator.task(slug)).dispatches) == 1
+    assert len((await orchestrator.tasks.task(slug)).dispatches) == 1
 
 
 async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(

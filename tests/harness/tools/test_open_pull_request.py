@@ -45,9 +45,9 @@ async def run_analyst(
     """A task of U42's in `web` with a commit on its branch; its analyst calls the tool and
     U42 answers the approval with ``reply``."""
     orchestrator, model = await harness_with(analyst)
-    humans = AnsweringHumans(orchestrator.answer_question, reply=reply)
-    orchestrator.add_human_channel(humans)
-    task = await orchestrator.create_task(
+    humans = AnsweringHumans(orchestrator.humans.answer_question, reply=reply)
+    orchestrator.humans.add_human_channel(humans)
+    task = await orchestrator.tasks.create_task(
         "Add a settings page", ThreadRef("C1", "1700000000.000100"), "web", requester="U42"
     )
     commit_on_branch(forge.repository, f"harness/{task.slug}", "settings.html", "<h1>Hi\n")
@@ -76,8 +76,8 @@ async def test_an_approved_call_pushes_the_branch_and_opens_the_pull_request(
     assert record.result is not None
     [said] = record.result.issues
     assert url in said and f'"branch": "{branch}"' in said and '"openedBy": "harness-bot"' in said
-    assert (await orchestrator.task(slug)).pull_request is not None
-    audit = await orchestrator.audit_log(slug)
+    assert (await orchestrator.tasks.task(slug)).pull_request is not None
+    audit = await orchestrator.tasks.audit_log(slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [("open_pull_request", "ok")]
     assert model.main_requests[0].tool_names.count(OPEN) == 1
 
@@ -94,8 +94,8 @@ async def test_a_denied_call_pushes_nothing_and_tells_the_agent_why(
     assert record.result is not None
     [said] = record.result.issues
     assert "PERMISSION_DENIED" in said and "denied by U42: not before the review" in said
-    assert (await orchestrator.task(slug)).pull_request is None
-    audit = await orchestrator.audit_log(slug)
+    assert (await orchestrator.tasks.task(slug)).pull_request is None
+    audit = await orchestrator.tasks.audit_log(slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("open_pull_request", "PERMISSION_DENIED")
     ]
@@ -105,12 +105,12 @@ async def test_a_worker_is_not_offered_the_tool_and_a_call_is_refused_and_audite
     harness_with: HarnessFactory, forge: Forge
 ) -> None:
     orchestrator, _ = await harness_with(analyst)
-    tools = HarnessTools(orchestrator)
+    tools = HarnessTools(orchestrator.services)
     developer = orchestrator.role("developer")
     assert "open_pull_request" not in {t.name for t in tools.declarations(developer)}
     coordinator = orchestrator.role("product-analyst")
     assert "open_pull_request" in {t.name for t in tools.declarations(coordinator)}
-    task = await orchestrator.create_task("Add a page", repository="web", requester="U42")
+    task = await orchestrator.tasks.create_task("Add a page", repository="web", requester="U42")
 
     caller = Caller("a0000000001", "developer", "worker", task.slug, 0)
     reply = await tools.invoke("open_pull_request", {}, caller)
@@ -119,7 +119,7 @@ async def test_a_worker_is_not_offered_the_tool_and_a_call_is_refused_and_audite
     assert (
         forge.github.pulls(FULL_NAME) == [] and forge.remote_branch(f"harness/{task.slug}") is None
     )
-    audit = await orchestrator.audit_log(task.slug)
+    audit = await orchestrator.tasks.audit_log(task.slug)
     assert [(e["tool"], e["outcome"]) for e in audit] == [
         ("open_pull_request", "PERMISSION_DENIED")
     ]

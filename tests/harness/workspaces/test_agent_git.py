@@ -14,7 +14,7 @@ import pytest
 from harness.workspaces.manager import TamperedWorkspaceError, Workspaces
 from tests.harness.workspaces.test_manager import age, git, make_repo, settings_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ workspaces = test_manager.workspaces
 task = test_git_view.task
 common = test_git_view.common
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 SECRET = "the-other-task-s-secret"
 
@@ -191,10 +191,10 @@ async def test_a_url_cache_fetches_no_task_branch_of_its_remote(tmp_path: Path, 
 async def test_objects_env_sends_the_harness_s_own_objects_to_the_task_s_store(
     workspaces: Workspaces, task: Workspace, common: Path, web: Path
 ) -> None:
-    env = await workspaces.objects_env(task)
+    env = await workspaces.sandbox_git.objects_env(task)
     scratch = await workspaces.prepare("write-a-poem", None)
 
-    assert await workspaces.objects_env(scratch) is None
+    assert await workspaces.sandbox_git.objects_env(scratch) is None
     assert env == {
         "GIT_OBJECT_DIRECTORY": str(common / "harness/tasks" / task.slug),
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "harness/own"),

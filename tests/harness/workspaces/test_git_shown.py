@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.sandbox.layout import Bind
 from harness.workspaces.git_settle import Layout
 from harness.workspaces.git_shown import (
     filter_config,
@@ -14,7 +15,7 @@ from harness.workspaces.git_shown import (
     is_task_ref,
     shown_head,
 )
-from harness.workspaces.git_view import Bind, view_binds
+from harness.workspaces.git_view import view_binds
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 

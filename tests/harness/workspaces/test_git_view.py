@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.workspaces.git import TamperedWorkspaceError, WorkspaceError
+from harness.errors import TamperedWorkspaceError, WorkspaceError
 from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
 from harness.workspaces.manager import Workspace, Workspaces
 from tests.harness.workspaces import test_manager
@@ -26,7 +26,7 @@ project = test_manager.project
 web = test_manager.web
 workspaces = test_manager.workspaces
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 # What P shows its refs and logs over in the repository's git directory.
 MOUNTS = ("refs/heads/harness", "logs/refs/heads/harness")
@@ -517,10 +517,10 @@ async def test_workspaces_give_a_view_to_a_worktree_and_none_to_a_scratch_folder
 ) -> None:
     scratch = await workspaces.prepare("write-a-poem", None)
 
-    view = await workspaces.sandbox_view(task)
+    view = await workspaces.sandbox_git.sandbox_view(task)
 
-    assert await workspaces.sandbox_view(scratch) is None
-    await workspaces.settle_sandbox_view(scratch)
+    assert await workspaces.sandbox_git.sandbox_view(scratch) is None
+    await workspaces.sandbox_git.settle_sandbox_view(scratch)
     assert view is not None
     private, admin = private_of(workspaces, task), Path(task.git_dir or "")
     assert [(Path(b.source), Path(b.target), b.writable) for b in view.binds] == [
@@ -538,7 +538,7 @@ async def test_workspaces_give_a_view_to_a_worktree_and_none_to_a_scratch_folder
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
     }
     await commit_file(view, task.path, "login.py", "x = 1\n", "login")
-    await workspaces.settle_sandbox_view(task)
+    await workspaces.sandbox_git.settle_sandbox_view(task)
     assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "login"
 
 
@@ -547,7 +547,7 @@ async def test_the_sandbox_folder_is_not_a_workspace_and_goes_when_its_task_s_is
 ) -> None:
     kept = await workspaces.prepare("fix-footer", "web")
     for workspace in (task, kept):
-        await workspaces.sandbox_view(workspace)
+        await workspaces.sandbox_git.sandbox_view(workspace)
     age(task.path, 20)
 
     listed = [info.slug for info in await workspaces.list()]
@@ -570,7 +570,7 @@ async def test_a_url_repository_s_bare_cache_works_the_same(
     assert cache is not None
     before = snapshot(cache, Path(task.git_dir or ""))
 
-    view = await workspaces.sandbox_view(task)
+    view = await workspaces.sandbox_git.sandbox_view(task)
     assert view is not None
     await commit_file(view, task.path, "login.py", "x = 1\n", "login")
     moved, _ = await inside(view, task.path, "git", "update-ref", "refs/remotes/origin/x", "HEAD")
@@ -582,7 +582,7 @@ async def test_a_url_repository_s_bare_cache_works_the_same(
     added = {path for path in set(after) - set(before) if path.split("/")[0] != "harness"}
     assert added <= {"logs", "logs/refs", "logs/refs/heads", *MOUNTS, "objects/info/alternates"}
     assert (cache / "objects/info/alternates").read_text() == "../harness/objects\n"
-    await workspaces.settle_sandbox_view(task)
+    await workspaces.sandbox_git.settle_sandbox_view(task)
 
     assert moved != 0
     assert git(cache, "log", "-1", "--format=%s", "harness/add-login") == "login"

@@ -7,14 +7,16 @@ import asyncio
 import os
 import subprocess
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.clock import file_stamp
 from harness.config.settings import RepositorySettings, WorkspaceSettings, parse_config
-from harness.workspaces.git import git_env
+from harness.git import git_env
+from harness.testing.clock import FakeClock
 from harness.workspaces.manager import (
     FileChange,
     GitError,
@@ -25,7 +27,7 @@ from harness.workspaces.manager import (
     choose_repository,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 DAY = 24 * 3600
 
@@ -419,6 +421,25 @@ async def test_prune_by_default_uses_the_configured_age_and_spares_tasks_in_use(
         ("busy", "in use"),
         ("twenty-days", "recent"),
     ]
+
+
+async def test_prune_measures_idleness_by_the_clock_and_stamps_the_patches_with_it(
+    project: Path, web: Path
+) -> None:
+    clock = FakeClock(datetime.now(UTC))  # the files' times are real ones
+    workspaces = Workspaces(settings_for(project, web={"path": str(web)}), clock)
+    idle = await workspaces.prepare("idle-task", "web")
+    (idle.path / "draft.txt").write_text("unsaved\n", encoding="utf-8")
+
+    report = await workspaces.prune(timedelta(days=14))
+    assert [(k.slug, k.reason) for k in report.kept] == [("idle-task", "recent")]
+
+    clock.advance(15 * DAY)  # nothing on disk changes: only the clock moves
+    report = await workspaces.prune(timedelta(days=14))
+    assert [r.slug for r in report.removed] == ["idle-task"]
+    patch = report.removed[0].patch
+    assert patch is not None and patch.name == f"idle-task-{file_stamp(clock.now())}.patch"
+    assert not idle.path.exists()
 
 
 async def test_prune_saves_the_files_of_an_old_scratch_folder_before_removing_it(

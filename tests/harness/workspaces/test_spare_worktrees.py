@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.config.settings import WorkspaceSettings
+from harness.sandbox.layout import Bind
 from harness.workspaces.choice import default_repository
-from harness.workspaces.git_view import SANDBOXES, Bind, GitView
+from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.manager import Workspaces
 from harness.workspaces.spare_worktrees import placeholder, private_shown, shown_in_view
 from harness.workspaces.views import VIEWS
@@ -27,7 +28,7 @@ web = test_manager.web
 workspaces = test_manager.workspaces
 common = test_git_view.common
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 
 async def started(view: GitView, cwd: Path) -> asyncio.subprocess.Process:
@@ -129,27 +130,27 @@ def test_spares_are_made_in_the_default_repository_else_the_only_one_else_none()
 async def test_a_spare_worktree_is_made_ahead_on_a_placeholder_branch(
     workspaces: Workspaces, web: Path
 ) -> None:
-    view = await workspaces.spare_folder("web")
+    view = await workspaces.sandbox_folders.spare_folder("web")
 
     assert view.parent == workspaces.root / VIEWS and (view / "src" / "app.py").is_file()
     assert git(view, "branch", "--show-current") == f"harness/{placeholder(view)}"
     assert git(view, "rev-parse", "HEAD") == git(web, "rev-parse", "main")
     assert git(view, "status", "--short") == ""
     assert (workspaces.root / SANDBOXES / placeholder(view) / "objects").is_dir()
-    shown = workspaces.spare_git(view)
+    shown = workspaces.sandbox_folders.spare_git(view)
     assert shown is not None and shown.binds[0] == Bind(str(view), str(view), True)
 
 
 async def test_a_new_task_adopts_the_spare_worktree_as_prepare_would_have_made_it(
     workspaces: Workspaces, web: Path, common: Path
 ) -> None:
-    view = await workspaces.spare_folder("web")
+    view = await workspaces.sandbox_folders.spare_folder("web")
     name = placeholder(view)
-    spare_view = workspaces.spare_git(view)
+    spare_view = workspaces.sandbox_folders.spare_git(view)
     assert spare_view is not None
     sandbox = await started(spare_view, view)  # the spare's, started before its task came
 
-    adopted = await workspaces.adopt_spare(view, "add-login")
+    adopted = await workspaces.sandbox_folders.adopt_spare(view, "add-login")
 
     path = workspaces.root / "add-login"
     assert adopted is not None and adopted.path == path
@@ -171,12 +172,12 @@ async def test_a_new_task_adopts_the_spare_worktree_as_prepare_would_have_made_i
         "git add new.txt && git commit --quiet -m 'warm work' && git branch --show-current",
     )
     assert said == "harness/add-login\n"
-    await workspaces.settle_sandbox_view(adopted)
+    await workspaces.sandbox_git.settle_sandbox_view(adopted)
     assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "warm work"
     report = await workspaces.report(adopted, commit=None, author="test")
     assert report is not None and report.branch == "harness/add-login"
     # A later run's view (a follow-up) opens as for any worktree.
-    again = await workspaces.sandbox_view(adopted)
+    again = await workspaces.sandbox_git.sandbox_view(adopted)
     assert again is not None
     code, out = await inside(again, path, "git", "log", "-1", "--format=%s")
     assert (code, out) == (0, "warm work\n")
@@ -185,17 +186,17 @@ async def test_a_new_task_adopts_the_spare_worktree_as_prepare_would_have_made_i
 async def test_a_spare_made_before_the_base_moved_or_for_a_task_with_a_folder_does_not_fit(
     workspaces: Workspaces, web: Path
 ) -> None:
-    view = await workspaces.spare_folder("web")
+    view = await workspaces.sandbox_folders.spare_folder("web")
     await workspaces.prepare("has-one", None)
-    assert await workspaces.adopt_spare(view, "has-one") is None
+    assert await workspaces.sandbox_folders.adopt_spare(view, "has-one") is None
     (web / "more.txt").write_text("more\n", encoding="utf-8")
     git(web, "add", "more.txt")
     git(web, "commit", "--quiet", "-m", "moved on")
 
-    assert await workspaces.adopt_spare(view, "late") is None
+    assert await workspaces.sandbox_folders.adopt_spare(view, "late") is None
 
     assert not (workspaces.root / "late").exists()
-    await workspaces.drop_view(view)
+    await workspaces.sandbox_folders.drop_view(view)
     assert placeholder_branches(web) == [] and not view.exists()
     assert [p for p in (workspaces.root / SANDBOXES).iterdir()] == []
     assert all(".views" not in tree for tree in worktrees(web))
@@ -203,7 +204,8 @@ async def test_a_spare_made_before_the_base_moved_or_for_a_task_with_a_folder_do
 
 async def test_prune_removes_what_a_crashed_harness_s_spares_left(project: Path, web: Path) -> None:
     crashed = Workspaces(settings_for(project, web={"path": str(web)}))
-    old, young = await crashed.spare_folder("web"), await crashed.spare_folder("web")
+    folders = crashed.sandbox_folders
+    old, young = await folders.spare_folder("web"), await folders.spare_folder("web")
     for path in (old, crashed.root / SANDBOXES / placeholder(old)):
         age(path, 30)
     later = Workspaces(settings_for(project, web={"path": str(web)}))  # after a restart
@@ -223,19 +225,20 @@ async def test_dropping_a_spare_keeps_the_folder_running_sandboxes_show_their_br
 ) -> None:
     task = await workspaces.prepare("add-login", "web")
     git(web, "pack-refs", "--all")  # no loose task branch left under refs/heads/harness
-    shown = await workspaces.sandbox_view(task)
+    shown = await workspaces.sandbox_git.sandbox_view(task)
     assert shown is not None
     sandbox = await started(shown, task.path)
-    view = await workspaces.spare_folder("web")  # its branch the only loose one there
+    # Its branch the only loose one there.
+    view = await workspaces.sandbox_folders.spare_folder("web")
 
-    await workspaces.drop_view(view)
+    await workspaces.sandbox_folders.drop_view(view)
 
     (task.path / "x.txt").write_text("x\n", encoding="utf-8")
     said = await finished(
         sandbox, "git add x.txt && git commit --quiet -m 'cold work' && git branch --show-current"
     )
     assert said == "harness/add-login\n"
-    await workspaces.settle_sandbox_view(task)
+    await workspaces.sandbox_git.settle_sandbox_view(task)
     assert git(web, "log", "-1", "--format=%s", "harness/add-login") == "cold work"
     assert placeholder_branches(web) == []
 
@@ -243,12 +246,12 @@ async def test_dropping_a_spare_keeps_the_folder_running_sandboxes_show_their_br
 async def test_a_spare_whose_folder_was_pruned_while_it_waited_does_not_fit_and_goes(
     workspaces: Workspaces, web: Path
 ) -> None:
-    view = await workspaces.spare_folder("web")
+    view = await workspaces.sandbox_folders.spare_folder("web")
     shutil.rmtree(view)  # `workspaces prune` while it waited a long time
 
-    assert await workspaces.adopt_spare(view, "late") is None
+    assert await workspaces.sandbox_folders.adopt_spare(view, "late") is None
 
-    await workspaces.drop_view(view)
+    await workspaces.sandbox_folders.drop_view(view)
     assert placeholder_branches(web) == [] and all(".views" not in w for w in worktrees(web))
     assert list((workspaces.root / SANDBOXES).iterdir()) == []
     admin = Path(git(web, "rev-parse", "--absolute-git-dir")) / "worktrees" / view.name

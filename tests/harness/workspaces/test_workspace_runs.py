@@ -72,12 +72,12 @@ async def test_two_tasks_on_one_repository_work_on_their_own_branches(
     assert gamma.cwd == alpha.cwd and gamma.branch == alpha.branch
     assert gamma.diff_stat is not None
     assert "alpha.txt" in gamma.diff_stat and "gamma.txt" in gamma.diff_stat
-    context = await orchestrator.task_context(first.task_slug)
+    context = await orchestrator.tasks.task_context(first.task_slug)
     assert f"`harness/{first.task_slug}`" in context
 
     # Each record keeps the full diff as it was when its agent ended.
-    first_diff = await orchestrator.diff(first.task_slug, alpha)
-    later_diff = await orchestrator.diff(first.task_slug, gamma)
+    first_diff = await orchestrator.tasks.diff(first.task_slug, alpha)
+    later_diff = await orchestrator.tasks.diff(first.task_slug, gamma)
     assert first_diff is not None and "+alpha" in first_diff and "gamma" not in first_diff
     assert later_diff is not None and "+alpha" in later_diff and "+gamma" in later_diff
 
@@ -93,7 +93,10 @@ async def test_without_repositories_a_task_works_in_a_scratch_folder_not_the_che
 
     assert record.status == "completed", record.error
     folder = Path(record.cwd)
-    assert folder == project.config.workspaces.root / (await orchestrator.task_summaries())[0].slug
+    assert (
+        folder
+        == project.config.workspaces.root / (await orchestrator.tasks.task_summaries())[0].slug
+    )
     assert (folder / "delta.txt").read_text(encoding="utf-8") == "delta\n"
     assert not (project_dir / "delta.txt").exists()
     assert record.branch is None

@@ -1,5 +1,4 @@
-"""The orchestrator's methods about people's linked GitHub accounts: a part of its facade,
-in a module of its own. Callers use them on the orchestrator.
+"""People's linked GitHub accounts: a service of the core.
 
 A person links their account from a front end through GitHub's device flow
 (``start_github_link``: they are shown a code to enter on GitHub, and the link completes in
@@ -13,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import aiohttp
 
+from harness.clock import SYSTEM, Clock
 from harness.config.settings import Config
 from harness.errors import ForgeError
 from harness.forge.accounts import AccountStore
 from harness.forge.device_flow import DeviceCode, DeviceFlow
-
-if TYPE_CHECKING:
-    from harness.agents.pull_requests import LinkedAccounts
 
 logger = logging.getLogger(__name__)
 
@@ -44,21 +40,15 @@ class DeviceLogin:
     linked: asyncio.Future[str]
 
 
-class ForgeAccountMethods:
-    """Mixed into the orchestrator, whose parts these are."""
+class AccountLinks:
+    """Links and unlinks people's GitHub accounts; the pull requests read them from
+    ``accounts`` (the same store)."""
 
-    _config: Config
-    _accounts: AccountStore
-    _github_links: dict[str, asyncio.Task[str]]
-
-    if TYPE_CHECKING:  # the orchestrator's own (from PullRequestMethods)
-
-        def link_accounts(self, accounts: LinkedAccounts) -> None: ...
-
-    def _init_forge_accounts(self) -> None:
-        self._accounts = AccountStore(self._config.tasks_dir)
-        self._github_links = {}
-        self.link_accounts(self._accounts)
+    def __init__(self, config: Config, accounts: AccountStore, clock: Clock = SYSTEM) -> None:
+        self._config = config
+        self._accounts = accounts
+        self._clock = clock  # bounds a link's wait for its code
+        self._github_links: dict[str, asyncio.Task[str]] = {}
 
     async def start_github_link(self, user: str) -> DeviceLogin:
         """Begin linking ``user``'s GitHub account (on ``github.apiUrl``): the code to show
@@ -108,7 +98,7 @@ class ForgeAccountMethods:
         settings = self._config.github
         assert settings.client_id is not None
         return DeviceFlow(session, web_url=settings.web_url, api_url=settings.api_url,
-                          client_id=settings.client_id)  # fmt: skip
+                          client_id=settings.client_id, clock=self._clock.monotonic)  # fmt: skip
 
     @staticmethod
     def _link_session() -> aiohttp.ClientSession:

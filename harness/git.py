@@ -1,5 +1,6 @@
-"""Running the harness's own git: over the repositories it was configured with and their
-git directories, never over what an agent wrote (``harness.boundary.git`` runs that git).
+"""Running git: every git process the harness starts, over the repositories it was configured
+with and their git directories (the workspaces, a push) and, hardened on top of this, over
+what an agent wrote (``harness.boundary.git`` adds its rules for that git).
 
 Every git call is a subprocess (``asyncio.create_subprocess_exec``), so the event loop never
 waits on git. Each call gets a fixed locale (so error text can be recognised), no terminal
@@ -23,10 +24,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from harness.errors import HarnessError
-from harness.retry import Backoff
+from harness.errors import GitError, WorkspaceError
+from harness.retry import Backoff, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -100,63 +101,6 @@ _DISARMED = (
 _DISARMING = tuple(arg for setting in _DISARMED for arg in ("-c", setting))
 
 
-FileStatus = Literal["added", "modified", "deleted", "type changed"]
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One file a task changed (read by ``harness.boundary.git``; a value of the reports)."""
-
-    path: str  # relative to the worktree, as git spells it
-    status: FileStatus
-    insertions: int | None  # None for a binary file
-    deletions: int | None
-
-
-class WorkspaceError(HarnessError):
-    """A workspace could not be prepared, read or removed."""
-
-
-class TamperedWorkspaceError(WorkspaceError):
-    """A worktree's ``.git`` was changed or removed (by its agent, say) since the harness made
-    it: the harness does not trust it with its own git."""
-
-    def __init__(self, workspace: Any, now: str | None, *, why: str | None = None) -> None:
-        found = f"it names {now}" if now else "it is gone or unreadable"
-        said = why or f"{found}, not {workspace.git_dir}"
-        super().__init__(
-            f"the .git of task {workspace.slug}'s worktree was changed ({said}): its work "
-            "was neither read nor committed",
-            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
-            "was committed before",
-        )
-
-
-class SwitchedBranchError(TamperedWorkspaceError):
-    """A worktree's HEAD was moved off its task's branch (its agent can write HEAD): the
-    harness commits nothing there, which would land on another branch."""
-
-    def __init__(self, workspace: Any, head: str | None) -> None:
-        on = f"on {head}" if head else "on a detached HEAD"
-        WorkspaceError.__init__(
-            self,
-            f"task {workspace.slug}'s worktree is {on}, not its branch {workspace.branch}: "
-            "its work was neither read nor committed",
-            fix=f"look at {workspace.path} before trusting it; the task's branch holds what "
-            "was committed before",
-        )
-
-
-class GitError(WorkspaceError):
-    """A git command failed; ``stderr`` is git's own explanation."""
-
-    def __init__(self, args: tuple[str, ...], cwd: Path, stderr: str, *, fix: str) -> None:
-        reason = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
-        super().__init__(f"`git {' '.join(args)}` failed in {cwd}: {reason}", fix=fix)
-        self.args_run = args
-        self.stderr = stderr
-
-
 @dataclass(frozen=True)
 class GitResult:
     returncode: int
@@ -200,6 +144,14 @@ def config_env(settings: Sequence[str]) -> dict[str, str]:
     return env
 
 
+class _LockHeldError(Exception):
+    """A git call failed because another git process held a lock: worth another try."""
+
+    def __init__(self, result: GitResult) -> None:
+        super().__init__(result.stderr)
+        self.result = result
+
+
 async def git(
     *args: str,
     cwd: Path,
@@ -214,12 +166,26 @@ async def git(
     # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
     # the harness's git to an enclosing checkout (the operator's).
     guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
-    for delay in (*_LOCK_BACKOFF.delays(_LOCK_RETRIES), None):
+
+    async def once() -> GitResult:
         result = await _run((*_DISARMING, *args), cwd, git_env(guarded, inherit=inherit), timeout)
-        if result.ok or delay is None or not _LOCK_ERROR.search(result.stderr):
-            break
+        if not result.ok and _LOCK_ERROR.search(result.stderr):
+            raise _LockHeldError(result)
+        return result
+
+    def held(_exc: BaseException, delay: float) -> None:
         logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)
-        await asyncio.sleep(delay)
+
+    try:
+        result = await retrying(
+            once,
+            retry_on=_LockHeldError,
+            backoff=_LOCK_BACKOFF,
+            attempts=_LOCK_RETRIES + 1,
+            on_retry=held,
+        )
+    except _LockHeldError as still:  # held all along: git's failure, as any other
+        result = still.result
     if check and not result.ok:
         logger.debug("git %s in %s failed: %s", " ".join(args), cwd, result.stderr.strip())
         raise GitError(args, cwd, result.stderr, fix=fix or "fix what git reports, then retry")
@@ -244,23 +210,31 @@ async def _run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: f
                 f"{cwd} does not exist", fix="prepare the task's workspace again"
             ) from exc
         raise WorkspaceError("git is not installed (no `git` on PATH)", fix="install git") from exc
+    # Reading goes on whatever happens to the caller: a read cut short leaves git's pipes
+    # open, and a git left running would hold its locks with nobody waiting for it.
+    reading = asyncio.ensure_future(proc.communicate())
     try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
+        stdout, stderr = await asyncio.wait_for(asyncio.shield(reading), timeout)
     except TimeoutError:
-        await _kill(proc)
+        await _kill(proc, reading)
         raise WorkspaceError(
             f"`git {' '.join(args)}` in {cwd} took longer than {timeout:.0f} s",
             fix="check the repository and the network, then try again",
         ) from None
-    except BaseException:
-        # Cancelled: a git left running would hold its locks with nobody waiting for it.
-        await _kill(proc)
+    except BaseException:  # cancelled
+        await _kill(proc, reading)
         raise
     return GitResult(proc.returncode or 0, stdout, stderr.decode("utf-8", "replace"))
 
 
-async def _kill(proc: asyncio.subprocess.Process) -> None:
+# Once git is killed its pipes end at once, unless a child it started still holds them.
+_DRAIN_SECONDS = 5.0
+
+
+async def _kill(proc: asyncio.subprocess.Process, reading: asyncio.Future[Any]) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        await asyncio.shield(proc.wait())
+    with contextlib.suppress(Exception):  # what it said no longer matters: only its end
+        await asyncio.wait_for(asyncio.shield(reading), _DRAIN_SECONDS)
+    await asyncio.shield(proc.wait())

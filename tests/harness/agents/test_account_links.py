@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.agents.account_links import AccountLinks
 from harness.agents.orchestrator import Orchestrator
 from harness.errors import ForgeError
+from harness.forge.accounts import AccountStore
 from harness.project import Project, build_orchestrator, load_project
 from harness.runtime.claude import ClaudeRuntime
 from tests.forge_support import Forge, forge
@@ -37,7 +39,7 @@ async def test_without_a_client_id_linking_says_what_to_configure(project: Proje
     try:
         assert orchestrator.config.github.client_id is None
         with pytest.raises(ForgeError) as unset:
-            await orchestrator.start_github_link("U1")
+            await orchestrator.accounts.start_github_link("U1")
     finally:
         await orchestrator.shutdown()
 
@@ -47,32 +49,35 @@ async def test_without_a_client_id_linking_says_what_to_configure(project: Proje
 async def test_a_newer_link_replaces_the_one_still_waiting(
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
-    first = await orchestrator.start_github_link("U1")
-    second = await orchestrator.start_github_link("U1")
+    first = await orchestrator.accounts.start_github_link("U1")
+    second = await orchestrator.accounts.start_github_link("U1")
 
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(first.linked, WAIT)
     forge.github.approve_device(second.user_code, "alice")
     assert await asyncio.wait_for(second.linked, WAIT) == "alice"
-    assert await orchestrator.github_login("U1") == "alice"
+    assert await orchestrator.accounts.github_login("U1") == "alice"
 
 
 async def test_unlinking_stops_a_link_still_waiting(
     orchestrator: Orchestrator, forge: Forge
 ) -> None:
-    waiting = await orchestrator.start_github_link("U1")
+    waiting = await orchestrator.accounts.start_github_link("U1")
 
-    assert await orchestrator.unlink_github("U1") is False  # nothing was linked yet
+    assert await orchestrator.accounts.unlink_github("U1") is False  # nothing was linked yet
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting.linked, WAIT)
-    assert await orchestrator.github_login("U1") is None
+    assert await orchestrator.accounts.github_login("U1") is None
 
 
 async def test_an_account_is_linked_per_github(orchestrator: Orchestrator, forge: Forge) -> None:
-    login = await orchestrator.start_github_link("U1")
+    login = await orchestrator.accounts.start_github_link("U1")
     forge.github.approve_device(login.user_code, "alice")
     await asyncio.wait_for(login.linked, WAIT)
 
-    github = dataclasses.replace(orchestrator.config.github, api_url="https://ghe.example.com")
-    orchestrator._config = dataclasses.replace(orchestrator.config, github=github)
-    assert await orchestrator.github_login("U1") is None
+    config = orchestrator.config
+    github = dataclasses.replace(config.github, api_url="https://ghe.example.com")
+    on_enterprise = AccountLinks(
+        dataclasses.replace(config, github=github), AccountStore(config.tasks_dir)
+    )
+    assert await on_enterprise.github_login("U1") is None

@@ -1,19 +1,34 @@
-"""The orchestrator's methods about tasks and their workspaces: a part of its facade, kept in
-a module of its own. Callers use them on the orchestrator."""
+"""The task desk: tasks as people and tools see them, their workspaces and their records.
+
+What it says of a task includes the final records the store has not taken yet (``pending``),
+so a front end never shows a finished agent as running because the disk was slow or full.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 from harness.agents.pending_finals import PendingFinals
 from harness.agents.pool import AgentPool
 from harness.agents.recovery import host_alive
+from harness.clock import Clock, timestamp
 from harness.config.settings import Config
-from harness.errors import HarnessError, TaskDamagedError
+from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError
 from harness.tasks.context import build_task_context
-from harness.tasks.model import FINAL_STATUSES, Task, TaskSummary, ThreadRef
+from harness.tasks.journal import said_in
+from harness.tasks.model import (
+    FINAL_STATUSES,
+    Decision,
+    DispatchRecord,
+    Feedback,
+    FeedbackValue,
+    Task,
+    TaskSummary,
+    ThreadRef,
+)
 from harness.tasks.removal import busy_error, damaged_error
 from harness.tasks.store import DamagedTask, LogEntries, RepairReport, Store
 from harness.workspaces.manager import (
@@ -27,14 +42,24 @@ from harness.workspaces.manager import (
 AUDIT_LOG = "audit.jsonl"
 
 
-class TaskMethods:
-    """Mixed into the orchestrator, whose parts these are."""
+class TaskDesk:
+    """Tasks, their workspaces and their dispatch records, for the front ends and the tools."""
 
-    _config: Config
-    _store: Store
-    _pool: AgentPool
-    _workspaces: Workspaces
-    _pending: PendingFinals  # final records the store has not taken yet: what it will say
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        pool: AgentPool,
+        workspaces: Workspaces,
+        pending: PendingFinals,
+        clock: Clock,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._pool = pool  # which agents are live here: they keep their task and workspace
+        self._workspaces = workspaces
+        self._pending = pending  # final records the store has not taken yet: what it will say
+        self._clock = clock
 
     def choose_repository(self, text: str, channel: str | None = None) -> RepositoryChoice:
         """Which configured repository a request is about (``repo:NAME``, the channel's
@@ -147,3 +172,61 @@ class TaskMethods:
 
     async def audit_log(self, slug: str) -> LogEntries:
         return await self._store.read_jsonl(slug, AUDIT_LOG)
+
+    # -- dispatch records ------------------------------------------------------------------
+
+    async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
+        """Keeps a live agent's decision with its task."""
+        entry = self._pool.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        decision = Decision(title, body, at=self._now(), agent_id=agent_id, role=entry.role)
+        return await self._store.add_decision(entry.task_slug, decision)
+
+    async def note_undelivered(self, task_slug: str, agent_id: str, reason: str) -> None:
+        """Records on the agent's dispatch that its result could not be delivered, and why."""
+        noted = await self._pending.amend(
+            agent_id, lambda record: dataclasses.replace(record, undelivered=reason)
+        )
+        if noted is not None:
+            return  # stored with its final record, still pending
+        record = await self._store.record(agent_id)
+        await self._store.save_dispatch(task_slug, dataclasses.replace(record, undelivered=reason))
+
+    async def record_feedback(
+        self, task_slug: str, agent_id: str, user: str, value: FeedbackValue
+    ) -> DispatchRecord:
+        """Keeps ``user``'s verdict on the agent's result on its dispatch (their latest one)."""
+        verdict = Feedback(user, value, self._now())
+
+        def with_verdict(record: DispatchRecord) -> DispatchRecord:
+            kept = tuple(f for f in record.feedback if f.user != user)
+            return dataclasses.replace(record, feedback=(*kept, verdict))
+
+        pending = await self._pending.amend(agent_id, with_verdict)
+        if pending is not None:  # stored with its final record, still pending
+            return pending
+        task = await self._store.get(task_slug)
+        record = next((d for d in task.dispatches if d.agent_id == agent_id), None)
+        if record is None:
+            raise AgentNotFoundError(agent_id)
+        record = with_verdict(record)
+        await self._store.save_dispatch(task_slug, record)
+        return record
+
+    async def diff(self, task_slug: str, record: DispatchRecord) -> str | None:
+        """The full diff of the task's workspace when the agent ended; None when it changed
+        nothing or did not work in a git workspace."""
+        if record.diff_file is None:
+            return None
+        return await self._store.read_text(task_slug, record.diff_file)
+
+    async def said(self, task_slug: str, record: DispatchRecord) -> list[str]:
+        """Everything an agent said (its texts, in order), from its journal."""
+        if not record.journal_file:
+            return []
+        entries = await self._store.read_jsonl(task_slug, record.journal_file)
+        return [text for entry in entries for text in said_in(entry) if text]
+
+    def _now(self) -> str:
+        return timestamp(self._clock.now())

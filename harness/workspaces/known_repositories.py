@@ -1,0 +1,74 @@
+"""The repositories the workspaces know: those of ``workspaces.repositories``, and those a
+worker learns from the runs it takes. Each by name, its folder (a `url` repository's cache,
+cloned the first time and fetched for each new task) and its git directory.
+
+Shared by the parts of the workspaces that make worktrees (``manager``, ``spare_worktrees``)
+and that show their git to a sandbox (``sandbox_git``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness.clock import SYSTEM, Clock
+from harness.config.settings import RepositorySettings
+from harness.workspaces.repos import check_local, clone, common_dir, fetch
+from harness.workspaces.values import unknown_repository
+
+
+class KnownRepositories:
+    def __init__(
+        self, repositories: Mapping[str, RepositorySettings], clock: Clock = SYSTEM
+    ) -> None:
+        self._repositories = dict(repositories)
+        self._clock = clock
+        self._fetched: dict[str, float] = {}  # repository -> monotonic time its fetch began
+        self._common_dirs: dict[str, Path] = {}  # repository -> its git common dir
+
+    @property
+    def all(self) -> dict[str, RepositorySettings]:
+        """Every known repository by name (a copy: learning one later leaves it as it is)."""
+        return dict(self._repositories)
+
+    def add(self, repo: RepositorySettings) -> None:
+        self._repositories[repo.name.lower()] = repo
+
+    def get(self, name: str) -> RepositorySettings:
+        """The repository ``name``; a WorkspaceError naming the known ones when unknown."""
+        repo = self._repositories.get(name.lower())
+        if repo is None:
+            raise unknown_repository(name, sorted(self._repositories))
+        return repo
+
+    async def source(self, repo: RepositorySettings, asked: float) -> Path:
+        """The folder of the repository; a `url` repository's cache, cloned or fetched.
+        ``asked``: the clock's monotonic time the caller asked, under the repository's lock."""
+        if repo.path is not None:
+            await check_local(repo, repo.path)
+            return repo.path
+        assert repo.url is not None and repo.cache is not None
+        if not await asyncio.to_thread(repo.cache.exists):
+            self._fetched[repo.name] = self._clock.monotonic()
+            await clone(repo.url, repo.cache)
+        elif self._fetched.get(repo.name, -1.0) < asked:
+            # A fetch that began after this task asked is as fresh as one of its own.
+            self._fetched[repo.name] = self._clock.monotonic()
+            await fetch(repo.url, repo.cache)
+        return repo.cache
+
+    async def name_of(self, common: Path) -> str | None:
+        """The known repository whose git directory is ``common``."""
+        for name, repo in list(self._repositories.items()):
+            if await self.common_dir(name, repo) == common:
+                return name
+        return None
+
+    async def common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
+        """The git directory of the known repository ``name`` (kept once found)."""
+        if name not in self._common_dirs:
+            found = await common_dir(repo.path or repo.cache)
+            if found is None:
+                return None
+            self._common_dirs[name] = found
+        return self._common_dirs[name]
