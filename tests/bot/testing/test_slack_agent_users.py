@@ -5,6 +5,7 @@ opened, a message shortcut)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -91,6 +92,12 @@ async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEm
     app = AsyncApp(client=client(slack), signing_secret=SECRET)
     opened: list[JSON] = []
     shortcuts: list[tuple[JSON, str]] = []
+    # What the listeners heard is this test's, not the emulator's: they say when it changes.
+    heard = asyncio.Condition()
+
+    async def hear() -> None:
+        async with heard:
+            heard.notify_all()
 
     async def on_home(event: JSON, client: AsyncWebClient) -> None:
         opened.append(event)
@@ -98,6 +105,7 @@ async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEm
         await client.views_publish(
             user_id=event["user"], view={"type": "home", "blocks": [section]}
         )
+        await hear()
 
     async def on_shortcut(ack: Any, shortcut: JSON, client: AsyncWebClient) -> None:
         await ack()
@@ -105,6 +113,7 @@ async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEm
             channel=shortcut["channel"]["id"], message_ts=shortcut["message_ts"]
         )
         shortcuts.append((shortcut, str(link["permalink"])))
+        await hear()
 
     app.event("app_home_opened")(on_home)
     app.shortcut("send_to_harness")(on_shortcut)
@@ -116,7 +125,8 @@ async def test_bolt_gets_app_home_opened_and_the_message_shortcut(slack: SlackEm
         await slack.wait_for(lambda: slack.agent.home_view("U1"), WAIT)
         again = await slack.agent.app_home_opened("U1")
         picked = await slack.agent.message_shortcut("U1", "C1", reply, "send_to_harness")
-        await slack.wait_for(lambda: len(opened) == 2 and shortcuts, WAIT)
+        async with heard, asyncio.timeout(WAIT):
+            await heard.wait_for(lambda: len(opened) == 2 and bool(shortcuts))
 
     assert (first.status, again.status, picked.status) == (200, 200, 200)
     assert {k: opened[0][k] for k in ("type", "user", "channel", "tab")} == {
