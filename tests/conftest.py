@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.get_closest_marker(reason) for reason in SLOW_REASONS
         ):
             item.add_marker(pytest.mark.slow)
-    # On pytest-xdist's workers (`make test` runs `-n 4`): the slow tests first, so that the
+    # On pytest-xdist's workers (`make test` runs `-n 2`): the slow tests first, so that the
     # run ends on short tests spread over every worker rather than on one long test. A stable
     # sort: each tier keeps its order. A serial run keeps the file order.
     if os.environ.get("PYTEST_XDIST_WORKER"):
