@@ -120,7 +120,7 @@ class Orchestrator:
         )
         # What the harness tools reach: each service, and the agents' lifecycle.
         self.services = Services(
-            self, self.tasks, self.humans, self.pull_requests, self.files, self.metadata, clock
+            self, self.tasks, self.humans, self.pull_requests, self.files, self.metadata
         )
         self._runs = AgentRuns(
             config,

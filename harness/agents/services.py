@@ -19,7 +19,7 @@ from harness.agents.pool import AgentInfo
 from harness.agents.pull_requests import PullRequests
 from harness.agents.shared_files import SharedFiles
 from harness.agents.task_desk import TaskDesk
-from harness.clock import SYSTEM, Clock
+from harness.clock import Clock
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.runtime.attachments import Attachment, LeftOut
@@ -31,6 +31,9 @@ class AgentLifecycle(Protocol):
 
     @property
     def config(self) -> Config: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
     def now(self) -> str: ...
 
@@ -82,8 +85,12 @@ class Services:
     pull_requests: PullRequests
     files: SharedFiles
     metadata: MetadataCollector
-    clock: Clock = SYSTEM  # the orchestrator's: tools time their calls by it
 
     @property
     def config(self) -> Config:
         return self.lifecycle.config
+
+    @property
+    def clock(self) -> Clock:
+        """The orchestrator's: tools time their calls by it."""
+        return self.lifecycle.clock
