@@ -7,7 +7,7 @@ from harness.agents.authority import Authority
 from harness.agents.pool import AgentPool
 from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
 from harness.clock import Clock, timestamp
-from harness.errors import AgentNotFoundError, HarnessError
+from harness.errors import HarnessError
 from harness.tasks.store import TaskStore
 
 
@@ -67,9 +67,7 @@ class Humans:
     ) -> tuple[Question, Answer | None]:
         """Ask the task's humans and wait; the answer is None when nobody answered in time.
         NoHumanError when no front end reaches a human for the task."""
-        entry = self._pool.get(agent_id)
-        if entry is None:
-            raise AgentNotFoundError(agent_id)
+        entry = self._pool.live(agent_id)
         task = await self._store.get(entry.task_slug)
         question = Question(
             question_id=self._board.new_id(),

@@ -23,7 +23,7 @@ from harness.agents.events import AgentEvent, Events, Listener
 from harness.agents.humans import Humans
 from harness.agents.metadata import MetadataCollector
 from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
-from harness.agents.pool import AgentInfo, AgentPool, PoolEntry
+from harness.agents.pool import AgentInfo, AgentPool
 from harness.agents.pull_requests import PullRequests
 from harness.agents.recovery import recover_interrupted
 from harness.agents.runs import AgentRuns, ToolProvider
@@ -34,7 +34,7 @@ from harness.clock import SYSTEM, Clock, timestamp
 from harness.config.roles import Role
 from harness.config.routing import Router
 from harness.config.settings import Config
-from harness.errors import AgentNotFoundError, HarnessError, UnknownRoleError
+from harness.errors import HarnessError, UnknownRoleError
 from harness.forge.accounts import AccountStore
 from harness.runtime.attachments import Attachment, LeftOut
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
@@ -298,7 +298,7 @@ class Orchestrator:
         self, agent_id: str, message: str, percent: float | None
     ) -> DispatchRecord:
         """Keep a live agent's progress in its record and tell the front ends."""
-        return await self._runs.report_progress(self._live(agent_id), message, percent)
+        return await self._runs.report_progress(self._pool.live(agent_id), message, percent)
 
     async def kill(self, agent_id: str, reason: str, *, by: str | None = None) -> bool:
         """End a queued or running agent. False when it is not live. A person (``by``) must
@@ -346,11 +346,3 @@ class Orchestrator:
         return await recover_interrupted(
             self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished
         )
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _live(self, agent_id: str) -> PoolEntry:
-        entry = self._pool.get(agent_id)
-        if entry is None:
-            raise AgentNotFoundError(agent_id)
-        return entry

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.clock import SYSTEM, Clock
+from harness.errors import AgentNotFoundError
 from harness.runtime.spec import AgentControl
 from harness.tasks.model import Progress
 
@@ -151,6 +152,13 @@ class AgentPool:
 
     def get(self, agent_id: str) -> PoolEntry | None:
         return self._entries.get(agent_id)
+
+    def live(self, agent_id: str) -> PoolEntry:
+        """The live agent's entry; AgentNotFoundError once it has ended (or never was)."""
+        entry = self._entries.get(agent_id)
+        if entry is None:
+            raise AgentNotFoundError(agent_id)
+        return entry
 
     def snapshot(self) -> list[AgentInfo]:
         now = self._clock.monotonic()

@@ -21,7 +21,7 @@ from typing import Protocol
 from harness.agents.pool import AgentPool
 from harness.boundary.files import BoundaryError, Folder, read_file, split_in_folder
 from harness.config.settings import Config
-from harness.errors import AgentNotFoundError, ToolError
+from harness.errors import ToolError
 from harness.runtime.attachments import human_size, safe_name
 from harness.tasks.model import Task
 from harness.tasks.store import TaskStore
@@ -117,9 +117,7 @@ class SharedFiles:
         """Shares a file of the live agent's folder with its task's people. ToolError when
         the path leads out of the folder or to no file, the file is over the limit, or no
         front end reaches the task's people (or it could not show the file)."""
-        entry = self._pool.get(agent_id)
-        if entry is None:
-            raise AgentNotFoundError(agent_id)
+        entry = self._pool.live(agent_id)
         limit = self._config.slack.files.max_bytes
         try:
             name, content = await asyncio.to_thread(_read, entry.cwd, path, limit)

@@ -177,9 +177,7 @@ class TaskDesk:
 
     async def log_decision(self, agent_id: str, title: str, body: str) -> Task:
         """Keeps a live agent's decision with its task."""
-        entry = self._pool.get(agent_id)
-        if entry is None:
-            raise AgentNotFoundError(agent_id)
+        entry = self._pool.live(agent_id)
         decision = Decision(title, body, at=self._now(), agent_id=agent_id, role=entry.role)
         return await self._store.add_decision(entry.task_slug, decision)
 
