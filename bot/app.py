@@ -25,6 +25,7 @@ from bot import unfinished
 from bot.access import check_access
 from bot.background import Background
 from bot.blocks import REPOSITORY_ACTION_PREFIX, RERUN_ACTION
+from bot.clicks import Clicks
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.drafted import DraftedAgents
@@ -46,6 +47,7 @@ from bot.questions import (
     SlackHumanChannel,
     approval_refusal,
     closed_buttons,
+    closed_notice,
     parse_button_value,
 )
 from bot.sessions import STOP_EVENT, AgentSessions
@@ -158,6 +160,7 @@ class HarnessBot:
     # Its Prometheus metrics (``/metrics``), its own registry.
     metrics: Metrics = field(default_factory=Metrics)
     sessions: AgentSessions | None = None  # Slack's agent sessions of its task threads
+    clicks: Clicks | None = None  # buttons' work kept until answered, taken up at start
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters, deliveries seen) before the
@@ -181,6 +184,8 @@ class HarnessBot:
         replayed = await unfinished.replay_intake(self.conversations)
         if replayed:
             logger.info("handling %d request(s) the bot had taken on before it stopped", replayed)
+        if self.clicks is not None and (resumed := await self.clicks.resume()):
+            logger.info("taking up %d click(s) the bot had not answered before it stopped", resumed)
 
     def begin_shutdown(self) -> None:
         """From now on no message starts an agent (the orchestrator is about to stop them)."""
@@ -326,12 +331,13 @@ def create_app(
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
                 return "refused: " + refused
         if picked is None or not answered:
+            outcome = humans.outcome(str(action.get("value", "")), clicked_thread(body))
             await respond(
-                text="This question is already closed.",
-                response_type="ephemeral",
-                replace_original=False,
+                text=closed_notice(outcome), response_type="ephemeral", replace_original=False
             )
-            if picked is None:  # its question is gone: its buttons go too
+            # Its question is gone with no word of how it closed: its buttons go too. One
+            # that closed here keeps the record its thread shows.
+            if picked is None and outcome is None:
                 await close_stale_buttons(body)
             return "ignored: the question is closed"
         return f"answered question {_safe(picked[0].question_id)}"
@@ -371,11 +377,11 @@ def create_app(
             ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
         ) -> None:
             started = time.perf_counter()
-            await ack()
             user = str((body.get("user") or {}).get("id", ""))
             thread = clicked_thread(body)
             value = str(action.get("value", ""))
-            refused = await act(thread, value, user, body)
+            refused = await act(thread, value, user, body)  # keeps the click, then acks it
+            await ack()
             if refused is not None:
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
             outcome = f"refused: {refused}" if refused else f"{did} {_safe(value)}"
@@ -387,7 +393,7 @@ def create_app(
     async def choose_repository(
         thread: ThreadRef, name: str, user: str, body: dict[str, Any]
     ) -> str | None:
-        return conversations.choose_repository(thread, name, user)
+        return await unfinished.choose_repository(conversations, thread, name, user)
 
     async def run_again(
         thread: ThreadRef, agent_id: str, user: str, body: dict[str, Any]
@@ -398,8 +404,12 @@ def create_app(
         )
 
     app.action(RERUN_ACTION)(thread_button(run_again, "run again:"))
+    clicks = Clicks(ledger, background, outbox.backlog)
+    clicks.on("rerun", lambda click: unfinished.resume_run_again(conversations, clicks, click))
+    commands.forges.clicks = clicks
+    clicks.on("link", commands.forges.resume_link)
     pulls = PullRequestThreads(
-        orchestrator.pull_requests, orchestrator.tasks, poster, watcher, background
+        orchestrator.pull_requests, orchestrator.tasks, poster, watcher, background, outbox, clicks
     )
     app.action(OPEN_PR_ACTION)(thread_button(pulls.open, "pull request of"))
     app.action(FIX_CHECKS_ACTION)(thread_button(pulls.fix, "fix the checks of"))
@@ -427,4 +437,5 @@ def create_app(
         signing_secret=env.signing_secret or "",
         metrics=metrics,
         sessions=sessions,
+        clicks=clicks,
     )

@@ -50,6 +50,7 @@ from bot.questions import approval_refusal, names_an_agent, pick_question
 from bot.requesters import migrate_requesters
 from bot.settings import BotOptions
 from bot.threads import ThreadIndex, ThreadLanes
+from bot.unrecorded import NotRecordedError, UnrecordedRequests, intake_key, not_recorded
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import answer_for
 from harness.config.settings import SlackSettings
@@ -58,11 +59,6 @@ from harness.tasks.ledger import Ledger
 from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
-
-
-def intake_key(message: UserMessage) -> str:
-    """A person's message as the ledger knows it (seen, and taken on)."""
-    return f"message:{message.channel}:{message.ts}"
 
 
 EYES, ANSWERED = "eyes", "speech_balloon"
@@ -104,6 +100,8 @@ class Conversations:
         self.downloads = FileDownloads(poster.client, settings.files)
         # Per thread: how many Stops were pressed there, and by whom last.
         self._stops: dict[ThreadRef, tuple[int, str]] = {}
+        # Requests the ledger could not record (its disk full), handled once it can.
+        self.unrecorded = UnrecordedRequests(outbox, self.lanes)
 
     async def load(self) -> None:
         """The thread bindings, requesters and deliveries already seen, from disk."""
@@ -209,7 +207,7 @@ class Conversations:
             await self.poster.post(message.thread, note)
             await self.poster.react(message.channel, message.ts, "x")
             self._files.pop(intake_key(message), None)
-            await self.ledger.handled(intake_key(message))
+            await self.unrecorded.handled(intake_key(message))
 
         return run
 
@@ -287,14 +285,18 @@ class Conversations:
             try:
                 # Nothing runs for a message before the ledger knows it was seen: a delivery
                 # that comes again after a restart must not run it twice.
-                await self.dedupe.save()
+                if not await self.dedupe.save():
+                    raise NotRecordedError("the ledger cannot record it")
                 await work()
+            except NotRecordedError:  # a full disk: it waits (its person is told), not lost
+                await self.unrecorded.defer(intake_key(message), message.thread, job)
+                return
             except Exception:  # the top of one message's handling: the person must hear back
                 logger.exception("handling message %s/%s failed", message.channel, message.ts)
                 await self._fail(message, "Something went wrong on my side with this message.")
             if not self._waits_for_repository(message):
                 self._files.pop(intake_key(message), None)
-                await self.ledger.handled(intake_key(message))
+                await self.unrecorded.handled(intake_key(message))
 
         return job
 
@@ -351,7 +353,7 @@ class Conversations:
             self._choosing[thread] = (decision, bot_user_id)
             await self.poster.post(thread, repository_question(choice.candidates))
             # Kept until the click: after a restart the same buttons still start it.
-            await self.ledger.annotate_intake(intake_key(message), waitingForRepository=True)
+            await self.unrecorded.note(intake_key(message), waitingForRepository=True)
             return
         problem = None if repository is not None else choice.explain()
         if problem is not None:
@@ -375,7 +377,9 @@ class Conversations:
                 message, f"I could not create a task: {exc.message}", exc.fix or TRY_AGAIN
             )
             return
-        except BaseException:
+        except BaseException as exc:
+            if not_recorded(exc):  # nothing made: the thread stays reserved for its replay
+                raise NotRecordedError(str(exc)) from exc
             self.index.release(thread)
             raise
         self.index.bind(thread, task.slug)
@@ -420,10 +424,9 @@ class Conversations:
                 attachments=attachments,
                 left_out=left_out,
             )
-        except HarnessError as exc:
-            await self._fail(
-                message, f"I could not start {role}: {exc.message}", exc.fix or TRY_AGAIN
-            )
+        except (HarnessError, OSError) as exc:  # OSError: the task store's disk, say full
+            why, fix = (exc.message, exc.fix) if isinstance(exc, HarnessError) else (exc, "")
+            await self._fail(message, f"I could not start {role}: {why}", fix or TRY_AGAIN)
             return
         self._current[message.thread] = (handle.role, handle.agent_id)
         try:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from harness.clock import SYSTEM, Clock
-from harness.tasks.ledger import Ledger
+from harness.tasks.ledger import Ledger, LedgerUnwritableError
 
 
 class TtlSet:
@@ -87,11 +87,19 @@ class Dedupe:
         it is handled leaves it to the next start rather than marked seen and lost."""
         self._intake[key] = data
 
-    async def save(self) -> None:
+    async def save(self) -> bool:
         """Every key seen (and request taken on) before the call is in the ledger when it
-        returns."""
+        returns True; False when the ledger could not take them (its disk is full): they are
+        kept for the next save."""
         async with self._saving:
             keys, self._unsaved = self._unsaved, []
             intake, self._intake = self._intake, {}
-            if keys or intake:
+            if not (keys or intake):
+                return True
+            try:
                 await self.ledger.remember(keys, intake=intake)
+            except LedgerUnwritableError:
+                self._unsaved = keys + self._unsaved
+                self._intake = {**intake, **self._intake}
+                return False
+            return True

@@ -2,9 +2,10 @@
 
 Each file comes from its ``url_private_download`` (asked of ``files.info`` when the event
 has none), with the bot token in an Authorization header (the bot needs the ``files:read``
-scope), and only from Slack's own hosts or the host the Web API base points at (the tests'
-emulator): the token is never sent anywhere else. What cannot be had becomes a ``LeftOut``
-whose reason tells the person what to do.
+scope), and only to Slack's own hosts over https or the origin (scheme, host and port) the Web
+API base points at (the tests' emulator), a redirect included: the token is never sent
+anywhere else. What cannot be had becomes a ``LeftOut`` whose reason tells the person what
+to do.
 """
 
 from __future__ import annotations
@@ -38,15 +39,41 @@ _REASONS = {
 _SCOPE = "(the app needs Slack's `files:read` scope, and to be in the channel it was shared in)"
 
 
-def _trusted(url: str, api_url: str) -> bool:
-    """Whether the bot's token may go to ``url``: Slack's hosts, or the Web API's own."""
+Origin = tuple[str, str, int]
+
+
+def _origin(url: str) -> Origin | None:
+    """``url``'s scheme, host and port (the scheme's default when it names none); None for
+    anything but an http(s) URL with a host and a valid port."""
     parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    api_host = (urlsplit(api_url).hostname or "").lower()
-    if host == api_host and host:
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port out of range or not a number
+        return None
+    if scheme not in ("http", "https") or not host:
+        return None
+    return scheme, host, port or (443 if scheme == "https" else 80)
+
+
+def _trusted(url: str, api_url: str) -> bool:
+    """Whether the bot's token may go to ``url``: Slack's hosts over https, or the Web API's
+    own origin. Origins, not host names: another port of the same host is another server."""
+    origin = _origin(url)
+    if origin is None:
+        return False
+    if origin == _origin(api_url):
         return True
+    scheme, host, port = origin
     slack = host == "slack.com" or host.endswith((".slack.com", ".slack-gov.com"))
-    return parts.scheme == "https" and slack
+    return scheme == "https" and port == 443 and slack
+
+
+def token_may_follow(came_from: str, url: str, api_url: str) -> bool:
+    """Whether a redirect from ``came_from`` to ``url`` may carry the token: a trusted origin,
+    and never from https down to http."""
+    secure = [urlsplit(u).scheme.lower() == "https" for u in (came_from, url)]
+    return secure != [True, False] and _trusted(url, api_url)
 
 
 class FileDownloads:
@@ -108,9 +135,11 @@ class FileDownloads:
     ) -> bytes | LeftOut:
         """The file's bytes (up to ``limit`` + 1). Redirects are followed by hand, a few hops
         at most: the token goes with each request, so each hop is checked before it."""
+        came_from = url
         for _ in range(4):
-            if not _trusted(url, self.client.base_url):
+            if not token_may_follow(came_from, url, self.client.base_url):
                 return LeftOut(file.name, "I cannot read it: its link leads away from Slack")
+            came_from = url
             async with session.get(url, headers=headers, allow_redirects=False) as response:
                 location = response.headers.get("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:

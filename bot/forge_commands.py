@@ -3,7 +3,9 @@ account (their pull requests are then opened as them), or unlinks it.
 
 Connect answers at once with the code to enter on GitHub; the link completes in the
 background, and the person is told (ephemerally, where they typed the command) when it is
-linked, or why not and how to try again. Every answer is shown to that person only.
+linked, or why not and how to try again. Every answer is shown to that person only. The wait
+is kept in the ledger (``bot/clicks.py``): a bot stopped before the link completed tells
+the person at its next start to connect again (the code died with it).
 """
 
 from __future__ import annotations
@@ -17,14 +19,20 @@ from slack_bolt.context.respond.async_respond import AsyncRespond
 
 from bot.background import Background
 from bot.blocks import escape
+from bot.clicks import Clicks, KeptClick, click_key
 from bot.poster import CALL_ERRORS, Poster
 from harness.agents.account_links import AccountLinks, DeviceLogin
 from harness.errors import HarnessError
+from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
 
 CONNECT = "`/harness connect github`"
 SORRY = "Sorry, that did not work; an admin can find the details in the bot's log."
+CUT_SHORT = (
+    "I restarted before your GitHub account was linked, so it is not: run "
+    f"{CONNECT} again for a new code."
+)
 
 Say = Callable[[str], Awaitable[None]]
 
@@ -72,6 +80,18 @@ class ForgeCommands:
         self.poster = poster
         self.background = background
         self.within = within  # how long an answer in the ack may take
+        # Where a wait for a link is kept across restarts (None: not kept).
+        self.clicks: Clicks | None = None
+
+    async def resume_link(self, click: KeptClick) -> None:
+        """A wait for a link cut short by a stop: the person hears to connect again."""
+        channel = click.thread.channel
+        await self.poster.ephemeral(channel, click.user, CUT_SHORT, click.thread.thread_ts or None)
+        await self._settle(click.user)
+
+    async def _settle(self, user: str) -> None:
+        if self.clicks is not None:
+            await self.clicks.settle(click_key("link", user))
 
     async def handle(
         self,
@@ -95,7 +115,9 @@ class ForgeCommands:
                 await self.poster.ephemeral(channel, user, text, None)
 
         def work() -> Awaitable[tuple[str, str]]:
-            return self._connect(user, say) if name == "connect" else self._disconnect(user)
+            return (
+                self._connect(user, channel, say) if name == "connect" else self._disconnect(user)
+            )
 
         if can_respond:
             await ack()
@@ -111,7 +133,7 @@ class ForgeCommands:
         await ack(text=text)
         return outcome
 
-    async def _connect(self, user: str, say: Say) -> tuple[str, str]:
+    async def _connect(self, user: str, channel: str, say: Say) -> tuple[str, str]:
         try:
             linked_as = await self.accounts.github_login(user)
             login = await self.accounts.start_github_link(user)
@@ -120,10 +142,14 @@ class ForgeCommands:
         except Exception:  # the top of a command's work: the person must hear back
             logger.exception("/harness connect github failed")
             return SORRY, "connect github: failed"
-        self.background.spawn(self._tell_when_linked(login, say), name=f"GitHub link of {user}")
+        if self.clicks is not None:  # kept before the code is shown
+            await self.clicks.take("link", user, user, ThreadRef(channel, ""))
+        self.background.spawn(
+            self._tell_when_linked(login, user, say), name=f"GitHub link of {user}"
+        )
         return render_code(login, linked_as), "connect github: code shown"
 
-    async def _tell_when_linked(self, login: DeviceLogin, say: Say) -> None:
+    async def _tell_when_linked(self, login: DeviceLogin, user: str, say: Say) -> None:
         try:
             text = render_linked(await login.linked)
         except HarnessError as exc:
@@ -137,6 +163,7 @@ class ForgeCommands:
             logger.exception("linking a GitHub account failed")
             text = SORRY
         await say(text)
+        await self._settle(user)
 
     async def _disconnect(self, user: str) -> tuple[str, str]:
         try:
@@ -146,5 +173,6 @@ class ForgeCommands:
         except Exception:
             logger.exception("/harness disconnect github failed")
             return SORRY, "disconnect github: failed"
+        await self._settle(user)  # a link it waited for ends too: nothing to resume
         outcome = "unlinked" if was_linked else "nothing linked"
         return render_unlinked(was_linked), f"disconnect github: {outcome}"

@@ -6,8 +6,11 @@ page, bytes, nothing, a reset or a timeout). What the bot owes a thread goes thr
 ``retry_transient`` tries a call again while it fails transiently (a post an agent waits
 on, the last append of a streamed reply).
 
-Rate limits are handled by the client's retry handler (see bot.app.make_client). The poster
-also remembers the newest message it knows of in each thread, so a status message is
+Rate limits are handled by the client's retry handler (see bot.app.make_client). A post is
+not idempotent: one whose answer never came (a timeout, a reset) may have been made, so every
+post carries a key in its message metadata (``post_keyed``) and a retry looks for that key in
+the thread before posting again; the client's own retry of connection errors leaves posts to
+it. The poster also remembers the newest message it knows of in each thread, so a status message is
 replaced in place only when nothing came after it; otherwise the result is posted at the
 end of the thread, where people read.
 """
@@ -16,11 +19,15 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
@@ -151,6 +158,91 @@ async def retry_transient(
         raise classify(exc) from exc
 
 
+# The metadata event type that carries a post's key.
+POST_KEY_EVENT = "harness_post"
+# What slack_sdk retries once by itself (a reset or a dropped connection), posts aside.
+_CONNECTION_LOST = (aiohttp.ServerConnectionError, aiohttp.ServerDisconnectedError,
+                    aiohttp.ClientOSError)  # fmt: skip
+
+
+async def find_keyed(client: AsyncWebClient, thread: ThreadRef, key: str) -> str | None:
+    """The ts of the bot's message in ``thread`` that carries ``key``, if Slack has one."""
+    response = await client.conversations_replies(
+        channel=thread.channel, ts=thread.thread_ts, limit=1000, include_all_metadata=True
+    )
+    for message in response.get("messages") or []:
+        metadata = message.get("metadata") if isinstance(message, dict) else None
+        if not isinstance(metadata, dict) or metadata.get("event_type") != POST_KEY_EVENT:
+            continue
+        payload = metadata.get("event_payload")
+        if isinstance(payload, dict) and payload.get("key") == key:
+            ts = message.get("ts")
+            return ts if isinstance(ts, str) else None
+    return None
+
+
+async def post_keyed(
+    client: AsyncWebClient,
+    thread: ThreadRef,
+    message: SlackMessage | str,
+    *,
+    key: str,
+    look_first: bool,
+) -> Mapping[str, Any]:
+    """``chat.postMessage`` into the thread carrying ``key``; with ``look_first`` (a try
+    before may have been made, its answer lost), the message already there with that key is
+    taken instead of a second one. A connection lost mid-call is tried again once, looking
+    first (slack_sdk's own retry of it, made safe). Fails as ``CALL_ERRORS``."""
+    if look_first and (found := await _posted(client, thread, key)) is not None:
+        return found
+    try:
+        return await _send(client, thread, message, key)
+    except _CONNECTION_LOST:
+        if (found := await _posted(client, thread, key)) is not None:
+            return found
+        return await _send(client, thread, message, key)
+
+
+async def _posted(client: AsyncWebClient, thread: ThreadRef, key: str) -> Mapping[str, Any] | None:
+    """The answer a post with ``key`` would have had, when the thread has it already."""
+    try:
+        found = await find_keyed(client, thread, key)
+    except SlackApiError as exc:
+        if classify(exc).transient:
+            raise
+        return None  # the thread cannot be read: the post itself says what is wrong
+    if found is None:
+        return None
+    logger.info("a post to %s was made, its answer lost: not made again", thread)
+    return {"ok": True, "channel": thread.channel, "ts": found}
+
+
+async def _send(
+    client: AsyncWebClient, thread: ThreadRef, message: SlackMessage | str, key: str
+) -> Mapping[str, Any]:
+    response = await client.chat_postMessage(
+        channel=thread.channel,
+        thread_ts=thread.thread_ts,
+        unfurl_links=False,
+        unfurl_media=False,
+        metadata={"event_type": POST_KEY_EVENT, "event_payload": {"key": key}},
+        **message_content(message),
+    )
+    return response.data if isinstance(response.data, dict) else {}
+
+
+class _RetryConnectionsButPosts(AsyncConnectionErrorRetryHandler):
+    """slack_sdk's retry of a call whose connection failed, except posts: the post may have
+    been made, and only ``post_keyed``'s retry looks before posting again."""
+
+    async def _can_retry_async(
+        self, *, state: RetryState, request: HttpRequest, **kwargs: Any
+    ) -> bool:
+        if request.url.endswith("/chat.postMessage"):
+            return False
+        return await super()._can_retry_async(state=state, request=request, **kwargs)
+
+
 class SlackClient(AsyncWebClient):
     """The Web API client, made to fail the way ``CALL_ERRORS`` says whatever Slack answers:
     slack_sdk raises its own AttributeError or ValueError (not a Slack error) on a few answers
@@ -159,6 +251,13 @@ class SlackClient(AsyncWebClient):
     Every failed call is told to ``on_error`` (the bot counts them by method)."""
 
     on_error: Callable[[str], None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_handlers = [
+            _RetryConnectionsButPosts() if type(h) is AsyncConnectionErrorRetryHandler else h
+            for h in self.retry_handlers
+        ]
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:
@@ -214,18 +313,20 @@ class Poster:
         """Posts into the thread; the new message's ts, or None when Slack refused it.
         With ``attempts`` > 1 a transient failure is tried again (after 0.5 s, 1 s, ...)."""
 
+        key = uuid.uuid4().hex
+        tries = 0
+
         def failed(error: DeliveryError) -> None:
             logger.warning("chat.postMessage to %s failed: %s", thread.channel, error.error)
 
+        async def attempt() -> Mapping[str, Any]:
+            nonlocal tries
+            tries += 1
+            return await post_keyed(self.client, thread, message, key=key, look_first=tries > 1)
+
         try:
             response = await retry_transient(
-                lambda: self.client.chat_postMessage(
-                    channel=thread.channel,
-                    thread_ts=thread.thread_ts,
-                    unfurl_links=False,
-                    unfurl_media=False,
-                    **message_content(message),
-                ),
+                attempt,
                 attempts=attempts,
                 backoff=_POST_BACKOFF,
                 on_retry=failed,

@@ -15,13 +15,16 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from bot.assistant import ThreadStatus, assistant_status
 from bot.background import Background
 from bot.blocks import (
+    SlackMessage,
     diff_file_name,
     diff_fits_inline,
+    escape,
     render_record,
     status_text,
     with_rerun_button,
@@ -86,6 +89,17 @@ class Watch:
             drafted_by=data.get("draftedBy"),
             streaming=data.get("streaming") is True,
         )
+
+
+def late_notice(record: DispatchRecord) -> SlackMessage:
+    """Said before the result of an agent its thread was told was interrupted."""
+    verb = {"completed": "finished", "killed": "was stopped"}.get(record.status, record.status)
+    text = (
+        f"↩️ *{escape(record.role)}* (agent `{escape(record.agent_id)}`) {verb} after all: "
+        "its worker could not be heard for a while, so it was reported interrupted; its "
+        "result came in since, below (it replaces that notice)."
+    )
+    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
 
 
 def final_reaction(record: DispatchRecord) -> str:
@@ -153,7 +167,10 @@ class AgentWatcher:
         reply streams to ``recipient`` (whom a stream in a channel is for)."""
         watch = Watch(agent_id, thread, task_slug, role, reply_to=reply_to, drafted_by=drafted_by)
         # The watch takes over the request ``handles`` (a person's message) in one step.
-        await self.ledger.watch(agent_id, watch.to_json(), handles=handles)
+        # A disk that refuses the watch takes it later (the backlog): the agent is shown.
+        await self.outbox.backlog.write(
+            partial(self.ledger.watch, agent_id, watch.to_json(), handles=handles), "watch"
+        )
         shown = self.status(agent_id, role, intro)
         stream = await self._open_stream(watch, intro, recipient) if shown else None
         if stream is not None:
@@ -163,7 +180,9 @@ class AgentWatcher:
             ts = await self.poster.post(thread, shown) if shown else None
         if ts is not None:
             watch = dataclasses.replace(watch, status_ts=ts)
-            await self.ledger.watch(agent_id, watch.to_json())
+            await self.outbox.backlog.write(
+                partial(self.ledger.watch, agent_id, watch.to_json()), "watch"
+            )
         try:
             return await self.follow_to_end(watch, shown, intro)
         finally:
@@ -228,16 +247,33 @@ class AgentWatcher:
         return record
 
     def _on_agent_event(self, event: AgentEvent) -> None:
-        """A drafted agent's state, as a task line in its parent's stream."""
+        """A drafted agent's state, as a task line in its parent's stream; an agent
+        announced as interrupted that finished after all, in its thread."""
         record = event.record
+        if event.kind == "finished_late" and event.task.thread is not None:
+            watch = Watch(record.agent_id, event.task.thread, event.task.slug, record.role)
+            self.background.spawn(
+                self._announce_late(watch, record), name=f"late {record.agent_id}"
+            )
+            return
         stream = self._streams.get(record.parent_id) if record.parent_id else None
         if stream is not None:
             title = task_title(record.role, record.prompt)
             stream.task(TaskLine(record.agent_id, title, task_status(record.status)))
 
-    async def settle(self, watch: Watch, record: DispatchRecord) -> None:
+    async def _announce_late(self, watch: Watch, record: DispatchRecord) -> None:
+        """The result of an agent whose thread was told it was interrupted, once."""
+        if await self.outbox.backlog.claim(f"late:{record.agent_id}"):
+            await self.settle(watch, record, late=True)
+
+    async def settle(
+        self, watch: Watch, record: DispatchRecord, *, late: bool = False, resumed: bool = False
+    ) -> None:
         """Owes the thread the agent's result in place of its status message, then the
-        reaction on the person's message; the watch ends in the same step."""
+        reaction on the person's message; the watch ends in the same step. ``late``: the
+        thread was told the agent was interrupted, and it finished after all. ``resumed``:
+        a bot before this one may have posted it (its watch outlived a full disk), so its
+        posts are looked for in the thread first."""
         thread = watch.thread
         diff = await self.orchestrator.tasks.diff(watch.task_slug, record)
         messages = render_record(
@@ -247,6 +283,8 @@ class AgentWatcher:
             drafted_by=watch.drafted_by,
             diff=diff,
         )
+        if late:
+            messages = [late_notice(record), *messages]
         if record.status == "interrupted":
             messages = with_rerun_button(messages, record.agent_id)
         if record.status == "completed" and record.diff_stat:
@@ -290,6 +328,8 @@ class AgentWatcher:
             steps,
             agent={"task_slug": watch.task_slug, "agent_id": record.agent_id},
             settles=record.agent_id,
+            key=f"{record.agent_id}.{record.status}{'.late' if late else ''}",
+            recheck=resumed,
         )
 
     async def resume(self, interrupted: Sequence[tuple[str, DispatchRecord]] = ()) -> int:
@@ -305,16 +345,16 @@ class AgentWatcher:
                 record = await self.orchestrator.record(agent_id)
             except AgentNotFoundError:
                 logger.warning("watched agent %s has no record: forgotten", agent_id)
-                await self.ledger.unwatch(agent_id)
+                await self.outbox.backlog.write(partial(self.ledger.unwatch, agent_id), "unwatch")
                 continue
             except (KeyError, TypeError, ValueError):
                 logger.warning("watch of agent %s is unreadable: forgotten", agent_id)
-                await self.ledger.unwatch(agent_id)
+                await self.outbox.backlog.write(partial(self.ledger.unwatch, agent_id), "unwatch")
                 continue
             if watch.status_ts is None:  # stopped between posting it and noting where
                 watch = dataclasses.replace(watch, status_ts=await self._find_status(watch))
             if record.status in FINAL_STATUSES:
-                await self.settle(watch, record)
+                await self.settle(watch, record, resumed=True)
                 done += 1
             elif self.orchestrator.agent(agent_id) is not None:
                 # Still at work on a worker, and followed again: so is its status message.
@@ -341,7 +381,9 @@ class AgentWatcher:
         except HarnessError as exc:
             logger.warning("cannot announce interrupted agent %s: %s", record.agent_id, exc)
             return False
-        if task.thread is None or not await self.ledger.claim(f"announced:{record.agent_id}"):
+        if task.thread is None or not await self.outbox.backlog.claim(
+            f"announced:{record.agent_id}"
+        ):
             return False
         watch = Watch(record.agent_id, task.thread, task_slug, record.role)
         await self.settle(watch, record)

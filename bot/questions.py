@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -34,6 +35,9 @@ ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\d+$")
 _INDEX = re.compile(r"[0-9]{1,3}")
 _ADDRESSED = re.compile(r"^\s*@?(a[0-9a-f]{6,16})\b[\s:,.-]*", re.IGNORECASE)
 
+
+# Closed questions whose outcome a late click is told (older ones read as stale buttons).
+SETTLED_KEPT = 1000
 
 CUT_NOTE = "\n… _(cut here: the whole question follows as a file in this thread)_"
 
@@ -84,18 +88,29 @@ def question_message(question: Question) -> SlackMessage:
     return {"text": text, "blocks": blocks}
 
 
-def settled_message(question: Question, answer: Answer | None, why: CloseReason) -> SlackMessage:
-    """The question once closed: the answer and who gave it, that nobody answered in time, or
-    that its agent ended first (killed, failed, or the bot stopped)."""
-    asked = f"❓ *{question.role}* (agent `{question.agent_id}`) asked: {escape(question.text)}"
+def outcome_line(answer: Answer | None, why: CloseReason) -> str:
+    """How a question closed, in one line: the answer and who gave it, that nobody answered
+    in time, or that its agent ended first (killed, failed, or the bot stopped)."""
     if answer is not None:
-        outcome = f"💬 {mention(answer.answered_by)} answered: {escape(said(answer))}"
-    elif why == "agent ended":
-        outcome = "⏹ The agent ended before anyone answered; there is nothing to decide now."
-    else:
-        outcome = "⌛ No answer in time; the agent went on without one."
-    text = f"{asked}\n{outcome}"
+        return f"💬 {mention(answer.answered_by)} answered: {escape(said(answer))}"
+    if why == "agent ended":
+        return "⏹ The agent ended before anyone answered; there is nothing to decide now."
+    return "⌛ No answer in time; the agent went on without one."
+
+
+def settled_message(question: Question, answer: Answer | None, why: CloseReason) -> SlackMessage:
+    """The question once closed, with its outcome (``outcome_line``)."""
+    asked = f"❓ *{question.role}* (agent `{question.agent_id}`) asked: {escape(question.text)}"
+    text = f"{asked}\n{outcome_line(answer, why)}"
     return {"text": text, "blocks": [section_block(text)]}
+
+
+CLOSED = "This question is already closed."
+
+
+def closed_notice(outcome: str | None) -> str:
+    """What a click on a closed question tells the clicker: how it closed, when known."""
+    return f"{CLOSED} {outcome}" if outcome else CLOSED
 
 
 STALE = "Closed: its agent is no longer waiting (it ended, or the bot restarted since)."
@@ -155,6 +170,9 @@ class SlackHumanChannel:
     def __init__(self, poster: Poster) -> None:
         self.poster = poster
         self._posted: dict[str, tuple[ThreadRef, str]] = {}
+        # How the newest closed questions closed: a late click (from a client still showing
+        # the buttons) is told so and leaves the thread's record of it as it is.
+        self._settled: OrderedDict[str, tuple[ThreadRef, str]] = OrderedDict()
         # Told when a question opens or closes (the home tabs list what waits on people).
         self.on_change: Callable[[], None] = lambda: None
 
@@ -178,9 +196,21 @@ class SlackHumanChannel:
             )
         self.on_change()
 
+    def outcome(self, button_value: str, clicked_in: ThreadRef) -> str | None:
+        """How the question a button's ``question_id|index`` names closed, to a click in its
+        own thread; None when it did not close here (still open, unknown, asked before the
+        bot restarted) or the click came from elsewhere (nothing of a thread leaks out)."""
+        settled = self._settled.get(button_value.partition("|")[0])
+        return settled[1] if settled is not None and settled[0] == clicked_in else None
+
     async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
-        self.on_change()
         posted = self._posted.pop(question.question_id, None)
+        if posted is not None:
+            # Kept before any await: no click finds the question neither open nor closed.
+            self._settled[question.question_id] = (posted[0], outcome_line(answer, why))
+            while len(self._settled) > SETTLED_KEPT:
+                self._settled.popitem(last=False)
+        self.on_change()
         if posted is not None:
             thread, ts = posted
             await self.poster.update(thread.channel, ts, settled_message(question, answer, why))

@@ -119,9 +119,18 @@ class BotServer:
         async def runtime() -> str | None:
             return orchestrator.runtime_problem()
 
+        async def ledger() -> str | None:  # what the bot owes is held in memory meanwhile
+            if self.bot.ledger.problem is not None:  # asked again: the disk may have room now
+                with contextlib.suppress(HarnessError):
+                    await self.bot.ledger.probe()
+            problem = self.bot.ledger.problem
+            volume = health.volume_of(orchestrator.config.tasks_dir)
+            return f"{problem} (on the volume mounted at {volume})" if problem else None
+
         return {
             "slack": slack,
             "task store": health.writable(orchestrator.config.tasks_dir),
+            "ledger": ledger,
             "runtime": runtime,
         }
 

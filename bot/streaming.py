@@ -5,7 +5,8 @@ sent by the outbox so it is never lost).
 
 Appends are coalesced: the watcher flushes what gathered once per status tick, so a chatty
 agent costs one call per tick, well under the method's rate tier. A stream Slack refuses
-(``start`` returns None) or ends early leaves the thread to today's edited status message.
+(``start`` returns None; a passing failure is tried again first) or ends early leaves the
+thread to today's edited status message.
 Streamed text stops short of Slack's size limit with a note; the whole text stays in the
 agent's journal, and the result is sent in full either way.
 """
@@ -20,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
 from bot.parsing import AGENT_ID_RE
-from bot.poster import CALL_ERRORS, DeliveryError, classify, retry_transient
+from bot.poster import DeliveryError, retry_transient
 from harness.agents.visibility import is_direct_message
 from harness.retry import Backoff
 from harness.tasks.model import DispatchStatus, FeedbackValue, ThreadRef
@@ -37,6 +38,9 @@ STREAM_OVER = frozenset({"message_not_in_streaming_state", "message_not_found"})
 FEEDBACK_ACTION = "harness_feedback"
 # The last append of a stream is tried again after 0.5 s, 1 s, 2 s...
 _APPEND_BACKOFF = Backoff(first=0.5, cap=4.0)
+# Opening a stream: three tries, 0.5 s then 1 s apart (a 429's Retry-After is slack_sdk's).
+START_ATTEMPTS = 3
+_START_BACKOFF = Backoff(first=0.5, cap=2.0)
 
 
 def task_status(status: DispatchStatus) -> TaskStatus:
@@ -136,11 +140,23 @@ class ReplyStream:
         if self.recipient is not None and not is_direct_message(self.thread.channel):
             params |= {"recipient_user_id": self.recipient.user,
                        "recipient_team_id": self.recipient.team}  # fmt: skip
+
+        def failed(error: DeliveryError) -> None:
+            logger.info("opening a stream in %s failed (%s): trying again",
+                        self.thread.channel, error.error)  # fmt: skip
+
         try:
-            response = await self.client.chat_startStream(**params)
-        except CALL_ERRORS as exc:
+            # A passing failure (5xx, a timeout, a rate limit) is tried again before the
+            # thread settles for an edited message; a refusal is not.
+            response = await retry_transient(
+                lambda: self.client.chat_startStream(**params),
+                attempts=START_ATTEMPTS,
+                backoff=_START_BACKOFF,
+                on_retry=failed,
+            )
+        except DeliveryError as error:
             logger.info("streaming refused in %s (%s): editing a status message instead",
-                        self.thread.channel, classify(exc).error)  # fmt: skip
+                        self.thread.channel, error.error)  # fmt: skip
             return None
         ts = response.get("ts")
         self.ts = ts if isinstance(ts, str) else None

@@ -4,17 +4,27 @@ At start-up, each request the bot had taken on before it stopped and that no age
 on is handled now (one whose agent had started is announced as interrupted by the watcher
 instead); one that waited for its person to pick a repository waits again for the click.
 *Run again*, pressed under the notice that an agent was interrupted, starts the same role
-over on the same request, in the same task, once.
+over on the same request, in the same task, once; the click is kept in the ledger before it
+is acked, and taken up again after a restart unless its agent had started by then (that
+one's end, or interruption, is said in the thread instead).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from bot.blocks import SlackMessage, mention, rerun_done
+from bot.clicks import (
+    NOT_KEPT,
+    Clicks,
+    KeptClick,
+    click_record,
+    is_click,
+    started_after,
+    started_since,
+)
 from bot.conversations import Conversations
 from bot.parsing import Ignore, parse_message_event
 from harness.errors import AgentNotFoundError, HarnessError
@@ -23,34 +33,31 @@ from harness.tasks.model import ThreadRef
 logger = logging.getLogger(__name__)
 
 
-def started_after(iso: str, at: float) -> bool:
-    try:
-        started = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return started.timestamp() >= at - 1.0  # clocks of one machine: a second of slack
-
-
 async def replay_intake(conversations: Conversations) -> int:
     """At start: handles each request taken on before a stop that no agent started on
     (one that had started is announced as interrupted instead). How many it replayed."""
     ledger = conversations.ledger
     replayed = 0
     for key, data, at in await ledger.intake():
+        if is_click(key):
+            continue  # a button's work: taken up by bot/clicks.py
         try:
             event, bot_user_id = data["event"], str(data["botUserId"])
             parsed = parse_message_event(event, bot_user_id)
         except (KeyError, TypeError, ValueError):
             logger.warning("unreadable request %s in the ledger: dropped", key)
-            await ledger.handled(key)
+            await conversations.unrecorded.handled(key)  # noted now, or once the disk can
             continue
         if isinstance(parsed, Ignore) or await _started_since(conversations, parsed.thread, at):
-            await ledger.handled(key)
+            await conversations.unrecorded.handled(key)
             continue
         if data.get("waitingForRepository") and conversations.wait_again_for_repository(
             parsed, bot_user_id
         ):
-            continue  # its question is in the thread already: the click starts it
+            chosen, by = data.get("chosenRepository"), data.get("chosenBy")
+            if isinstance(chosen, str) and isinstance(by, str):  # picked before the stop
+                conversations.choose_repository(parsed.thread, chosen, by)
+            continue  # else its question is in the thread already: the click starts it
         logger.info("handling %s again: the bot stopped before it started on it", key)
         conversations.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
         replayed += 1
@@ -96,25 +103,104 @@ async def run_again(
         return f"Only {who} (or an admin) can run it again."
     if conversations.closing:
         return "I am shutting down; press it again once I am back."
-    if not await conversations.ledger.claim(f"rerun:{agent_id}"):
-        return "It has already been run again."
+    shown = _shown(notice)
+    key, data = click_record("rerun", agent_id, user, thread, {"notice": shown} if shown else None)
+    try:  # claimed and kept in one step: a stop in between cannot lose the click
+        if not await conversations.ledger.claim(f"rerun:{agent_id}", intake=(key, data)):
+            return "It has already been run again."
+    except HarnessError as exc:
+        return NOT_KEPT.format(problem=exc.message)
+    now = conversations.ledger.clock.now().timestamp()
+    click = KeptClick(key, "rerun", agent_id, user, thread, now, dict(data["extra"]))
+    _enqueue(conversations, click, record.role, record.prompt, task.slug)
+    return None
+
+
+async def choose_repository(
+    conversations: Conversations, thread: ThreadRef, repository: str, user: str
+) -> str | None:
+    """A repository button: the request waiting in ``thread`` starts there, and the choice
+    is noted with it before the click is acked, so that a stop before its agent starts goes
+    on with that repository (rather than asking again). Why not (None: started)."""
+    refused = conversations.choose_repository(thread, repository, user)
+    key = await _waiting_in(conversations, thread) if refused is None else None
+    if key is not None:
+        try:
+            await conversations.ledger.annotate_intake(key, chosenRepository=repository,
+                                                       chosenBy=user)  # fmt: skip
+        except HarnessError as exc:  # it starts all the same; only a restart would ask again
+            logger.warning("could not note the repository picked for %s: %s", key, exc.message)
+    return refused
+
+
+async def _waiting_in(conversations: Conversations, thread: ThreadRef) -> str | None:
+    """The ledger's key of the request in ``thread`` that waits for its repository."""
+    for key, data, _at in await conversations.ledger.intake():
+        if not data.get("waitingForRepository") or is_click(key):
+            continue
+        try:
+            parsed = parse_message_event(data["event"], str(data["botUserId"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not isinstance(parsed, Ignore) and parsed.thread == thread:
+            return key
+    return None
+
+
+def _shown(notice: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The notice the button was under, as shown (its ts, text and blocks), to mark it done."""
+    ts = notice.get("ts") if notice else None
+    if notice is None or not isinstance(ts, str) or not notice.get("blocks"):
+        return None
+    return {"ts": ts, "text": str(notice.get("text", "")), "blocks": list(notice["blocks"])}
+
+
+def _enqueue(
+    conversations: Conversations, click: KeptClick, role: str, prompt: str, slug: str
+) -> None:
+    orchestrator, thread = conversations.orchestrator, click.thread
 
     async def again() -> None:
-        handle = await orchestrator.draft(
-            record.role, record.prompt, task_slug=task.slug, requested_by=user
-        )
-        ts = notice.get("ts") if notice else None
-        if notice is not None and isinstance(ts, str) and notice.get("blocks"):
-            shown: SlackMessage = {
-                "text": str(notice.get("text", "")),
-                "blocks": list(notice["blocks"]),
-            }
+        if conversations.closing:
+            return  # still kept: the next start runs it
+        try:
+            handle = await orchestrator.draft(role, prompt, task_slug=slug, requested_by=click.user)
+        except HarnessError as exc:  # e.g. the task's budget is spent: the thread hears why
+            text = f"⚠️ Not run again: {exc.message}." + (f" {exc.fix}." if exc.fix else "")
+            await conversations.outbox.owe(thread, [{"op": "post", "message": text}],
+                                           handles=click.key)  # fmt: skip
+            return
+        notice = click.extra.get("notice")
+        if isinstance(notice, dict) and isinstance(notice.get("ts"), str):
+            shown: SlackMessage = {"text": str(notice.get("text", "")),
+                                   "blocks": list(notice.get("blocks") or [])}  # fmt: skip
             await conversations.poster.update(
-                thread.channel, ts, rerun_done(shown, user, handle.agent_id)
+                thread.channel, notice["ts"], rerun_done(shown, click.user, handle.agent_id)
             )
+        # The agent's watch takes the click over: from now on its end is what is owed.
         await conversations.watcher.follow(
-            thread, handle.agent_id, handle.role, task_slug=task.slug
+            thread, handle.agent_id, handle.role, task_slug=slug, handles=click.key
         )
 
-    conversations.lanes.enqueue(thread, again, name=f"run {agent_id} again")
-    return None
+    conversations.lanes.enqueue(thread, again, name=f"run {click.subject} again")
+
+
+async def resume_run_again(conversations: Conversations, clicks: Clicks, click: KeptClick) -> None:
+    """A *Run again* kept before a stop: run now, unless an agent of its role started on the
+    task since the click (the watcher says how that one ended)."""
+    orchestrator = conversations.orchestrator
+    slug = conversations.index.slug(click.thread)
+    try:
+        record = await orchestrator.record(click.subject)
+        task = await orchestrator.tasks.task(slug) if slug else None
+    except (AgentNotFoundError, HarnessError) as exc:
+        logger.warning("cannot run %s again after the restart: %s", click.subject, exc)
+        text = f"Agent `{click.subject}` was not run again after my restart: I do not know it."
+        channel, ts = click.thread.channel, click.thread.thread_ts
+        await conversations.poster.ephemeral(channel, click.user, text, ts)
+        await clicks.settle(click.key)
+        return
+    if task is None or started_since(task.dispatches, record.role, click.at):
+        await clicks.settle(click.key)
+        return
+    _enqueue(conversations, click, record.role, record.prompt, task.slug)

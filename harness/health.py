@@ -9,6 +9,7 @@ Prometheus text format.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -85,7 +86,20 @@ def writable(folder: Path) -> Check:
         except TimeoutError:
             return f"{folder} not writable within {WRITE_TIMEOUT:g} s"
         except OSError as exc:
-            return f"{folder} not writable: {exc.strerror or exc}"
+            why = f"{folder} not writable: {exc.strerror or exc}"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                why += f" (the volume mounted at {volume_of(folder)} is full)"
+            return why
         return None
 
     return check
+
+
+def volume_of(path: Path) -> Path:
+    """The mount point of the file system ``path`` is on (of its nearest existing parent)."""
+    folder = path.absolute()
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    while not os.path.ismount(folder) and folder.parent != folder:
+        folder = folder.parent
+    return folder

@@ -6,18 +6,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.agents.orchestrator import Orchestrator
 from harness.clock import SYSTEM, Clock
 from harness.config import Config, Role, RuntimeSettings, load_config, load_roles
 from harness.config.routing import validate_routing
 from harness.errors import ConfigError, RoleError
 from harness.problems import closest
-from harness.runtime.backends import LocalBackend, runtime_backend
-from harness.runtime.spec import AgentRuntime, Hosting
-from harness.tasks.store import FileTaskStore
-from harness.tools.gateway import HarnessTools
-from harness.workspaces.manager import Workspaces
+
+if TYPE_CHECKING:
+    from harness.agents.orchestrator import Orchestrator
+    from harness.runtime.spec import AgentRuntime, Hosting
+    from harness.workspaces.manager import Workspaces
 
 # Categories that mean something without configuration: `conversational` is the default full
 # access category, `worker` the usual read-only one. Any other category must be named in
@@ -123,6 +123,14 @@ def build_orchestrator(
     first. ``workspaces``: those of the hosting given, when it is a host here. With
     ``simulated_costs`` (a scripted model) their records mark every cost as simulated.
     ``clock`` gives every time and id the harness stamps or draws."""
+    # The agents' stack is imported when one is built, not with the project: a command
+    # that only reads config.yaml (``harness --help``, ``doctor``) starts without it.
+    from harness.agents.orchestrator import Orchestrator
+    from harness.runtime.spec import Hosting
+    from harness.tasks.store import FileTaskStore
+    from harness.tools.gateway import HarnessTools
+    from harness.workspaces.manager import Workspaces
+
     config = project.config
     workspaces = workspaces or Workspaces(config.workspaces, clock)
     if isinstance(runtime, Hosting):
@@ -147,5 +155,7 @@ def configured_hosting(
     """The agents' hosting, not connected yet: a host in this process running them on
     ``runtime`` in ``workspaces`` when one is given, else where ``settings`` (config.yaml's
     ``runtime:``) say (``harness/runtime/backends.py``)."""
+    from harness.runtime.backends import LocalBackend, runtime_backend
+
     backend = LocalBackend() if runtime is not None else runtime_backend(settings)
     return backend.hosting(workspaces, runtime)

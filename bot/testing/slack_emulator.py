@@ -268,10 +268,12 @@ class SlackEmulator:
         size: int | None = None,
         refuse: str | None = None,
         with_url: bool = True,
+        redirect: str | None = None,
     ) -> JSON:
         """A file `user` shares, for `user_message(files=[...])`; served at its
         `url_private_download` to the bot's token only. `refuse` ("not_in_channel", ...)
-        makes it one the bot may not see: files.info answers that error, a download 403."""
+        makes it one the bot may not see: files.info answers that error, a download 403.
+        With `redirect`, its download answers 302 to that URL instead."""
         return self.shared_files.add(
             user,
             name,
@@ -280,6 +282,7 @@ class SlackEmulator:
             size=size,
             refuse=refuse,
             with_url=with_url,
+            redirect=redirect,
         )
 
     async def user_edit(self, user: str, channel: str, ts: str, text: str) -> DeliveredEvent:
@@ -324,10 +327,13 @@ class SlackEmulator:
         value: str,
         *,
         thread_ts: str | None = None,
+        seen: JSON | None = None,
     ) -> DeliveredEvent:
-        """A user clicks a button (`action_id`, `value`) on the message at `message_ts`."""
+        """A user clicks a button (`action_id`, `value`) on the message at `message_ts`; the
+        payload carries the message as it is now, or as `seen` (a client showing an older
+        version of it, buttons since removed included)."""
         self.add_user(user)
-        message = self.store.find(channel, message_ts)
+        message = self.store.find(channel, message_ts) if seen is None else seen
         payload = block_actions(
             self.identity,
             user=user,

@@ -22,6 +22,8 @@ class Fault:
     # "reset": the connection is closed without an answer; "hang": no answer until the
     # client gives up (its timeout) or the emulator stops.
     drop: Literal["reset", "hang"] | None = None
+    # The call is carried out before it goes unanswered: Slack did it, its answer was lost.
+    applied: bool = False
 
 
 class Faults:
@@ -59,6 +61,14 @@ class Faults:
         connection at once (a reset by a proxy), `hang` keeps it open without a word until the
         client gives up on it (past its timeout)."""
         fault = Fault(0, None, "dropped", drop=how)
+        self._queued.setdefault(method, []).extend([fault] * times)
+
+    def apply_then_drop(
+        self, method: str, times: int = 1, *, how: Literal["reset", "hang"] = "reset"
+    ) -> None:
+        """Makes the next `times` calls of `method` take effect (a post is posted) and then
+        go unanswered as `drop_next` says: the client cannot tell it was done."""
+        fault = Fault(0, None, "dropped", drop=how, applied=True)
         self._queued.setdefault(method, []).extend([fault] * times)
 
     def clear(self) -> None:

@@ -22,6 +22,8 @@ class _Shared:
     # files.info's error for the bot ("not_in_channel", "file_not_found"); downloads get 403.
     refuse: str | None = None
     downloads: list[str] = field(default_factory=list)  # the Authorization header of each
+    # Where its download redirects (a CDN, say), instead of serving its bytes.
+    redirect: str | None = None
 
 
 class SharedFiles:
@@ -42,11 +44,13 @@ class SharedFiles:
         size: int | None = None,
         refuse: str | None = None,
         with_url: bool = True,
+        redirect: str | None = None,
     ) -> JSON:
         """A file ``user`` shares: the file object for ``user_message(files=[...])``. ``size``
         overrides the one Slack states; ``refuse`` makes it one the bot may not see (its
         files.info error; its download answers 403); without ``with_url`` the event carries
-        no link, so the bot asks files.info for it."""
+        no link, so the bot asks files.info for it; with ``redirect`` its download answers 302
+        to that URL."""
         file_id = f"FU{len(self._files) + 1:07d}"
         kind = mimetype or mimetypes.guess_type(name)[0] or "application/octet-stream"
         key = f"{self.identity.team_id}-{file_id}"
@@ -64,7 +68,7 @@ class SharedFiles:
             "url_private": f"{base}/{name}",
             "url_private_download": f"{base}/download/{name}",
         }
-        self._files[file_id] = _Shared(info, content, refuse)
+        self._files[file_id] = _Shared(info, content, refuse, redirect=redirect)
         shown = copy.deepcopy(info)
         if not with_url:
             del shown["url_private"], shown["url_private_download"]
@@ -92,6 +96,8 @@ class SharedFiles:
             return web.Response(status=404, text="no such file")
         authorization = request.headers.get("Authorization", "")
         shared.downloads.append(authorization)
+        if shared.redirect is not None:
+            raise web.HTTPFound(shared.redirect)
         if not authorization:
             return web.Response(status=401, text="sign in to download this file")
         if authorization != f"Bearer {self.identity.bot_token}" or shared.refuse:

@@ -257,6 +257,12 @@ class EmulatorServer:
         self, request: web.Request, method: str, params: JSON, fault: Fault
     ) -> web.StreamResponse:
         body: JSON = {"ok": False, "error": fault.error}
+        if fault.applied:
+            token = request.headers.get("Authorization", "")[7:] or None
+            try:
+                body = self.api.handle(method, params, token)
+            except ApiError as exc:
+                body = {"ok": False, "error": exc.error}
         if fault.drop is not None:
             await self._record(method, params, 0, body)
             if fault.drop == "hang":

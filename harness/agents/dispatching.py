@@ -92,7 +92,9 @@ class Dispatcher:
             if task_slug
             else self._store.create(prompt, repository=repository, requester=requested_by)
         )
-        allowance = self._check_limits(task, depth, role)
+        # Counted as the harness says it: an agent whose final record the store has not
+        # taken yet (``pending``) has ended, its cost spent and its allowance no longer held.
+        allowance = self._check_limits(await self._runs.pending.overlay(task), depth, role)
         # Whoever hosts the agent makes its workspace from the request, where it runs; a
         # role with a folder of its own works there.
         request = workspace_request(self._config.workspaces, task.repository)

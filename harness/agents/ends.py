@@ -35,6 +35,9 @@ def final_record(
         status=status,
         progress=progress,
         completed_at=at,
+        # A branch is named only where its host read the work (``with_work``): a run that
+        # never reached its worktree (its repository gone, say) claims none.
+        branch=record.branch if outcome.work is not None else None,
         result=outcome.result,
         error=outcome.error,
         last_text=outcome.last_text,

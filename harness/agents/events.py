@@ -16,7 +16,9 @@ from harness.tasks.model import DispatchRecord, Task
 
 logger = logging.getLogger(__name__)
 
-EventKind = Literal["queued", "started", "progress", "finished"]
+# "finished_late": an agent recorded ``interrupted`` (its worker judged lost) finished after
+# all; its record now holds the outcome its worker stored.
+EventKind = Literal["queued", "started", "progress", "finished", "finished_late"]
 
 
 @dataclass(frozen=True)

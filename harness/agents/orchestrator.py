@@ -37,7 +37,7 @@ from harness.config.settings import Config
 from harness.errors import HarnessError, UnknownRoleError
 from harness.forge.accounts import AccountStore
 from harness.runtime.attachments import Attachment, LeftOut
-from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting
+from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting, SpareLimits
 from harness.tasks.model import DispatchRecord, Task
 from harness.tasks.store import Store
 from harness.workspaces.manager import Workspaces
@@ -243,7 +243,13 @@ class Orchestrator:
             (await self._runs.template(self.role(name), repository), count)
             for (name, repository), count in self._config.repository_spare_counts.items()
         ]
-        self._hosting.keep_warm(templates, follow_ups=self._config.follow_up_spares)
+        limits = SpareLimits(self._config.spares_max_idle, self._config.spares_max_memory_mb)
+        self._hosting.keep_warm(
+            templates,
+            follow_ups=self._config.follow_up_spares,
+            limits=limits,
+            busy=self._pool.queued_for_slot,  # spares step aside while agents queue
+        )
 
     async def start_ahead(self, role_name: str, repository: str | None = None) -> None:
         """Starts the CLI of the next new task's agent of ``role_name`` now (in a worktree
@@ -344,5 +350,6 @@ class Orchestrator:
         await self._store.begin_run()
         finished = await self._pending.apply_spooled()
         return await recover_interrupted(
-            self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished
-        )
+            self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished,
+            keep=self._pending.keep,
+        )  # fmt: skip

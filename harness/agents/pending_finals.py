@@ -12,6 +12,10 @@ Until then, what the harness says of the dispatch comes from the pending record 
 the facade's reads of a task, a record or the listing, in this process and in any other
 reading the same tasks folder (``harness tasks``).
 
+A record's diff the task folder refused is kept with it (``<agent id>.diff`` beside its spool
+file, and in memory) and written into the folder first, so a stored record never names a
+diff file that is not there (``diff`` serves it meanwhile).
+
 File work runs in worker threads; nothing here blocks the event loop.
 """
 
@@ -32,12 +36,13 @@ from harness.errors import HarnessError, TaskNotFoundError
 from harness.retry import Backoff, retrying
 from harness.tasks.common import upsert
 from harness.tasks.model import DispatchRecord, Task
-from harness.tasks.store import TaskStore
+from harness.tasks.store import Store
 
 logger = logging.getLogger(__name__)
 
 PENDING_FOLDER = ".pending"
 _SUFFIX = ".json"
+_DIFF_SUFFIX = ".diff"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 RETRY = Backoff(0.2, 30.0)  # after a failed store: soon, then at most every half minute
 
@@ -54,7 +59,7 @@ class PendingFinals:
     def __init__(
         self,
         folder: Path,
-        store: TaskStore,
+        store: Store,
         *,
         on_stored: Stored = lambda _task, _record: None,
         backoff: Backoff = RETRY,
@@ -65,18 +70,24 @@ class PendingFinals:
         self._backoff = backoff
         # agent id -> (task slug, record): every record not yet in the store.
         self._pending: dict[str, tuple[str, DispatchRecord]] = {}
+        # agent id -> its diff, not yet written into the task folder (as its record names).
+        self._diffs: dict[str, str] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
         self._files = asyncio.Lock()  # orders writing and removing spool files
 
     # ------------------------------------------------------------ keeping and retrying
 
-    async def keep(self, slug: str, record: DispatchRecord) -> None:
+    async def keep(self, slug: str, record: DispatchRecord, *, diff: str | None = None) -> None:
         """Spool the record and try it again until the store takes it. A spool that cannot be
-        written either keeps it in memory (still retried, lost only if this process dies)."""
+        written either keeps it in memory (still retried, lost only if this process dies).
+        ``diff``: the record's diff the task folder refused (``record.diff_file`` names
+        it), written there before the record."""
         async with self._files:
             self._pending[record.agent_id] = (slug, record)
+            if diff is not None:
+                self._diffs[record.agent_id] = diff
             try:
-                await asyncio.to_thread(self._spool, slug, record)
+                await asyncio.to_thread(self._spool, slug, record, diff)
             except (OSError, ValueError) as exc:
                 logger.error(
                     "final record of agent %s kept in memory only: cannot spool it in %s: %s",
@@ -107,6 +118,9 @@ class PendingFinals:
             if record.agent_id in self._pending:
                 continue
             self._pending[record.agent_id] = (slug, record)
+            diff = await asyncio.to_thread(self._read_diff, record.agent_id)
+            if diff is not None:
+                self._diffs[record.agent_id] = diff
             if not await self._try_store(slug, record):
                 self._retry(slug, record)
         return set(self._pending)
@@ -149,6 +163,9 @@ class PendingFinals:
     async def _try_store(self, slug: str, record: DispatchRecord) -> bool:
         """Whether the record is settled: stored (its spool file gone), or its task is gone."""
         try:
+            diff = self._diffs.get(record.agent_id)
+            if diff is not None and record.diff_file is not None:
+                await self._store.write_text(slug, record.diff_file, diff)
             task = await self._store.save_dispatch(slug, record)
         except TaskNotFoundError:
             logger.warning(
@@ -180,6 +197,7 @@ class PendingFinals:
             except OSError as exc:  # applied again at the next start: the same, harmless
                 logger.warning("cannot remove the spooled record of %s: %s", record.agent_id, exc)
             del self._pending[record.agent_id]
+            self._diffs.pop(record.agent_id, None)
 
     # ------------------------------------------------------------ what the harness says
 
@@ -199,6 +217,14 @@ class PendingFinals:
             return None
         spooled = await asyncio.to_thread(self._read_one, self.folder / f"{agent_id}{_SUFFIX}")
         return spooled[1] if spooled is not None else None
+
+    async def diff(self, agent_id: str) -> str | None:
+        """The diff of a pending record not yet written into its task folder (here or
+        spooled), if there is one."""
+        kept = self._diffs.get(agent_id)
+        if kept is not None or not _SAFE_ID.match(agent_id):
+            return kept
+        return await asyncio.to_thread(self._read_diff, agent_id)
 
     async def pending_of(self, slug: str | None = None) -> list[DispatchRecord]:
         """The pending final records (of task ``slug``): this process's and those spooled by
@@ -223,15 +249,28 @@ class PendingFinals:
             raise ValueError(f"not an agent id to name a file by: {agent_id!r}")
         return self.folder / f"{agent_id}{_SUFFIX}"
 
-    def _spool(self, slug: str, record: DispatchRecord) -> None:
+    def _spool(self, slug: str, record: DispatchRecord, diff: str | None) -> None:
         file = self._file(record.agent_id)
         self.folder.mkdir(parents=True, exist_ok=True)
+        if diff is not None:  # before the record that names it
+            write_atomic(file.with_suffix(_DIFF_SUFFIX), diff.encode("utf-8"))
         data = {"taskSlug": slug, "record": serialise.to_json(record)}
         write_atomic(file, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
 
     def _unspool(self, agent_id: str) -> None:
         if _SAFE_ID.match(agent_id):
             self._file(agent_id).unlink(missing_ok=True)
+            self._file(agent_id).with_suffix(_DIFF_SUFFIX).unlink(missing_ok=True)
+
+    def _read_diff(self, agent_id: str) -> str | None:
+        try:
+            data = self._file(agent_id).with_suffix(_DIFF_SUFFIX).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            logger.warning("unreadable spooled diff of agent %s: %s", agent_id, exc)
+            return None
+        return data.decode("utf-8", "replace")
 
     def _read_spool(self) -> list[tuple[str, DispatchRecord]]:
         try:

@@ -169,6 +169,10 @@ class AgentPool:
         entry = self._entries.get(agent_id)
         return _info(entry, self._clock.monotonic()) if entry is not None else None
 
+    def queued_for_slot(self) -> bool:
+        """Whether agents wait for a slot (the concurrency cap is reached)."""
+        return bool(self._slots.line)
+
     def queue_length(self) -> int:
         """How many agents wait for a slot or for their task's writer turn."""
         return len(self._slots.line) + sum(len(g.line) for g in self._writers.values())

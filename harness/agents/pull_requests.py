@@ -50,13 +50,15 @@ FIX_ROLE = "developer"
 class PullRequestEvent:
     """What happened to a task's pull request, for the front ends: opened, updated (pushed
     again), checks (their state changed), fixing (a developer was drafted for failed
-    checks: ``agent_id``), failed (something could not be done: ``error``)."""
+    checks: ``agent_id``), failed (something could not be done: ``error``). ``request``:
+    the front end's record of the click this answers, settled with the answer."""
 
     kind: PullRequestEventKind
     task: Task
     pull_request: PullRequest | None
     agent_id: str | None = None
     error: ForgeError | None = None
+    request: str | None = None
 
 
 PullRequestListener = Callable[[PullRequestEvent], Awaitable[None] | None]
@@ -122,13 +124,24 @@ class PullRequests:
         repo = self._config.workspaces.repositories.get((task.repository or "").lower())
         return repo if repo is not None and repo.github is not None else None
 
+    async def authorize(self, slug: str, by: str, action: Literal["open", "fix"]) -> Task:
+        """The task, when ``by`` may open its pull request ("open") or fix its failed checks
+        ("fix") now; else the HarnessError saying why (asked before a click is taken on)."""
+        task = await self._tasks.task(slug)
+        doing = "open a pull request for" if action == "open" else "fix the checks of"
+        self._authority.check(by, task.requester, f"{doing} task {slug}")
+        if action == "fix":
+            _failed_pull(task)
+        return task
+
     async def open_pull_request(
-        self, slug: str, *, by: str | None, thread_url: str | None = None
-    ) -> PullRequest:
-        """Push the task's branch and open its pull request (or update the open one), as
-        ``by`` when they linked their account, else as the bot. ``by`` None: the terminal's
-        own user, who may. ForgeError / NotAllowedError say what stopped it; what was done
-        before (a push) stays done, and trying again picks up from there."""
+        self, slug: str, *, by: str | None, thread_url: str | None = None,
+        request: str | None = None,
+    ) -> PullRequest:  # fmt: skip
+        """Push the task's branch and open its pull request (or update the open one: found by
+        its branch, never opened twice), as ``by`` when they linked their account, else as
+        the bot. ``by`` None: the terminal's own user. ForgeError / NotAllowedError say what
+        stopped it; what was done (a push) stays done, and trying again goes on from there."""
         task = await self._tasks.task(slug)
         if by is not None:
             self._authority.check(by, task.requester, f"open a pull request for task {slug}")
@@ -136,20 +149,20 @@ class PullRequests:
             try:
                 pull = await self._open(task, by, thread_url)
             except ForgeError as exc:
-                self._emit(PullRequestEvent("failed", task, task.pull_request, error=exc))
+                self._emit(PullRequestEvent("failed", task, task.pull_request, None, exc, request))
                 raise
         task = await self._tasks.task(slug)
-        self._emit(PullRequestEvent("opened", task, pull))
+        self._emit(PullRequestEvent("opened", task, pull, request=request))
         self._follow(slug)
         return pull
 
-    async def fix_checks(self, slug: str, *, by: str | None) -> str:
+    async def fix_checks(self, slug: str, *, by: str | None, request: str | None = None) -> str:
         """Draft a developer on the task's branch with the failing checks' logs; its agent
         id. Its commits are pushed to the pull request when it ends."""
         task = await self._tasks.task(slug)
         if by is not None:
             self._authority.check(by, task.requester, f"fix the checks of task {slug}")
-        return await self._fix(task, requested_by=by or task.requester)
+        return await self._fix(task, by or task.requester, request)
 
     # -- the steps -----------------------------------------------------------------------
 
@@ -209,13 +222,8 @@ class PullRequests:
         self._emit(PullRequestEvent("updated", task, pull))
         self._follow(slug)
 
-    async def _fix(self, task: Task, *, requested_by: str | None) -> str:
-        pull, repo = task.pull_request, self.forge_or_error(task)
-        if pull is None or pull.checks != "failed":
-            raise HarnessError(
-                f"task {task.slug} has no pull request with failed checks",
-                fix="open its pull request first, and wait for its checks",
-            )
+    async def _fix(self, task: Task, requested_by: str | None, request: str | None = None) -> str:
+        pull, repo = _failed_pull(task), self.forge_or_error(task)
         github = self._github(repo, await self._bot_token(repo))
         failing = summarize(await github.check_runs(pull.head_commit or pull.branch)).failing
         logs = [(run, await self._log(github, run.id)) for run in failing]
@@ -227,7 +235,7 @@ class PullRequests:
         )
         pull = replace(pull, fix_tries=pull.fix_tries + 1)
         task = await self._store.set_pull_request(task.slug, pull)
-        self._emit(PullRequestEvent("fixing", task, pull, agent_id=handle.agent_id))
+        self._emit(PullRequestEvent("fixing", task, pull, handle.agent_id, request=request))
         return handle.agent_id
 
     @staticmethod
@@ -296,7 +304,7 @@ class PullRequests:
 
     async def _fix_quietly(self, task: Task) -> None:
         try:
-            await self._fix(task, requested_by=task.requester)
+            await self._fix(task, task.requester)
         except HarnessError as exc:
             logger.warning("no automatic fix of %s's checks: %s", task.slug, exc.message)
             error = exc if isinstance(exc, ForgeError) else None
@@ -428,3 +436,13 @@ class PullRequests:
 
     def _emit(self, event: PullRequestEvent) -> None:
         self._events.emit(event)
+
+
+def _failed_pull(task: Task) -> PullRequest:
+    pull = task.pull_request
+    if pull is None or pull.checks != "failed":
+        raise HarnessError(
+            f"task {task.slug} has no pull request with failed checks",
+            fix="open its pull request first, and wait for its checks",
+        )
+    return pull

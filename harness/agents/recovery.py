@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Collection
 
+from harness.errors import HarnessError
 from harness.runtime.orphans import RUN_ID_ENV, kill_processes_of_run, processes_of_runs
 from harness.tasks.model import DispatchRecord
 from harness.tasks.store import RunLiveness, Store
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 StillRunning = Callable[[str, DispatchRecord], Awaitable[bool]]
+Keep = Callable[[str, DispatchRecord], Awaitable[None]]
 
 
 async def recover_interrupted(
@@ -32,12 +34,14 @@ async def recover_interrupted(
     *,
     still_running: StillRunning | None = None,
     finished: Collection[str] = (),
+    keep: Keep | None = None,
 ) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
     ended runs left running; (task slug, record as marked) of each dispatch marked. A
     dispatch ``still_running`` says is alive elsewhere (an agent on a worker, taken over by
     this process) is left as it is, and so is one whose agent ``finished`` (its final record
-    is pending: kept, and tried again until the store takes it)."""
+    is pending: kept, and tried again until the store takes it). A record the store refuses
+    now (a full disk) goes to ``keep`` (the pending finals) rather than stop the start."""
     marked: list[tuple[str, DispatchRecord]] = []
     for slug, d in await store.unfinished():
         if d.agent_id in finished:
@@ -47,7 +51,14 @@ async def recover_interrupted(
         if still_running is not None and await still_running(slug, d):
             continue
         record = dataclasses.replace(d, status="interrupted", completed_at=now, error=_why(d))
-        await store.save_dispatch(slug, record)
+        try:
+            await store.save_dispatch(slug, record)
+        except (OSError, HarnessError) as exc:
+            if keep is None:
+                raise
+            logger.warning("agent %s marked interrupted, kept until it can be stored: %s",
+                           d.agent_id, exc)  # fmt: skip
+            await keep(slug, record)
         marked.append((slug, record))
     if marked:
         logger.warning("marked %d dispatch(es) of a stopped harness interrupted", len(marked))

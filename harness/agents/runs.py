@@ -9,12 +9,11 @@ waits for an agent gets that record, even when storing it failed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from harness.agents.ends import final_record, log_finish, with_work
 from harness.agents.events import AgentEvent, Events
@@ -72,6 +71,16 @@ class ToolProvider(ToolGateway, Protocol):
     def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]: ...
 
 
+@runtime_checkable
+class LateOutcomes(Protocol):
+    """A hosting whose agents may end after all once their run was recorded ``interrupted``
+    (a worker judged lost that was only cut off)."""
+
+    def on_late_outcome(
+        self, listener: Callable[[str, str, RunOutcome], Awaitable[None]]
+    ) -> None: ...
+
+
 class AgentRuns:
     """The runs of the registered agents, and the final records they are waited on for."""
 
@@ -106,6 +115,8 @@ class AgentRuns:
         # once one is in, ``stored_at_last`` tells its end.
         self.pending = pending
         self._told_finished: set[str] = set()  # pending ones whose end was told already
+        if isinstance(hosting, LateOutcomes):
+            hosting.on_late_outcome(self.late_outcome)
 
     def register(self, entry: PoolEntry) -> None:
         """A kill or a wait finds the agent from now on."""
@@ -253,36 +264,49 @@ class AgentRuns:
         )
         # Where its host really placed it (a worker's folder, say), once it was placed.
         final = dataclasses.replace(final, cwd=str(entry.cwd))
+        unwritten: str | None = None
         try:
             # The host read the work while this agent still held the writer turn, so the
             # next writer's edits are never reported as this agent's.
             if outcome is not None and outcome.work is not None:
-                final = await self._with_work(slug, final, outcome.work)
+                final, unwritten = await self._with_work(slug, final, outcome.work)
         finally:
             self._pool.release(entry)
-        await self._finish(slug, final)
+        await self._finish(slug, final, unwritten)
 
     async def _with_work(
         self, slug: str, record: DispatchRecord, work: WorkReport
-    ) -> DispatchRecord:
-        """The record with where the agent's work is (its diff kept in the task folder)."""
-        diff_file = None
-        if work.diff:
-            diff_file = diff_file_name(record.agent_id)
-            try:
-                await self._store.write_text(slug, diff_file, work.diff)
-            except (HarnessError, OSError) as exc:
-                logger.warning("could not keep the diff of agent %s: %s", record.agent_id, exc)
-                diff_file = None
-        return with_work(record, work, diff_file)
+    ) -> tuple[DispatchRecord, str | None]:
+        """The record with where the agent's work is (its diff kept in the task folder), and
+        the diff when the folder refused it (kept with the record until it takes it)."""
+        if not work.diff:
+            return with_work(record, work, None), None
+        diff_file = diff_file_name(record.agent_id)
+        try:
+            await self._store.write_text(slug, diff_file, work.diff)
+        except TaskNotFoundError:
+            logger.warning("the task of agent %s is gone: its diff too", record.agent_id)
+            return with_work(record, work, None), None
+        except (HarnessError, OSError) as exc:
+            logger.warning(
+                "could not write the diff of agent %s (kept with its final record): %s",
+                record.agent_id,
+                exc,
+            )
+            return with_work(record, work, diff_file), work.diff
+        return with_work(record, work, diff_file), None
 
-    async def _finish(self, slug: str, final: DispatchRecord) -> None:
+    async def _finish(self, slug: str, final: DispatchRecord, unwritten: str | None) -> None:
         """Store the final record, then hand it to whoever waits. A record the store refuses
         is kept (spooled outside the task folder) and tried again until it is stored, before
-        anyone is handed it: so what is shown of it is never lost, nor reported twice."""
+        anyone is handed it: so what is shown of it is never lost, nor reported twice. So is
+        one whose diff the folder refused (``unwritten``): stored once the diff is."""
         stored: Task | None = None
         try:
-            stored = await self._store.save_dispatch(slug, final)
+            if unwritten is not None:
+                stored = await self._keep(slug, final, unwritten)
+            else:
+                stored = await self._store.save_dispatch(slug, final)
         except TaskNotFoundError:
             logger.exception("the task of agent %s is gone: its final record too", final.agent_id)
         except (HarnessError, OSError) as exc:
@@ -293,16 +317,48 @@ class AgentRuns:
                 slug,
                 exc,
             )
-            await self.pending.keep(slug, final)
-            # Its end is told now, with the task as the store will hold it.
-            with contextlib.suppress(HarnessError, OSError):
-                stored = upsert(await self._store.get(slug), final)
-                self._told_finished.add(final.agent_id)
+            stored = await self._keep(slug, final, None)
         finally:
             self._finished.pop(final.agent_id).set_result(final)
             log_finish(final, slug)
         if stored is not None:
             self._events.emit(AgentEvent("finished", stored, final))
+
+    async def _keep(self, slug: str, final: DispatchRecord, diff: str | None) -> Task | None:
+        """Keeps the record pending (``PendingFinals.keep``); the task as the store will hold
+        it, whose end is told now."""
+        await self.pending.keep(slug, final, diff=diff)
+        try:
+            stored = upsert(await self._store.get(slug), final)
+        except (HarnessError, OSError):
+            return None
+        self._told_finished.add(final.agent_id)
+        return stored
+
+    async def late_outcome(self, slug: str, agent_id: str, outcome: RunOutcome) -> None:
+        """The outcome of an agent recorded ``interrupted`` (its worker judged lost) that
+        ended on its worker after all: it takes the interruption's place in the record, and
+        is told as ``finished_late``. Any other record is left as it is (ended otherwise)."""
+        if self.is_live(agent_id):  # its interruption is being recorded: after it
+            await self.wait(agent_id, None)
+        record = await self._store.record(agent_id)
+        if record.status != "interrupted":
+            return
+        final = final_record(
+            record, outcome, progress=record.progress, interrupted=False, kill_reason=None,
+            at=self._now(),
+        )  # fmt: skip
+        unwritten: str | None = None
+        if outcome.work is not None:
+            final, unwritten = await self._with_work(slug, final, outcome.work)
+        task: Task | None
+        if unwritten is not None:  # the folder refused the diff: kept with the record
+            task = await self._keep(slug, final, unwritten)
+        else:
+            task = await self._store.save_dispatch(slug, final)
+        log_finish(final, slug)
+        if task is not None:
+            self._events.emit(AgentEvent("finished_late", task, final))
 
     def stored_at_last(self, task: Task, final: DispatchRecord) -> None:
         """A pending final record is in the store: its end is told, unless it was already."""

@@ -217,6 +217,9 @@ class TaskDesk:
         nothing or did not work in a git workspace."""
         if record.diff_file is None:
             return None
+        kept = await self._pending.diff(record.agent_id)  # the folder refused it so far
+        if kept is not None:
+            return kept
         return await self._store.read_text(task_slug, record.diff_file)
 
     async def said(self, task_slug: str, record: DispatchRecord) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import aiohttp
 import yaml
 
+from harness import health
 from harness.cli.scaffold import DEFAULTS
 from harness.config.settings import Config
 from harness.errors import HarnessError
@@ -34,6 +35,7 @@ NETWORK_SECONDS = 3.0  # each call to Slack, the model's API and NATS
 CHECK_SECONDS = 20.0  # any one check, all told (the sandbox probe starts a process)
 FAIL_BELOW_BYTES = 500 * 1024**2
 WARN_BELOW_BYTES = 2 * 1024**3
+FULL_BELOW_BYTES = 1024**2
 SLACK_API_URL = "https://slack.com/api/"
 ANTHROPIC_API_URL = "https://api.anthropic.com"
 SLACK_FIX = (
@@ -339,7 +341,8 @@ async def check_runtime(backend: RuntimeBackend) -> Check:
 
 
 async def check_disk(tasks_dir: Path) -> Check:
-    return disk_check(tasks_dir, await asyncio.to_thread(_free_bytes, tasks_dir))
+    free = await asyncio.to_thread(_free_bytes, tasks_dir)
+    return disk_check(tasks_dir, free, volume=health.volume_of(tasks_dir))
 
 
 def _free_bytes(tasks_dir: Path) -> int:
@@ -349,9 +352,13 @@ def _free_bytes(tasks_dir: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
-def disk_check(tasks_dir: Path, free: int) -> Check:
+def disk_check(tasks_dir: Path, free: int, volume: Path | None = None) -> Check:
     name = "disk space"
     said = f"{_size(free)} free for {tasks_dir}"
+    if volume is not None and free < FULL_BELOW_BYTES:  # the bot's ledger stops taking writes
+        said = f"the volume mounted at {volume} is full: {said}"
+    elif volume is not None and free < FAIL_BELOW_BYTES:
+        said += f" (the volume mounted at {volume})"
     fix = "free space on that disk, or point `tasks:` in config.yaml to another one"
     if free < FAIL_BELOW_BYTES:
         return Check(name, "fail", said, fix)

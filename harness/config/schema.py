@@ -85,12 +85,17 @@ class ConfigFile(Section):
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
     spares: Spares | None = Field(
         None,
-        examples=[{"developer": 1}, {"developer": 1, "reviewer": {"web": 1}}],
+        examples=[
+            {"developer": 1},
+            {"developer": 1, "reviewer": {"web": 1}, "maxIdle": 4, "maxMemoryMb": 1024},
+        ],
         description="agents started ahead per role, in the workspace a new task gets by "
         "default (the default repository's worktree, else a scratch folder), so a request "
         "starts at once (about 200 MB each); a mapping of repository names to counts keeps "
         "them in those repositories' worktrees instead; default: one of the default role; "
-        "{} keeps none",
+        "{} keeps none. Beside the roles, `maxIdle` caps the idle spares in all (default 8) "
+        "and `maxMemoryMb` their resident memory (default 2048); no spare starts while "
+        "agents queue for a slot",
     )
     follow_up_spares: int = Field(
         1,

@@ -31,6 +31,12 @@ from harness.config.sandbox_schema import SandboxSettings, sandbox_settings
 from harness.config.schema import ConfigFile
 from harness.config.section import resolve
 from harness.config.slack_schema import FileLimits, SlackSettings, slack_settings
+from harness.config.spares_schema import (
+    DEFAULT_MAX_IDLE,
+    DEFAULT_MAX_MEMORY_MB,
+    role_counts,
+    spare_limit,
+)
 from harness.config.workspaces_schema import WorkspaceSettings, workspace_settings
 from harness.config.yaml_errors import yaml_syntax_error
 from harness.errors import ConfigError
@@ -84,6 +90,9 @@ class Config:
     spares: Mapping[str, int | Mapping[str, int]] | None = None
     # Tasks last worked on whose next follow-up has a spare waiting in the task's folder.
     follow_up_spares: int = 1
+    # Caps on all idle spares together: how many, and their resident memory (MB).
+    spares_max_idle: int = DEFAULT_MAX_IDLE
+    spares_max_memory_mb: int = DEFAULT_MAX_MEMORY_MB
 
     @property
     def spare_counts(self) -> Mapping[str, int]:
@@ -128,8 +137,10 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         workspaces=workspace_settings(base_dir, raw.workspaces, raw.github),
         runtime=runtime_settings(base_dir, raw.runtime),
         sandbox=sandbox_settings(base_dir, raw.sandbox),
-        spares=dict(raw.spares) if raw.spares is not None else None,
+        spares=role_counts(raw.spares),
         follow_up_spares=raw.follow_up_spares,
+        spares_max_idle=spare_limit(raw.spares, "maxIdle", DEFAULT_MAX_IDLE),
+        spares_max_memory_mb=spare_limit(raw.spares, "maxMemoryMb", DEFAULT_MAX_MEMORY_MB),
         github=github_settings(raw.github),
         mcp_server=mcp_server_settings(raw.mcp_server),
     )

@@ -12,16 +12,14 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.cli import offline
-from harness.cli.terminal import terminal_user
-from harness.config.mcp_server_schema import resolve_tokens
 from harness.errors import HarnessError
-from harness.opening import open_harness
-from harness.project import Project
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # every `harness` command registers `mcp`: config.yaml's schema waits
+    from harness.project import Project
 
 
 def register(
@@ -69,9 +67,13 @@ async def serve(project: Project, args: argparse.Namespace) -> int:
     # Imported here: every `harness` command registers `mcp`, only this one serves it.
     from mcp.server.stdio import stdio_server
 
+    from harness.cli import offline
+    from harness.cli.terminal import terminal_user
+    from harness.config.mcp_server_schema import resolve_tokens
     from harness.mcp_server.announce import load_announcer
     from harness.mcp_server.server import bind, build_server, endpoint_url, http_app, serve_http
     from harness.mcp_server.service import McpService
+    from harness.opening import open_harness
 
     config = project.config
     tokens: dict[str, str] = {}

@@ -23,11 +23,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from harness.errors import HarnessError, ToolError
 from harness.mcp_server.access import Person
 from harness.mcp_server.agent_tools import AGENT_TOOLS
 from harness.mcp_server.auth import TokenTable
+from harness.mcp_server.disconnects import ClientGone
 from harness.mcp_server.service import McpService, McpTool, as_tool_error
 from harness.mcp_server.task_tools import TASK_TOOLS, task_context, task_diff
 from harness.tools.validation import input_schema
@@ -190,12 +192,15 @@ def http_app(server: Server[Any], tokens: Mapping[str, str], *, host: str, port:
     auth = AuthSettings(
         issuer_url=AnyHttpUrl(f"http://{_url_host(host)}:{port}"), resource_server_url=None
     )
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=ENDPOINT,
         host=host,
         auth=auth,
         token_verifier=TokenTable(tokens),
     )
+    # Innermost, past the bearer check: a client gone mid-request is a line, not a traceback.
+    app.user_middleware.append(Middleware(ClientGone))
+    return app
 
 
 def _url_host(host: str) -> str:

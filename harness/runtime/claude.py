@@ -46,6 +46,7 @@ from harness.runtime.agent_stream import (
 from harness.runtime.attachments import prompt_input
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
+from harness.runtime.spare_health import sdk_process
 from harness.runtime.spec import (
     SERVER_NAME,
     AgentControl,
@@ -133,6 +134,17 @@ class WarmAgent:
             await self.client.disconnect()
         finally:
             await self.stack.aclose()
+
+    @property
+    def pid(self) -> int | None:
+        """The CLI's process (its sandbox's launcher); None once it ended."""
+        process = sdk_process(self.client)
+        return process.pid if process is not None and process.returncode is None else None
+
+    async def ended(self) -> None:
+        """Returns once the CLI's process has ended (killed, crashed or closed)."""
+        if (process := sdk_process(self.client)) is not None:
+            await process.wait()
 
 
 class ClaudeRuntime:

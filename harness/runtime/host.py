@@ -15,15 +15,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.errors import HarnessError
 from harness.runtime.attachments import keep_out_of_git, write_attachments
+from harness.runtime.follow_up_spares import FollowUpSpares
 from harness.runtime.orphans import RUN_ID_ENV
-from harness.runtime.spares import FollowUpSpares, Spare, SparePool, WarmRuntime, close_spare
-from harness.runtime.spec import AgentControl, AgentRuntime, AgentSpec, RunIO, RunOutcome
+from harness.runtime.spare_agent import Spare, WarmRuntime, close_spare
+from harness.runtime.spare_budget import SpareBudget
+from harness.runtime.spares import SparePool
+from harness.runtime.spec import (
+    AgentControl,
+    AgentRuntime,
+    AgentSpec,
+    RunIO,
+    RunOutcome,
+    SpareLimits,
+)
 from harness.workspaces.files import remove_tree
 from harness.workspaces.manager import (
     GitView,
@@ -76,15 +87,29 @@ class AgentHost:
         # Agents started ahead, where the runtime can start them so (``spares.py``).
         self._spares: SparePool | None = None
         self._follow_ups: FollowUpSpares | None = None
+        # Both pools' caps, and the load they give way to (``spare_budget.py``).
+        self.spare_budget = SpareBudget()
+        self.spares_dead_at_start = 0  # agents started anew: their spare's CLI had died
         if isinstance(runtime, WarmRuntime):
-            self._spares = SparePool(runtime, self._folders)
-            self._follow_ups = FollowUpSpares(runtime, self._folders, self._sandbox_git)
+            self._spares = SparePool(runtime, self._folders, self.spare_budget)
+            self._follow_ups = FollowUpSpares(
+                runtime, self._folders, self._sandbox_git, self.spare_budget
+            )
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
+    def keep_warm(
+        self,
+        templates: Sequence[tuple[AgentSpec, int]],
+        follow_ups: int = 0,
+        *,
+        limits: SpareLimits | None = None,
+        busy: Callable[[], bool] | None = None,
+    ) -> None:
         """Keeps spare agents of these templates (a count each) from now on, and one for
-        the next follow-up of each of the ``follow_ups`` tasks last worked on."""
+        the next follow-up of each of the ``follow_ups`` tasks last worked on, within
+        ``limits``; none starts while ``busy()`` (agents queue for a slot)."""
         if self._spares is None or self._follow_ups is None:
             return
+        self.spare_budget.set(limits, busy)
         self._follow_ups.limit = follow_ups
         if any(not t.sandbox.enabled for t, n in templates if n):
             logger.info("no spare agents: they run in the OS sandbox, which config turns off")
@@ -116,6 +141,13 @@ class AgentHost:
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
+            return await self._run(spec, control, io)
+        finally:  # one agent fewer: spares held back while agents queued may start
+            if self._spares is not None:
+                self._spares.nudge()
+
+    async def _run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
+        try:
             spare, placed, workspace = await self._spare_for(spec)
             if placed is None:
                 placed, workspace = await self._place(spec)
@@ -142,6 +174,15 @@ class AgentHost:
                 await close_spare(spare, self._folders)
             return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
         outcome = await self._run_placed(placed, control, io, spare)
+        if outcome is None:  # its spare's CLI had died: it starts cold, as it would have
+            self.spares_dead_at_start += 1
+            try:
+                bare = dataclasses.replace(placed, mounts=(), mount_env={})
+                placed = await self._show_git(bare, workspace)
+            except HarnessError as exc:
+                return RunOutcome(status="failed", error=f"{exc.message}; {exc.fix}")
+            outcome = await self._run_placed(placed, control, io, None)
+            assert outcome is not None  # no spare: no such end
         if workspace is None:
             self._follow_up(spec, placed, outcome, None)
             return outcome
@@ -173,9 +214,10 @@ class AgentHost:
 
     async def _run_placed(
         self, placed: AgentSpec, control: AgentControl, io: RunIO, spare: Spare | None
-    ) -> RunOutcome:
+    ) -> RunOutcome | None:
         """Runs the placed agent, on its spare when it has one. A sandboxed agent in a
-        task's workspace is shown it at a view path, as a spare is (``views.py``)."""
+        task's workspace is shown it at a view path, as a spare is (``views.py``). None:
+        the spare's CLI failed before it said anything (``_run_on_spare``)."""
         view = spare.view if spare is not None else await self._view_for(placed)
         shown = dataclasses.replace(placed, cwd=str(view)) if view is not None else placed
         state = self._workspaces.cli_state(placed.task_slug or "_", placed.agent_id)
@@ -187,13 +229,36 @@ class AgentHost:
                 moved = await self._folders.shown_in_view(git_view, placed.task_slug, view)
                 shown = dataclasses.replace(shown, mounts=moved.binds, mount_env=moved.env)
             if spare is not None:
-                assert isinstance(self._runtime, WarmRuntime)
-                return await self._runtime.run_warm(spare.warm, shown, control, io)
+                return await self._run_on_spare(spare, shown, control, io)
             return await self._runtime.run(shown, control, io)
         finally:  # the journal keeps every message: the CLI's own copy goes
             await asyncio.to_thread(remove_tree, state)
             if view is not None:
                 await self._folders.drop_view(view)
+
+    async def _run_on_spare(
+        self, spare: Spare, shown: AgentSpec, control: AgentControl, io: RunIO
+    ) -> RunOutcome | None:
+        """Runs on the spare; None when its CLI failed before it said anything (it died
+        after it was checked: a kill is not instant), and the agent is then started cold
+        (the person sees no error)."""
+        assert isinstance(self._runtime, WarmRuntime)
+        said: list[None] = []
+
+        def on_message(message: dict[str, Any]) -> None:
+            said.append(None)
+            io.on_message(message)
+
+        heard = dataclasses.replace(io, on_message=on_message)
+        outcome = await self._runtime.run_warm(spare.warm, shown, control, heard)
+        if outcome.status != "failed" or said or control.kill_requested:
+            return outcome
+        logger.warning(
+            "agent %s: its spare's CLI failed before it answered (%s): starting it anew",
+            shown.agent_id,
+            outcome.error,
+        )
+        return None
 
     def _may_view(self, spec: AgentSpec) -> bool:
         """A sandboxed agent in its task's workspace (a scratch folder or a worktree), on a
@@ -220,6 +285,10 @@ class AgentHost:
         if found is not None:  # a follow-up: in the folder the task has
             spare = await self._follow_ups.take(expected)
             if spare is None:
+                return None, None, None
+            requested = spec.workspace.repository if spec.workspace is not None else None
+            if not found.serves(requested):  # its repository vanished: the cold path says so
+                await close_spare(spare, self._folders)
                 return None, None, None
             self._follow_ups.served += 1
             placed = dataclasses.replace(expected, cwd=str(found.path))

@@ -15,8 +15,9 @@ A worker that goes silent (no event and no heartbeat for ``lost_after`` seconds 
 side is connected) is lost: the run ends ``interrupted`` and is not run again (an agent's side
 effects and cost are not repeated behind anyone's back). The lost clock runs only while this
 side is connected to NATS, and starts again when it reconnects: silence while this side is
-cut off says nothing of the worker. This side cut off for longer than ``lost_after`` ends the
-run ``interrupted`` too, saying so.
+cut off says nothing of the worker, however long. A worker judged lost that was only cut off
+stores its outcome when it is back: ``on_late_outcome`` listeners get it then. A kill its
+worker cannot be told is kept and delivered when it can be (``harness/runtime/aftercare.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
+from harness.runtime.aftercare import Aftercare, LateListener
 from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.runtime.remote_run import RemoteRun
 from harness.runtime.spec import (
@@ -35,6 +37,7 @@ from harness.runtime.spec import (
     AgentSpec,
     RunIO,
     RunOutcome,
+    SpareLimits,
 )
 from harness.runtime.wire import (
     SPARES_KEY,
@@ -56,6 +59,12 @@ class NatsHosting:
         self._connecting = asyncio.Lock()
         self._runs: set[RemoteRun] = set()
         self._telling: set[asyncio.Future[None]] = set()
+        self._afterwards = Aftercare(lambda: self._link)
+
+    def on_late_outcome(self, listener: LateListener) -> None:
+        """``listener(task_slug, agent_id, outcome)`` when a run that ended ``interrupted``
+        (its worker judged lost) turns out to have ended on its worker after all."""
+        self._afterwards.on_late_outcome(listener)
 
     async def link(self) -> NatsLink:
         async with self._connecting:
@@ -65,10 +74,18 @@ class NatsHosting:
                 )
             return self._link
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
+    def keep_warm(
+        self,
+        templates: Sequence[tuple[AgentSpec, int]],
+        follow_ups: int = 0,
+        *,
+        limits: SpareLimits | None = None,
+        busy: Callable[[], bool] | None = None,
+    ) -> None:
         """Tells the workers which spares to keep: the latest word stays in a key-value
         bucket, so a worker that starts later keeps them too. (No follow-up spares on
-        workers: a task's next agent may run on another one.)"""
+        workers: a task's next agent may run on another one; the caps and the queue are
+        the workers' own, which they do not learn from here yet.)"""
         task = asyncio.ensure_future(self._tell_spares(spares_json(templates)))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
@@ -86,6 +103,7 @@ class NatsHosting:
             logger.warning("could not tell the workers which spares to keep: %s", exc)
 
     async def close(self) -> None:
+        await self._afterwards.close()
         if self._link is not None:
             await self._link.close()
             self._link = None
@@ -103,7 +121,13 @@ class NatsHosting:
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         run = RemoteRun(
-            await self.link(), spec, control, io, lost_after=self.lost_after, live=self._runs
+            await self.link(),
+            spec,
+            control,
+            io,
+            lost_after=self.lost_after,
+            live=self._runs,
+            afterwards=self._afterwards,
         )
         return await run.follow(queue=True)
 
@@ -146,7 +170,13 @@ class NatsHosting:
         """Follows an agent a worker runs since before this process started, to its end;
         the first ``seen_messages`` journal lines were recorded already."""
         run = RemoteRun(
-            await self.link(), spec, control, io, lost_after=self.lost_after, live=self._runs
+            await self.link(),
+            spec,
+            control,
+            io,
+            lost_after=self.lost_after,
+            live=self._runs,
+            afterwards=self._afterwards,
         )
         run.started = True
         run.skip_messages = seen_messages
@@ -155,6 +185,7 @@ class NatsHosting:
     async def _reconnected(self) -> None:
         # Silence while this side was cut off from NATS is not the workers' fault; and a
         # restarted server may have lost the consumers following the runs' events.
+        self._afterwards.link_back()
         for run in list(self._runs):
             run.heard_now()
             await run.follow_events()

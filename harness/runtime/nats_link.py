@@ -6,6 +6,7 @@ worker``. ``nats-py`` is imported here only, so installs that never use NATS nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
-from harness.runtime.wire import Subjects
+from harness.runtime.spec import RunOutcome
+from harness.runtime.wire import Event, Subjects, outcome_from_json
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -76,14 +78,6 @@ class NatsLink:
     @property
     def connected(self) -> bool:
         return self.down_since is None and self.nc.is_connected
-
-    def down_for(self) -> float:
-        """Seconds this side has been cut off from NATS (0 while connected)."""
-        if self.connected:
-            return 0.0
-        if self.down_since is None:  # seen by the client before its callback ran
-            self.down_since, self.up_since = self._clock(), None
-        return self._clock() - self.down_since
 
     def _went_down(self) -> None:
         if self.down_since is None:
@@ -209,6 +203,18 @@ class NatsLink:
                 ) from exc
             except APIError as exc:  # an existing stream with other settings: keep it
                 logger.debug("stream %s: %s", config.name, exc)
+
+    async def stored_outcome(self, agent_id: str) -> RunOutcome | None:
+        """The run's outcome as its worker stored it in JetStream (its last event), if it
+        reported one; None too while NATS cannot be asked."""
+        s = self.subjects
+        with contextlib.suppress(*nats_errors(), ValueError, KeyError, TypeError):
+            last = await self.js.get_last_msg(s.events_stream, s.events(agent_id))
+            if last.data is not None:
+                event = Event.decode(last.data)
+                if event.kind == "outcome":
+                    return outcome_from_json(event.data)
+        return None
 
     async def spares_bucket(self) -> KeyValue:
         """The key-value bucket of the spares workers keep (made on first use)."""

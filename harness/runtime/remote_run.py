@@ -1,6 +1,13 @@
 """One agent run on a worker, followed from the harness over NATS: its run request queued, its
 events in order, its tool calls and approvals answered, a kill sent, and its outcome (or
 its loss when the worker goes silent). ``NatsHosting`` makes one per run it starts or adopts.
+
+Only a worker known gone is lost: one silent for ``lost_after`` seconds while this side is
+connected. While this side is cut off from NATS, however long, nothing is known of the worker:
+the run is followed on, and its outcome, stored by the worker in JetStream meanwhile, comes in
+when the link is back. What outlives the run goes to its hosting (``Afterwards``): a kill the
+worker could not be told yet, delivered when it can be; a run judged lost, whose outcome may
+still come in late.
 """
 
 from __future__ import annotations
@@ -9,9 +16,8 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.errors import HarnessError
 from harness.retry import Backoff, retrying
 from harness.runtime.nats_link import NatsLink, nats_errors
 from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome, ToolReply
@@ -46,6 +52,18 @@ def too_large(size: int, nc: Any) -> str:
     )
 
 
+class Afterwards(Protocol):
+    """What outlives one followed run, kept by its hosting."""
+
+    def owe_kill(self, agent_id: str, reason: str) -> None:
+        """Delivers the kill to the agent's worker once it can be (kept until acked)."""
+        ...
+
+    def await_late_outcome(self, task_slug: str, agent_id: str) -> None:
+        """Watches for the outcome of a run judged lost, which its worker may still store."""
+        ...
+
+
 @dataclass
 class ToolCall:
     """A tool call being answered: where to send the answer, and the answer once known."""
@@ -67,8 +85,10 @@ class RemoteRun:
         *,
         lost_after: float,
         live: set[RemoteRun],
+        afterwards: Afterwards,
     ) -> None:
         self.link = link
+        self.afterwards = afterwards
         self.spec = spec
         self.control = control
         self.io = io
@@ -174,17 +194,6 @@ class RemoteRun:
         else:
             self._event_sub = sub
 
-    async def _stored_outcome(self) -> RunOutcome | None:
-        """The run's outcome as stored in JetStream, if the worker reported one."""
-        s = self.link.subjects
-        with contextlib.suppress(*nats_errors(), ValueError, KeyError):
-            last = await self.link.js.get_last_msg(s.events_stream, s.events(self.agent_id))
-            if last.data is not None:
-                event = Event.decode(last.data)
-                if event.kind == "outcome":
-                    return outcome_from_json(event.data)
-        return None
-
     async def _outcome(self) -> RunOutcome:
         last_seq = 0
         messages = 0
@@ -215,36 +224,29 @@ class RemoteRun:
                 return outcome_from_json(event.data)
 
     async def _lost(self) -> RunOutcome | None:
-        """The outcome of a run whose worker cannot be heard for longer than ``lost_after``:
-        this side cut off from NATS that long, or connected that long and hearing nothing
-        (the clock starts again at each reconnection); None while it may still be heard."""
+        """The outcome of a run whose worker is known gone: this side connected for longer
+        than ``lost_after`` and hearing nothing from it all that time (the clock starts again
+        at each reconnection); None while it may still be heard. This side cut off from NATS
+        says nothing of the worker, however long: the run is followed on."""
         lost_after, link = self.lost_after, self.link
-        down = link.down_for()
-        if down > 0:
-            if down <= lost_after:
-                return None
-            worker = self.control.worker or "its worker"
-            return RunOutcome(
-                status="interrupted",
-                error=f"the link to NATS at {link.url} was lost for {down:.0f} s (more than "
-                f"runtime.lostAfterSeconds, {lost_after:g} s): {worker} could not be heard, "
-                "and the agent is not followed further; it is not run again by itself (ask "
-                "again to run it anew)",
-            )
+        if not link.connected:
+            return None
         up_since = link.up_since if link.up_since is not None else self._heard
         silent = asyncio.get_running_loop().time() - max(self._heard, up_since)
         if silent <= lost_after:
             return None
-        stored = await self._stored_outcome()  # reported while nobody listened
+        stored = await link.stored_outcome(self.agent_id)  # reported while nobody listened
         if stored is not None:
             return stored
-        if not link.connected:  # cut off while asking: judged at the next tick
+        if not link.connected:  # cut off while asking: judged once it is back
             return None
         worker = self.control.worker or "the worker"
+        self.afterwards.await_late_outcome(self.spec.task_slug, self.agent_id)
         return RunOutcome(
             status="interrupted",
             error=f"{worker} was lost: no word from it for {silent:.0f} s; the "
-            "agent is not run again by itself (ask again to run it anew)",
+            "agent is not run again by itself (ask again to run it anew); should its "
+            "result come in after all, it takes this notice's place",
         )
 
     # -- callbacks from NATS -----------------------------------------------------------------
@@ -304,12 +306,12 @@ class RemoteRun:
             await self.link.nc.publish(subject, data)
 
     async def _kill(self) -> None:
-        """Takes the run off the queue when no worker has it yet; else asks its worker."""
+        """Takes the run off the queue when no worker has it yet; else asks its worker. A
+        worker that cannot be told now (this side or it cut off from NATS) is told when it
+        can be: the kill is kept until then, and the run is not followed further."""
         link, reason = self.link, self.control.kill_reason or "killed"
-        if not link.connected:  # nobody to tell now: stop following it at once
-            note = "its worker could not be told: this side is cut off from NATS"
-            outcome = {"status": "killed", "error": f"{reason} ({note})"}
-            self._events.put_nowait(Event(1 << 62, "outcome", "", outcome))
+        if not link.connected:
+            self._killed_untold(reason, "this side is cut off from NATS")
             return
         if not self.started and self._queued_seq is not None:
             with contextlib.suppress(*nats_errors()):  # taken by a worker meanwhile
@@ -321,8 +323,13 @@ class RemoteRun:
             await link.nc.request(
                 link.subjects.kill(self.agent_id), reason.encode("utf-8"), timeout=KILL_TIMEOUT
             )
-        except nats_errors() as exc:  # no responder, a timeout: the worker may be gone
-            raise HarnessError(
-                f"could not reach the worker of agent {self.agent_id}: {exc}",
-                fix="check that the worker is running; a lost worker ends the agent by itself",
-            ) from exc
+        except nats_errors() as exc:  # no responder, a timeout: the worker is cut off or gone
+            logger.warning("agent %s: its worker cannot be told to stop it now: %s",
+                           self.agent_id, exc)  # fmt: skip
+            self._killed_untold(reason, "it does not answer")
+
+    def _killed_untold(self, reason: str, why: str) -> None:
+        self.afterwards.owe_kill(self.agent_id, reason)
+        note = f"its worker could not be told yet: {why}; it is told when the link is back"
+        outcome = {"status": "killed", "error": f"{reason} ({note})"}
+        self._events.put_nowait(Event(1 << 62, "outcome", "", outcome))

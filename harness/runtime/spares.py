@@ -8,6 +8,13 @@ One use each: a spare serves one dispatch and closes with it; it is replaced in 
 background. Spares whose template is no longer wanted (a role file or the config changed)
 are closed; so are all of them when their host closes. Their CLIs are guarded as any
 agent's (they die with the harness), and each holds about 200 MB while it waits.
+
+A spare never hurts the request it is given: it is checked when taken (its CLI running, its
+folder as made, nothing there the CLI would load, ``spare_health.py``), and one that is not
+is closed and the dispatch starts cold. Idle spares are watched: one whose CLI ends (the OOM
+killer, a crash, an operator) is closed and replaced, later each time it happens again in a
+row. Replacements wait while agents queue, and all spares keep within the host's caps
+(``spare_budget.py``).
 """
 
 from __future__ import annotations
@@ -15,64 +22,43 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from harness.errors import HarnessError
-from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
-from harness.workspaces.manager import SandboxFolders, SandboxGit, Workspace
+from harness.retry import Backoff
+from harness.runtime.spare_agent import (
+    Spare,
+    WarmRuntime,
+    announce,
+    as_template,
+    close_spare,
+    close_surely,
+    fits,
+    stop_watching,
+)
+from harness.runtime.spare_budget import SpareBudget
+from harness.runtime.spare_health import carries_cli_config, checked
+from harness.runtime.spec import AgentSpec
+from harness.workspaces.manager import SandboxFolders
 
 logger = logging.getLogger(__name__)
 
-SPARE_ID = "spare"
 REFILL_DELAY = 1.0  # seconds
-CLOSE_TIMEOUT = 10.0  # seconds
-
-
-class WarmAgent(Protocol):
-    """A runtime's agent started ahead for ``template``, waiting for its dispatch."""
-
-    template: AgentSpec
-
-    async def close(self) -> None: ...
-
-
-@runtime_checkable
-class WarmRuntime(Protocol):
-    """A runtime that can start agents ahead. ``warm`` raises HarnessError when it cannot
-    (dispatches then start cold)."""
-
-    async def warm(self, template: AgentSpec) -> WarmAgent: ...
-
-    async def run_warm(
-        self, warm: Any, spec: AgentSpec, control: AgentControl, io: RunIO
-    ) -> RunOutcome: ...
-
-
-def _as_template(spec: AgentSpec) -> AgentSpec:
-    return dataclasses.replace(
-        spec, agent_id=SPARE_ID, prompt="", cwd="", task_slug="", attachments=(), cli_state=None
-    )
-
-
-def fits(template: AgentSpec, spec: AgentSpec) -> bool:
-    """Whether an agent made for ``template`` is the agent ``spec`` asks for, but for who it
-    is, its task, its prompt and its folder (pure)."""
-    return _as_template(template) == _as_template(spec)
-
-
-@dataclass
-class Spare:
-    view: Path  # its folder, at the path its agent is shown (``workspaces/views.py``)
-    warm: WarmAgent
+# After the n-th spare in a row whose CLI died while it waited, its replacement waits this
+# long: a spare that keeps dying (a broken CLI, memory short) does not spin.
+DEATHS = Backoff(first=1.0, cap=300.0)
 
 
 class SparePool:
-    def __init__(self, runtime: WarmRuntime, folders: SandboxFolders) -> None:
+    def __init__(
+        self, runtime: WarmRuntime, folders: SandboxFolders, budget: SpareBudget | None = None
+    ) -> None:
         self._runtime = runtime
         self._folders = folders
+        self._budget = budget or SpareBudget()
+        self._budget.add(self)
         self._wanted: list[tuple[AgentSpec, int]] = []
         self._ready: list[Spare] = []
         self._making: dict[asyncio.Task[Spare | None], AgentSpec] = {}
@@ -81,9 +67,15 @@ class SparePool:
         self._closed = False
         self._changed = asyncio.Condition()
         self.served = 0  # dispatches a spare served (counted by its host)
+        self.died = 0  # spares whose CLI ended while they waited, or were found dead
+        self.started = 0  # spares whose CLI was started
+        self._deaths_in_row = 0  # since a spare last served: paces the replacements
+        self._resting = False  # a replacement waits out its backoff
+        self._refilling: asyncio.Task[None] | None = None
         self._notes: set[asyncio.Future[None]] = set()
         self._claimed: set[asyncio.Task[Spare | None]] = set()  # each promised to a dispatch
         self._refill = True
+        self._spent = False
         # A used spare's replacement starts this long after: a CLI starting takes about
         # 0.3 s of CPU, which would otherwise compete with the agent just given the spare
         # for its first turn (and, in a burst, with every other one).
@@ -93,14 +85,15 @@ class SparePool:
         """Keeps ``count`` spares of each template from now on; spares of templates no
         longer wanted are closed. ``refill`` false: a used spare is not replaced (a
         process that lives for one agent)."""
-        self._wanted = [(_as_template(t), n) for t, n in templates if n > 0]
+        self._wanted = [(as_template(t), n) for t, n in templates if n > 0]
         self._refill = refill
+        self._spent = False
         self._failed = []
         stale = [s for s in self._ready if not self._wants(s.warm.template)]
         self._ready = [s for s in self._ready if s not in stale]
         for spare in stale:
             self._spawn_close(spare)
-        self._replenish()
+        self._replenish(trim=True)  # the caps may be new too
 
     def _wants(self, template: AgentSpec) -> bool:
         return any(fits(t, template) for t, _ in self._wanted)
@@ -110,9 +103,9 @@ class SparePool:
         ready one, else one still starting that no other dispatch was promised (it is
         further along than a start now would be); None when there is neither, or when the
         one awaited could not be made."""
-        for spare in self._ready:
-            if fits(spare.warm.template, spec):
-                self._ready.remove(spare)
+        while spare := next((s for s in self._ready if fits(s.warm.template, spec)), None):
+            self._ready.remove(spare)  # no other dispatch takes it while it is looked at
+            if await self._usable(spare):
                 self._used()
                 return spare
         for task, template in self._making.items():
@@ -124,16 +117,73 @@ class SparePool:
                     self._claimed.discard(task)  # still starting: a spare for another
                     made = _made_spare(task)
                     if made is not None:  # handed over already: it goes
-                        await _close_surely(made, self._folders)
+                        await close_surely(made, self._folders)
                     raise
                 made = _made_spare(task)
-                if made is not None:
-                    self._used()
+                if made is None or not await self._usable(made):
+                    return None
+                self._used()
                 return made
         return None
 
+    async def _usable(self, spare: Spare) -> bool:
+        """Whether a spare just taken can serve; one that cannot is closed (and replaced,
+        but for one whose folder carries what its CLI would load: that is no place for a
+        spare), as is any when the dispatch ends meanwhile."""
+        try:
+            state = await checked(spare.warm.pid, spare.view)
+        except asyncio.CancelledError:
+            await close_surely(spare, self._folders)
+            raise
+        if state == "ready":
+            self._deaths_in_row = 0
+            stop_watching(spare)
+            return True
+        logger.warning(
+            "a spare %s agent could not serve (%s): closed, the request starts cold",
+            spare.warm.template.role.name,
+            {"dead": "its CLI had ended", "folder": "its folder went",
+             "config": "its folder carries .claude"}[state],
+        )  # fmt: skip
+        if state == "config":
+            self._failed.append(spare.warm.template)
+        self._spawn_close(spare)
+        if state == "dead":
+            self._died()
+        else:
+            self._replenish()
+        return False
+
+    def _died(self) -> None:
+        """A spare's CLI ended while it waited: its replacement waits longer each time in a
+        row (``DEATHS``)."""
+        self.died += 1
+        self._deaths_in_row += 1
+        delay = DEATHS.delay(self._deaths_in_row - 1)
+        self._resting = True
+        asyncio.get_running_loop().call_later(delay, self._rested)
+
+    def _rested(self) -> None:
+        self._resting = False
+        self._replenish()
+
+    async def _watch(self, spare: Spare) -> None:
+        """Until the spare's CLI ends; if it is still waiting then, it is closed and
+        replaced (a spare taken meanwhile is its dispatch's)."""
+        await spare.warm.ended()
+        if spare in self._ready:
+            self._ready.remove(spare)
+            logger.warning(
+                "a spare %s agent's CLI ended while it waited: replacing it",
+                spare.warm.template.role.name,
+            )
+            self._spawn_close(spare)
+            self._died()
+            announce(self._changed, self._notes)
+
     def _used(self) -> None:
         if not self._refill:
+            self._spent = True  # started ahead for one dispatch: nothing replaces it
             return
         if self.refill_delay <= 0:
             self._replenish()
@@ -150,23 +200,78 @@ class SparePool:
     def ready(self) -> int:
         return len(self._ready)
 
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Until ``predicate()`` holds, tested whenever the pool changes (tests and
+        benchmarks); TimeoutError after ``timeout``."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(predicate)
+
+    @property
+    def starting(self) -> int:
+        """Spares being made (started, not yet ready)."""
+        return len(self._making)
+
+    def ready_pids(self) -> list[int | None]:
+        """The CLI process of each ready spare (tests: a spare killed from outside)."""
+        return [spare.warm.pid for spare in self._ready]
+
+    def idle_count(self) -> int:
+        return len(self._ready) + len(self._making)
+
+    def idle_pids(self) -> list[tuple[int, int | None]]:
+        return [(spare.order, spare.warm.pid) for spare in self._ready]
+
+    def give_up(self, order: int) -> bool:
+        spare = next((s for s in self._ready if s.order == order), None)
+        if spare is None:
+            return False
+        self._ready.remove(spare)
+        self._spawn_close(spare)
+        return True
+
+    def nudge(self) -> None:
+        """The load changed (an agent started or ended): spares held back may start now."""
+        if not self._closed and self._budget.quiet():
+            self._replenish()
+
     async def wait_ready(self, count: int, timeout: float) -> None:
         """Until ``count`` spares are ready (tests and benchmarks); TimeoutError after."""
         async with asyncio.timeout(timeout), self._changed:
             await self._changed.wait_for(lambda: len(self._ready) >= count)
 
-    def _replenish(self) -> None:
-        if self._closed:
+    def _replenish(self, *, trim: bool = False) -> None:
+        """Starts the spares missing, one at a time within the budget (in the background:
+        the budget may measure memory); ``trim``: first closes idle spares over its cap."""
+        if self._closed or self._spent:
             return
+        if not trim and (self._resting or not self._missing()):
+            return
+        if self._refilling is None or self._refilling.done():
+            task = asyncio.create_task(self._refill_spares(trim), name="spare agents")
+            self._refilling = task
+            task.add_done_callback(self._made)
+
+    def _missing(self) -> list[AgentSpec]:
+        missing: list[AgentSpec] = []
         for template, count in self._wanted:
             if any(fits(t, template) for t in self._failed):
                 continue
             have = sum(fits(s.warm.template, template) for s in self._ready)
             have += sum(fits(t, template) for t in self._making.values())
-            for _ in range(count - have):
-                task = asyncio.create_task(self._make(template), name="spare agent")
-                self._making[task] = template
-                task.add_done_callback(self._made)
+            missing += [template] * (count - have)
+        return missing
+
+    async def _refill_spares(self, trim: bool) -> None:
+        if trim:
+            await self._budget.trim()
+        while not self._closed and not self._resting and (missing := self._missing()):
+            if not await self._budget.room():
+                return  # held back: the next nudge (an agent's start or end) tries again
+            if self._closed or self._resting or missing[0] not in self._missing():
+                continue
+            task = asyncio.create_task(self._make(missing[0]), name="spare agent")
+            self._making[task] = missing[0]
+            task.add_done_callback(self._made)
 
     def _made(self, task: asyncio.Task[Any]) -> None:
         self._making.pop(task, None)
@@ -174,12 +279,17 @@ class SparePool:
         self._claimed.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("making a spare agent failed", exc_info=task.exception())
-        _announce(self._changed, self._notes)
+        announce(self._changed, self._notes)
 
     async def settled(self, timeout: float) -> None:
         """Until no spare is being made or closed (tests and benchmarks)."""
         async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: not self._making and not self._closing)
+            await self._changed.wait_for(
+                lambda: not self._making and not self._closing and not self._refill_pending()
+            )
+
+    def _refill_pending(self) -> bool:
+        return self._refilling is not None and not self._refilling.done()
 
     async def _make(self, template: AgentSpec) -> Spare | None:
         """A new spare of ``template``: ready, or handed to the dispatch it was promised to
@@ -188,6 +298,16 @@ class SparePool:
         if view is None:  # no spare: dispatches start cold
             self._failed.append(template)
             return None
+        if await asyncio.to_thread(carries_cli_config, view):
+            logger.info(
+                "no spare %s agent: its worktree carries .claude (which its CLI would load "
+                "once that changes); its requests start cold",
+                template.role.name,
+            )
+            self._failed.append(template)
+            await self._folders.drop_view(view)
+            return None
+        self.started += 1
         try:
             warm = await self._runtime.warm(_in_folder(template, view, self._folders))
         except (HarnessError, OSError) as exc:  # no spare: dispatches start cold
@@ -203,11 +323,13 @@ class SparePool:
         if asyncio.current_task() in self._claimed:
             return spare
         if self._closed or not self._wants(template):
-            await _close_surely(spare, self._folders)
+            await close_surely(spare, self._folders)
             return None
         self._ready.append(spare)  # no await before: a cancel now cannot lose it
-        _announce(self._changed, self._notes)
+        spare.watch = asyncio.create_task(self._watch(spare), name="watching a spare")
+        announce(self._changed, self._notes)
         logger.info("a spare %s agent is ready", template.role.name)
+        await self._budget.trim()
         return None
 
     def _spawn_close(self, spare: Spare) -> None:
@@ -220,150 +342,12 @@ class SparePool:
         starting are let finish and then closed: a sandbox ended while it starts can leave
         its inside running."""
         self._closed = True
+        if self._refilling is not None:
+            await asyncio.gather(self._refilling, return_exceptions=True)
         await asyncio.gather(*self._making, *self._closing, return_exceptions=True)
         ready, self._ready = self._ready, []
         closing = (close_spare(s, self._folders) for s in ready)
         await asyncio.gather(*closing, return_exceptions=True)
-
-
-class FollowUpSpares:
-    """A spare per recently active task, started in that task's folder or worktree, so that
-    its next follow-up starts at once; at most ``limit``, the oldest giving way. Made after
-    an agent of the task completed; one that no longer fits the follow-up is closed."""
-
-    def __init__(
-        self, runtime: WarmRuntime, folders: SandboxFolders, sandbox_git: SandboxGit
-    ) -> None:
-        self._runtime = runtime
-        self._folders = folders
-        self._sandbox_git = sandbox_git
-        self.limit = 0
-        self.served = 0  # follow-ups a spare served (counted by its host)
-        self._by_task: dict[str, Spare] = {}  # oldest first
-        self._making: set[asyncio.Task[None]] = set()
-        # Task slug -> its spare starting, and the template it is made for.
-        self._making_for: dict[str, tuple[asyncio.Task[None], AgentSpec]] = {}
-        self._closed = False
-        self._changed = asyncio.Condition()
-        self._notes: set[asyncio.Future[None]] = set()
-
-    def has(self, slug: str) -> bool:
-        """Whether task ``slug`` has a spare, ready or starting."""
-        return slug in self._by_task or slug in self._making_for
-
-    async def wait_for(self, slug: str, timeout: float) -> None:
-        """Until task ``slug`` has a follow-up spare (tests and benchmarks)."""
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: slug in self._by_task)
-
-    def prepare(self, spec: AgentSpec, folder: Path, worktree: Workspace | None = None) -> None:
-        """After an agent of ``spec``'s task: a spare for the task's next agent, in the
-        task's ``folder`` (its ``worktree``, whose git the spare's sandbox shows as the next
-        run's will: the view is filled at dispatch, ``SandboxGit.sandbox_view``)."""
-        if self.limit <= 0 or self._closed:
-            return
-        slug = spec.task_slug
-        task = asyncio.create_task(self._make(spec, folder, worktree), name="follow-up spare")
-        self._making.add(task)
-        self._making_for[slug] = (task, _as_template(spec))
-
-        def made(task: asyncio.Task[None]) -> None:
-            self._making.discard(task)
-            if self._making_for.get(slug, (None,))[0] is task:
-                del self._making_for[slug]
-
-        task.add_done_callback(made)
-
-    async def _make(self, spec: AgentSpec, folder: Path, worktree: Workspace | None) -> None:
-        slug = spec.task_slug
-        view = await self._folders.view(folder)
-        template = _as_template(spec)
-        try:
-            placed = dataclasses.replace(spec, cwd=str(view))
-            if worktree is not None:
-                placed = await self._with_git(placed, worktree, view)
-            warm = await self._runtime.warm(placed)
-        except (HarnessError, OSError) as exc:
-            logger.info("no follow-up spare for %s: %s", slug, exc)
-            await self._folders.drop_view(view)
-            return
-        except BaseException:  # cancelled (the host closes): its view goes too
-            await self._folders.drop_view(view)
-            raise
-        warm.template = template
-        spare = Spare(view, warm)
-        if self._closed:
-            await _close_surely(spare, self._folders)
-            return
-        # No await until it is stored: a cancel (the host closing) cannot lose it.
-        gone = [old] if (old := self._by_task.pop(slug, None)) is not None else []
-        self._by_task[slug] = spare
-        while len(self._by_task) > self.limit:
-            gone.append(self._by_task.pop(next(iter(self._by_task))))
-        _announce(self._changed, self._notes)
-        for each in gone:
-            await _close_surely(each, self._folders)
-
-    async def _with_git(self, spec: AgentSpec, worktree: Workspace, view: Path) -> AgentSpec:
-        ahead = await self._sandbox_git.sandbox_view_ahead(worktree, writes=spec.role.writes)
-        if ahead is None:
-            return spec
-        shown = await self._folders.shown_in_view(ahead, worktree.slug, view)
-        return dataclasses.replace(spec, mounts=shown.binds, mount_env=shown.env)
-
-    async def take(self, spec: AgentSpec) -> Spare | None:
-        """The spare of ``spec``'s task when it fits ``spec`` (as placed), else None. One
-        still starting is waited for: it is further along than a start now would be (a
-        coordinator drafts its next agent as soon as the last one's result is in)."""
-        making = self._making_for.get(spec.task_slug)
-        if making is not None and fits(making[1], spec):
-            await asyncio.wait({making[0]})
-        spare = self._by_task.pop(spec.task_slug, None)
-        if spare is None:
-            return None
-        if fits(spare.warm.template, spec) and spare.view.exists():
-            return spare
-        await close_spare(spare, self._folders)
-        return None
-
-    async def close(self) -> None:
-        self._closed = True  # those starting end once started (as in SparePool.close)
-        await asyncio.gather(*self._making, return_exceptions=True)
-        spares, self._by_task = list(self._by_task.values()), {}
-        await asyncio.gather(
-            *(close_spare(s, self._folders) for s in spares), return_exceptions=True
-        )
-
-
-async def close_spare(spare: Spare, folders: SandboxFolders) -> None:
-    """Ends a spare: its CLI, and the path its folder is shown at. A CLI that does not end
-    within CLOSE_TIMEOUT is left to the run-id sweep of the next start (``orphans.py``)
-    rather than holding its host's shutdown."""
-    try:
-        async with asyncio.timeout(CLOSE_TIMEOUT):
-            await spare.warm.close()
-    except TimeoutError:
-        logger.warning("a spare agent's CLI did not end within %s s", CLOSE_TIMEOUT)
-    finally:
-        await folders.drop_view(spare.view)
-
-
-def _announce(changed: asyncio.Condition, notes: set[asyncio.Future[None]]) -> None:
-    """Wakes whoever waits on ``changed``, soon: the caller need not await (and so cannot
-    be cancelled between storing a spare and saying so)."""
-
-    async def notify() -> None:
-        async with changed:
-            changed.notify_all()
-
-    note = asyncio.ensure_future(notify())
-    notes.add(note)  # kept until it ran
-    note.add_done_callback(notes.discard)
-
-
-async def _close_surely(spare: Spare, folders: SandboxFolders) -> None:
-    """Ends a spare even when the caller is cancelled meanwhile (its CLI must not stay)."""
-    await asyncio.shield(close_spare(spare, folders))
 
 
 def _made_spare(task: asyncio.Task[Spare | None]) -> Spare | None:

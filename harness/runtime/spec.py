@@ -183,6 +183,15 @@ class RunIO:
     on_placed: Callable[[str], None] = lambda _cwd: None
 
 
+@dataclass(frozen=True)
+class SpareLimits:
+    """What a host's idle spares may hold in all: how many, and how much resident memory
+    (MB); None: no cap."""
+
+    max_idle: int | None = None
+    max_memory_mb: int | None = None
+
+
 class AgentRuntime(Protocol):
     """Runs one agent in the folder its spec names (already made) to its outcome."""
 
@@ -224,10 +233,18 @@ class Hosting(Protocol):
         first ``seen_messages`` journal lines were recorded already."""
         ...
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
+    def keep_warm(
+        self,
+        templates: Sequence[tuple[AgentSpec, int]],
+        follow_ups: int = 0,
+        *,
+        limits: SpareLimits | None = None,
+        busy: Callable[[], bool] | None = None,
+    ) -> None:
         """Keeps agents of these templates started ahead (spares), a count each, where the
         hosts can, and one for the next follow-up of each of the ``follow_ups`` tasks last
-        worked on; a dispatch that fits one starts at once."""
+        worked on; a dispatch that fits one starts at once. ``limits`` caps what idle
+        spares hold; while ``busy()`` (agents queue for a slot) no spare starts."""
         ...
 
     def start_ahead(self, template: AgentSpec) -> None:

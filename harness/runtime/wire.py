@@ -20,7 +20,9 @@ Subjects, under a prefix (``harness`` by default)::
                            worker that hears nothing sends the call again with the same id
                            (the orchestrator restarted): a call still running, or answered
                            a moment ago, is not run twice by the same orchestrator.
-    <p>.kill.<agent>       plain NATS request/reply: stop the agent; answered once asked.
+    <p>.kill.<agent>       plain NATS request/reply: stop the agent; answered once asked. A
+                           kill its worker cannot be told (cut off) is kept by the
+                           orchestrator and sent again until answered.
 
 A worker can do exactly this: take runs, publish their events and heartbeats, and ask the
 orchestrator to run harness tools for the agents it runs. It never sees Slack.

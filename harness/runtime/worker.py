@@ -10,7 +10,9 @@ once. The worker never sees the bot's Slack secrets: it has none, and its agents
 
 A run is acknowledged (taken off the queue for good) just before its agent starts, so a worker
 that dies before then leaves the run to another worker, and one that dies after never has it
-run twice. See ``harness/runtime/wire.py`` for the protocol.
+run twice. What a worker owes (events, the outcome, tool calls) is sent again until NATS has
+it, however long NATS is away; a worker started before NATS waits for it. See
+``harness/runtime/wire.py`` for the protocol.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from harness import health
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import WorkspaceSettings
+from harness.errors import HarnessError
 from harness.metrics import Metrics
 from harness.retry import Backoff, retrying
 from harness.runtime.host import AgentHost
@@ -71,6 +74,8 @@ DURABLE = "harness-workers"
 STOP_SECONDS = 5.0
 # How a worker waits before trying NATS again (a publish, a silent tool call).
 NATS_BACKOFF = Backoff(first=0.2, cap=5.0)
+# How a worker started before NATS is there waits between tries to connect.
+CONNECT_BACKOFF = Backoff(first=1.0, cap=15.0)
 
 
 async def _unless_stopped(operation: Awaitable[T], stop: asyncio.Event) -> T | None:
@@ -86,6 +91,10 @@ async def _unless_stopped(operation: Awaitable[T], stop: asyncio.Event) -> T | N
     if work.cancelled() or (stop.is_set() and work.exception() is not None):
         return None
     return work.result()
+
+
+def _log_waiting(what: str) -> None:
+    logger.warning("%s", what)
 
 
 class RemoteTools:
@@ -211,17 +220,24 @@ class Worker:
         self.metrics.watch_agents(lambda: [(role, False) for role in self._roles.values()])
         self.link: NatsLink | None = None
 
-    async def serve(self, stop: asyncio.Event, ready: Callable[[], None] = lambda: None) -> None:
+    async def serve(
+        self,
+        stop: asyncio.Event,
+        ready: Callable[[], None] = lambda: None,
+        waiting: Callable[[str], None] | None = None,
+    ) -> None:
         """Takes and runs agents until ``stop`` is set (calling ``ready`` once it takes
-        them); then stops the agents it runs. Connecting is bounded (a HarnessError naming
-        the URL); ``stop`` set while connecting or while NATS is away ends it promptly too."""
+        them); then stops the agents it runs. NATS not there yet is waited for, trying again
+        with backoff and telling ``waiting`` each time why and for how long (a warning in
+        the log by default); ``stop`` set while connecting or while NATS is away ends it
+        promptly."""
         runner = None
         if self.health_port is not None:
             checks = {"nats": self._nats_problem}
             runner = await health.serve(self.metrics, checks, port=self.health_port)
             self.health_port = health.bound_port(runner)
         try:
-            await self._serve(stop, ready)
+            await self._serve(stop, ready, waiting or _log_waiting)
         finally:
             if runner is not None:
                 await runner.cleanup()
@@ -231,10 +247,25 @@ class Worker:
             return f"not connected to {self.settings.url}"
         return None
 
-    async def _serve(self, stop: asyncio.Event, ready: Callable[[], None]) -> None:
-        link = await _unless_stopped(
-            NatsLink.connect(self.settings, name=f"harness worker {self.name}"), stop
+    async def _connect(self, waiting: Callable[[str], None]) -> NatsLink:
+        """The link to NATS, tried again and again (with backoff) until it is made: a worker
+        may well start before NATS does."""
+
+        def not_yet(exc: BaseException, delay: float) -> None:
+            why = exc.message if isinstance(exc, HarnessError) else str(exc)
+            waiting(f"waiting for NATS at {self.settings.url} ({why}); trying again in {delay:g} s")
+
+        return await retrying(
+            lambda: NatsLink.connect(self.settings, name=f"harness worker {self.name}"),
+            retry_on=HarnessError,
+            backoff=CONNECT_BACKOFF,
+            on_retry=not_yet,
         )
+
+    async def _serve(
+        self, stop: asyncio.Event, ready: Callable[[], None], waiting: Callable[[str], None]
+    ) -> None:
+        link = await _unless_stopped(self._connect(waiting), stop)
         if link is None:
             return
         self.link = link

@@ -66,6 +66,7 @@ __all__ = ["EgressProxy", "ProxyLimits", "Upstream", "host_allowed"]
 
 logger = logging.getLogger(__name__)
 
+ACCEPT_BATCH = 32  # connections taken from the listening socket at a time
 HEAD_LIMIT = 64 * 1024
 _CHUNK = 64 * 1024
 
@@ -185,7 +186,12 @@ class EgressProxy:
             sock.bind(str(path))
             os.chmod(path, 0o600)  # before listen(): nothing can connect until the mode is set
             self._inode = path.stat().st_ino
-            self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=HEAD_LIMIT)
+            # The backlog is also how many connections the loop accepts at a time: kept small,
+            # a flood is refused a few dozen at a time instead of holding hundreds of
+            # descriptors between being accepted and being answered.
+            self._server = await asyncio.start_unix_server(
+                self._serve, sock=sock, limit=HEAD_LIMIT, backlog=ACCEPT_BATCH
+            )
         except BaseException:
             sock.close()
             self._remove_socket()

@@ -32,6 +32,7 @@ from harness.sandbox.layout import (
     etc_shown,
     launcher_script,
 )
+from harness.sandbox.leftovers import kill_left_behind
 from harness.sandbox.model_calls import ModelPolicy, Usage
 from harness.sandbox.proxy import EgressProxy, Upstream
 
@@ -207,6 +208,11 @@ async def open_sandbox(
             )
             yield RunSandbox(cli_path=launcher)
     finally:
+        # An inner bubblewrap its outer one left running (killed as it started) goes too.
+        bwrap = bwrap_binary()
+        if bwrap is not None:
+            socket = str(Path(folder) / "egress.sock")
+            await asyncio.to_thread(kill_left_behind, bwrap, socket)
         await asyncio.to_thread(shutil.rmtree, folder, True)
 
 

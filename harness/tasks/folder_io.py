@@ -147,7 +147,8 @@ class FolderIO:
                     await aiofiles.os.unlink(temporary, executor=thread)
 
     def close(self) -> None:
-        """Ends the thread once the steps asked are done (a later step makes a new one)."""
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False)
+        """Ends the thread once the steps asked are done (a later step makes a new one). It
+        is let go rather than shut down: a step still under way (a file opened, not yet
+        read) asks it again, and a shut-down one would refuse; its thread ends when the last
+        such step lets go of it."""
+        self._executor = None

@@ -21,6 +21,10 @@
 The ledger does not interpret the JSON it keeps. Every call runs on one worker thread that
 owns the SQLite connection, so the event loop never waits on the disk. A ledger file that
 SQLite cannot read is moved aside (``.ledger.sqlite3.damaged-<time>``) and a new one started.
+
+A write the disk refuses (it is full, or failing) raises ``LedgerUnwritableError``, and
+``problem`` says why until a write succeeds again: the front end keeps what it could not
+write and tries again (bot/backlog.py). A full disk is never taken for a damaged file.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.clock import SYSTEM, Clock, file_stamp
+from harness.errors import HarnessError
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +69,29 @@ CREATE TABLE IF NOT EXISTS intake (key TEXT PRIMARY KEY, data TEXT NOT NULL, at 
 """
 
 
+# SQLite's answers that say the file is fine but the disk is not (full, failing, read-only):
+# never a reason to move the ledger aside.
+_DISK_ERRORS = frozenset(
+    {"SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM"}
+)
+
+
+class LedgerUnwritableError(HarnessError):
+    """The ledger's disk refused a write (full, failing, read-only): nothing of it is kept."""
+
+
+def _disk_error(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if name:
+        return any(name.startswith(kind) for kind in _DISK_ERRORS)
+    text = str(exc).lower()
+    return "disk" in text or "readonly" in text or "unable to open" in text
+
+
 @dataclass(frozen=True)
 class Owed:
     """One outbox entry: ``data`` as the front end stored it, ``step`` steps of it done."""
@@ -87,13 +115,15 @@ class Ledger:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self._db: sqlite3.Connection | None = None
         self._closed = False
+        # Why the ledger cannot be written now (its disk is full, say); None while it can.
+        self.problem: str | None = None
 
     @classmethod
     async def open(cls, file: Path | None, clock: Clock = SYSTEM) -> Ledger:
         """The ledger in ``file`` (made if missing), opened now rather than on first use;
         None keeps it in memory (tests)."""
         ledger = cls(file, clock)
-        await ledger._call(ledger._conn)
+        await ledger._call(ledger._conn, writes=False)
         return ledger
 
     async def close(self) -> None:
@@ -136,7 +166,7 @@ class Ledger:
             rows = db.execute("SELECT key, data, at FROM intake ORDER BY at").fetchall()
             return [(str(key), json.loads(data), float(at)) for key, data, at in rows]
 
-        return await self._call(lambda: read(self._conn()))
+        return await self._call(lambda: read(self._conn()), writes=False)
 
     async def annotate_intake(self, key: str, **fields: Any) -> None:
         """Adds ``fields`` to the kept request ``key`` (nothing when it is not kept)."""
@@ -154,14 +184,19 @@ class Ledger:
         """The request ``key`` is handled (an agent watched, a reply owed, or nothing to do)."""
         await self._write("DELETE FROM intake WHERE key = ?", [(key,)])
 
-    async def claim(self, key: str) -> bool:
-        """True for the one caller that sees ``key`` first, across restarts too."""
+    async def claim(self, key: str, *, intake: tuple[str, JSON] | None = None) -> bool:
+        """True for the one caller that sees ``key`` first, across restarts too; that caller's
+        request ``intake`` (key, data) is taken on in the same step."""
 
         def insert(db: sqlite3.Connection) -> bool:
             with db:
+                now = self._now()
                 cursor = db.execute(
-                    "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (key, self._now())
+                    "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (key, now)
                 )
+                if cursor.rowcount == 1 and intake is not None:
+                    db.execute("INSERT OR IGNORE INTO intake (key, data, at) VALUES (?, ?, ?)",
+                               (intake[0], _dump(intake[1]), now))  # fmt: skip
             return cursor.rowcount == 1
 
         return await self._call(lambda: insert(self._conn()))
@@ -170,12 +205,13 @@ class Ledger:
         """The keys seen at or after ``since``, oldest first; older ones are forgotten."""
 
         def read(db: sqlite3.Connection) -> list[tuple[str, float]]:
-            with db:
+            # Forgetting is housekeeping: a disk that refuses it still answers the read.
+            with contextlib.suppress(sqlite3.OperationalError), db:
                 db.execute("DELETE FROM seen WHERE at < ?", (since,))
             rows = db.execute("SELECT key, at FROM seen ORDER BY at").fetchall()
             return [(str(key), float(at)) for key, at in rows]
 
-        return await self._call(lambda: read(self._conn()))
+        return await self._call(lambda: read(self._conn()), writes=False)
 
     # -- watches ---------------------------------------------------------------------------
 
@@ -199,7 +235,7 @@ class Ledger:
             rows = db.execute("SELECT agent_id, data FROM watches ORDER BY rowid").fetchall()
             return [(str(agent_id), json.loads(data)) for agent_id, data in rows]
 
-        return await self._call(lambda: read(self._conn()))
+        return await self._call(lambda: read(self._conn()), writes=False)
 
     async def unwatch(self, agent_id: str) -> None:
         await self._write("DELETE FROM watches WHERE agent_id = ?", [(agent_id,)])
@@ -241,7 +277,7 @@ class Ledger:
                 for i, lane, data, step, tries, due, err in rows
             ]
 
-        return await self._call(lambda: read(self._conn()))
+        return await self._call(lambda: read(self._conn()), writes=False)
 
     async def advance(self, entry_id: int, step: int) -> None:
         """Steps before ``step`` are done."""
@@ -277,17 +313,44 @@ class Ledger:
                 for i, lane, data, step, tries, due, err in rows
             ]
 
-        return await self._call(lambda: read(self._conn()))
+        return await self._call(lambda: read(self._conn()), writes=False)
 
     # -- the worker thread -----------------------------------------------------------------
 
     def _now(self) -> float:
         return self.clock.now().timestamp()
 
-    async def _call(self, fn: Callable[[], T]) -> T:
+    async def _call(self, fn: Callable[[], T], *, writes: bool = True) -> T:
+        """``fn()`` on the worker thread; a write that succeeds ends a ``problem``."""
         if self._closed:
             raise RuntimeError("the ledger is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if not _disk_error(exc):
+                raise
+            self._unwritable(exc)
+            raise LedgerUnwritableError(
+                f"cannot write {self.file or 'the ledger'}: {exc}",
+                fix=f"free space on the volume of {self.file.parent if self.file else '-'}",
+            ) from exc
+        if writes and self.problem is not None:
+            logger.warning("the ledger %s is writable again", self.file)
+            self.problem = None
+        return result
+
+    def _unwritable(self, exc: BaseException) -> None:
+        """One warning when the ledger stops taking writes (not one per write)."""
+        why = f"{self.file or 'the ledger'} cannot be written: {exc}"
+        if self.problem is None:
+            logger.warning("%s; what it cannot take is kept in memory until it can", why)
+        self.problem = why
+
+    async def probe(self) -> None:
+        """A write that changes nothing people see: raises ``LedgerUnwritableError`` while the
+        disk refuses it (tried again to learn when it takes writes again)."""
+        await self._write("INSERT OR REPLACE INTO seen (key, at) VALUES (?, ?)",
+                          [("ledger:probe", self._now())])  # fmt: skip
 
     async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         def write() -> None:
@@ -307,6 +370,8 @@ class Ledger:
         try:
             self._db = _connect(self.file)
         except sqlite3.DatabaseError as exc:
+            if _disk_error(exc):  # a full disk, not a damaged file: raised, kept as it is
+                raise
             assert self.file is not None  # an in-memory database is never damaged
             aside = self.file.with_name(f"{self.file.name}.damaged-{file_stamp(self.clock.now())}")
             logger.error("%s is unreadable (%s): moved to %s", self.file, exc, aside)

@@ -20,6 +20,7 @@ Blocking file work: the task store calls these from worker threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -84,7 +85,9 @@ def begin_run(folder: Path, clock: Clock) -> HeldRun:
             # Someone cleaning up ended runs may have seen the new file before it was locked
             # and removed it: a lock on a removed file protects nothing, so take another id.
             if _same_file(fd, file):
-                os.write(fd, f"pid {os.getpid()}\n".encode())  # for people looking
+                # For people looking: a full disk leaves the lock, which is what counts.
+                with contextlib.suppress(OSError):
+                    os.write(fd, f"pid {os.getpid()}\n".encode())
                 logger.debug("began run %s (%s)", run_id, file)
                 return HeldRun(run_id, file, fd)
         except BaseException:

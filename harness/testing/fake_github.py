@@ -6,7 +6,8 @@ a commit, job logs (a 302 to a plain-text URL on the same server, as GitHub redi
 storage host; aiohttp follows it, so gidgethub's `getitem` returns the log text), GitHub App
 installations and their tokens (`fake_github_auth`), and `POST /login/device/code` and
 `/login/oauth/access_token`. Branches and shas come from real bare repositories that tests push
-to with `git push`. Every request is recorded; `fail_next` injects errors.
+to with `git push`. Every request is recorded; `fail_next` injects errors; `hold_next` keeps
+an answer (its work done, e.g. the pull request made) until the test releases it.
 
 How gidgethub 6 surfaces error answers (`gidgethub.sansio.decipher_response`): 401 and 404 as
 `BadRequest`; a 403 with `x-ratelimit-remaining: 0` as `RateLimitExceeded` (`.rate_limit`);
@@ -54,10 +55,28 @@ from harness.testing.fake_github_model import (
 )
 from harness.testing.fake_github_routes import add_api_routes
 
-__all__ = ["CheckRun", "FakeGitHub", "PullRequest", "RecordedRequest"]
+__all__ = ["CheckRun", "FakeGitHub", "Hold", "PullRequest", "RecordedRequest"]
 
 logger = logging.getLogger(__name__)
 _RATE_LIMIT = 5000
+
+
+class Hold:
+    """An answer kept back: ``reached`` is set once its request was handled (its effect made)
+    and recorded, and the answer goes out at ``release``."""
+
+    def __init__(self, method: str, pattern: re.Pattern[str]) -> None:
+        self.method = method
+        self.pattern = pattern
+        self.reached = asyncio.Event()
+        self.released = asyncio.Event()
+        self.request: RecordedRequest | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.method in ("*", method) and self.pattern.fullmatch(path) is not None
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class FakeGitHub:
@@ -90,6 +109,7 @@ class FakeGitHub:
         self._stable_ids: dict[str, int] = {}
         self._requests: list[RecordedRequest] = []
         self._faults: list[Fault] = []
+        self._holds: list[Hold] = []
         self._used: dict[str, int] = {}
         self._reset = int(time.time()) + 3600
         self._changed: asyncio.Condition | None = None
@@ -120,6 +140,8 @@ class FakeGitHub:
         return self
 
     async def stop(self) -> None:
+        for hold in self._holds:  # nobody will release them now
+            hold.release()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
@@ -242,6 +264,14 @@ class FakeGitHub:
         a secondary one: 429 (or 403) with `Retry-After`."""
         pattern = re.compile(path_pattern)
         self._faults.append(Fault(method.upper(), pattern, status, body, headers or {}, times))
+
+    def hold_next(self, method: str, path_pattern: str) -> Hold:
+        """The next request of ``method`` ("*": any) whose API path fully matches the regex
+        ``path_pattern`` is handled and recorded as usual, then its answer waits until
+        ``Hold.release`` (or the fake stops): GitHub did the work, the client has not heard."""
+        hold = Hold(method.upper(), re.compile(path_pattern))
+        self._holds.append(hold)
+        return hold
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -370,10 +400,17 @@ class FakeGitHub:
             credential = self.credentials.tokens.get(bearer(request) or "")
             if credential is not None and credential.kind == "user":
                 response.headers.setdefault("x-oauth-scopes", ", ".join(credential.scopes))
-        await self._record(request, path, response.status)
+        recorded = await self._record(request, path, response.status)
+        waiting = (h for h in self._holds if not h.reached.is_set())
+        hold = next((h for h in waiting if h.matches(request.method, path)), None)
+        if hold is not None:
+            hold.request = recorded
+            hold.reached.set()
+            await hold.released.wait()
+            self._holds.remove(hold)
         return response
 
-    async def _record(self, request: web.Request, path: str, status: int) -> None:
+    async def _record(self, request: web.Request, path: str, status: int) -> RecordedRequest:
         credential = self.credentials.tokens.get(bearer(request) or "")
         recorded = RecordedRequest(
             index=len(self._requests),
@@ -389,3 +426,4 @@ class FakeGitHub:
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
+        return recorded

@@ -11,7 +11,9 @@ API (all of it; the modules behind it are internal)::
     workspaces = Workspaces(config.workspaces)
     await workspaces.prepare(slug, repository: str | None) -> Workspace
         Creates the task's workspace, or returns the one it has (a follow-up). Run the agent
-        with ``cwd=workspace.path`` and ``workspace.env`` added to its environment.
+        with ``cwd=workspace.path`` and ``workspace.env`` added to its environment. A
+        worktree whose repository vanished raises RepositoryGoneError (as do ``report`` and
+        the sandbox's git view): it says what is missing, claims no branch, keeps the work.
     await workspaces.find(slug) -> Workspace | None        the task's workspace, if it has one
     await workspaces.commit(workspace, message, author=) -> str | None
         Commits the worktree's uncommitted work on its branch (``commitWork``).
@@ -47,7 +49,8 @@ API (all of it; the modules behind it are internal)::
 
 The values, frozen dataclasses importable from here::
 
-    Workspace(slug, path, repository, branch, base_commit), .env
+    Workspace(slug, path, repository, branch, base_commit), .env, .serves(repository)
+        (a follow-up for ``repository`` may work in it as found: its repository still there)
     WorkspaceRequest(repository, url, path, base_branch, commit_work)   what a host is to make
     WorkReport(branch, head_commit, diff_stat, diff)                     where an agent's work is
     Changes(branch, head, base, commits, uncommitted, files), .summary()
@@ -103,6 +106,7 @@ from harness.workspaces.manager import (
     PruneReport,
     Removed,
     RepositoryChoice,
+    RepositoryGoneError,
     SandboxFolders,
     SandboxGit,
     WorkReport,
@@ -126,6 +130,7 @@ __all__ = [
     "PruneReport",
     "Removed",
     "RepositoryChoice",
+    "RepositoryGoneError",
     "SandboxFolders",
     "SandboxGit",
     "WorkReport",

@@ -35,6 +35,16 @@ def folder_kind(path: Path) -> FolderKind:
         return "missing"
 
 
+def repository_missing(folder: Path) -> str:
+    """What is missing of the repository at ``folder`` (the operator's, from config.yaml)
+    that a worktree's git folder no longer leads to."""
+    if not folder.is_dir():
+        return f"{folder} does not exist"
+    if not (folder / ".git").exists() and not (folder / "HEAD").is_file():
+        return f"{folder} has no .git"
+    return f"{folder} no longer holds this worktree's git folder (pruned, or cloned again)"
+
+
 def make_scratch(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 

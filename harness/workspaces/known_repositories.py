@@ -13,8 +13,9 @@ from pathlib import Path
 
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import RepositorySettings
+from harness.workspaces.files import repository_missing
 from harness.workspaces.repos import check_local, clone, common_dir, fetch
-from harness.workspaces.values import unknown_repository
+from harness.workspaces.values import RepositoryGoneError, Workspace, unknown_repository
 
 
 class KnownRepositories:
@@ -63,6 +64,26 @@ class KnownRepositories:
             if await self.common_dir(name, repo) == common:
                 return name
         return None
+
+    async def gone(self, workspace: Workspace, repo: RepositorySettings) -> RepositoryGoneError:
+        """The error for ``workspace``, whose repository ``repo`` the harness cannot find."""
+        folder = repo.path or repo.cache
+        missing = await asyncio.to_thread(repository_missing, folder) if folder else None
+        return RepositoryGoneError(workspace, repo, missing)
+
+    async def vanished(self, workspace: Workspace) -> RepositoryGoneError | None:
+        """Why the repository of ``workspace`` (a worktree the harness made or opened) is gone
+        since: its folder or its git directory; None while it is there, or when it is not a
+        configured one (another check says so)."""
+        name = workspace.repository
+        repo = self._repositories.get(name.lower()) if name is not None else None
+        if name is None or repo is None:
+            return None
+        common = await self.common_dir(name, repo)
+        if common is not None and await asyncio.to_thread((common / "HEAD").is_file):
+            return None
+        self._common_dirs.pop(name, None)  # looked for again, once it is back
+        return await self.gone(workspace, repo)
 
     async def common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
         """The git directory of the known repository ``name`` (kept once found)."""

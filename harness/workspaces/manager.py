@@ -60,6 +60,7 @@ from harness.workspaces.values import (
     BRANCH_PREFIX,
     COMMIT_EMAIL,
     Changes,
+    RepositoryGoneError,
     WorkReport,
     Workspace,
     WorkspaceInfo,
@@ -79,6 +80,7 @@ __all__ = [
     "PruneReport",
     "Removed",
     "RepositoryChoice",
+    "RepositoryGoneError",
     "SandboxFolders",
     "SandboxGit",
     "TamperedWorkspaceError",
@@ -151,7 +153,7 @@ class Workspaces:
             elif kind == "worktree":
                 workspace = await self._open(slug, path)
                 if workspace.repository is None and repo is not None:
-                    raise self._lost_repository(workspace, repo)
+                    raise await self._repositories.gone(workspace, repo)
                 if repo is None or workspace.repository != repo.name:
                     raise self._mismatch(slug, kind, workspace.repository, repository)
                 await populate(path)
@@ -183,19 +185,6 @@ class Workspaces:
             fix="a task keeps the workspace it started with: start a new task (thread) for "
             "other work; the folder holds this task's work, so move it aside (never just "
             "delete it) if this task must start afresh",
-        )
-
-    def _lost_repository(self, workspace: Workspace, repo: RepositorySettings) -> WorkspaceError:
-        """The task's worktree is there, its repository is not (moved, deleted, re-cloned):
-        nothing is touched, and the advice keeps the work."""
-        where = f"at {repo.path}" if repo.path else f"cloned from {repo.url} into {repo.cache}"
-        return WorkspaceError(
-            f"task {workspace.slug!r}'s worktree at {workspace.path} belongs to repository "
-            f"{repo.name!r}, which the harness cannot find any more ({where}); its files are "
-            "kept as they are",
-            fix=f"put the repository back {where} (or fix `workspaces.repositories.{repo.name}`"
-            f" in config.yaml) and send the message again; to start the task afresh instead, "
-            f"first copy what you need out of {workspace.path}: it holds the task's work",
         )
 
     async def _create(
@@ -244,7 +233,8 @@ class Workspaces:
         try:
             return await agent_git.confine(workspace.path, root=self.root)
         except agent_git.UntrustedGitError as exc:
-            raise TamperedWorkspaceError(workspace, None, why=exc.reason) from exc
+            gone = await self._repositories.vanished(workspace)
+            raise gone or TamperedWorkspaceError(workspace, None, why=exc.reason) from exc
 
     async def commit(self, workspace: Workspace, message: str, *, author: str) -> str | None:
         """Commit what is uncommitted in a worktree on its branch (``commitWork``); the new
@@ -281,8 +271,9 @@ class Workspaces:
         repositories are never committed nor read: the stat names each, left where it is."""
         if workspace.git_dir is not None:
             now = await asyncio.to_thread(worktree_admin_dir, workspace.path)
-            if now != workspace.git_dir:
-                raise TamperedWorkspaceError(workspace, now)
+            if now != workspace.git_dir:  # its repository gone, or its `.git` rewritten
+                gone = await self._repositories.vanished(workspace)
+                raise gone or TamperedWorkspaceError(workspace, now)
         if workspace.base_commit is None:
             return None
         tree = await self._tree(workspace)

@@ -74,6 +74,9 @@ class SandboxGit:
                 f"task {workspace.slug}'s worktree belongs to no configured repository",
                 fix="configure its repository again in `workspaces.repositories`",
             )
+        gone = await self._repositories.vanished(workspace)
+        if gone is not None:
+            raise gone
         found = await self._repositories.common_dir(name, self._repositories.get(name))
         if found is None:
             raise WorkspaceError(

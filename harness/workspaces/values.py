@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Literal
 
 from harness.boundary.git_work import FileChange
-from harness.errors import WorkspaceError
+from harness.config.settings import RepositorySettings
+from harness.errors import TamperedWorkspaceError, WorkspaceError
 from harness.problems import did_you_mean
 
 BRANCH_PREFIX = "harness/"
@@ -49,6 +50,18 @@ class Workspace:
     # The git directory its `.git` named when the harness made or opened it: the only one
     # the harness trusts with this worktree afterwards.
     git_dir: str | None = None
+
+    def serves(self, repository: str | None) -> bool:
+        """Whether a run asking for a worktree of ``repository`` (None: a scratch folder) may
+        work here as found: a worktree must still lead to that repository and its base. One
+        whose repository vanished is not served: ``Workspaces.prepare`` says why."""
+        if repository is None:
+            return self.repository is None and self.git_dir is None
+        return (
+            self.repository is not None
+            and self.repository.lower() == repository.lower()
+            and self.base_commit is not None
+        )
 
     @property
     def env(self) -> dict[str, str]:
@@ -112,6 +125,24 @@ class WorkspaceInfo:
     modified: datetime  # newest modification time of anything in it, UTC
     uncommitted: bool  # work prune would save to a patch (in a scratch folder: any file)
     problem: str | None = None  # why git could not read it, when it could not
+
+
+class RepositoryGoneError(TamperedWorkspaceError):
+    """The repository a task's worktree belongs to is gone (deleted, moved, its `.git`
+    removed, cloned again): nothing of the worktree is read, committed or touched, no branch
+    is claimed, and the advice keeps the work. ``missing`` says what is missing of it."""
+
+    def __init__(self, workspace: Workspace, repo: RepositorySettings, missing: str | None) -> None:
+        where = f"at {repo.path}" if repo.path else f"cloned from {repo.url} into {repo.cache}"
+        WorkspaceError.__init__(
+            self,
+            f"task {workspace.slug!r}'s worktree at {workspace.path} belongs to repository "
+            f"{repo.name!r}, which the harness cannot find any more ({where}"
+            f"{f': {missing}' if missing else ''}); its files are kept as they are",
+            fix=f"put the repository back {where} (or fix `workspaces.repositories.{repo.name}`"
+            f" in config.yaml) and send the message again; to start the task afresh instead, "
+            f"first copy what you need out of {workspace.path}: it holds the task's work",
+        )
 
 
 # The address of the commits the harness makes for its agents (they have no mailbox).

@@ -159,7 +159,7 @@ async def test_an_approval_clicked_by_someone_else_is_refused_and_the_admin_deci
         assert decided.allowed
         # Decided: the requester's later Deny changes nothing.
         await click(r.slack, "U1", approval, buttons(approval)["Deny"])
-        await told(r.slack, "U1", CLOSED)
+        await told(r.slack, "U1", f"{CLOSED} 💬 <@UADMIN> answered: Allow once")
         assert await approvals_audited(r, ts) == [("allowed", "UADMIN (Allow once)")]
 
 
@@ -272,7 +272,7 @@ async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(
         await posted(r, ts, "<@U1> answered: Postgres")
 
         await click(r.slack, "U2", question, choices["SQLite"])
-        await told(r.slack, "U2", CLOSED)
+        await told(r.slack, "U2", f"{CLOSED} 💬 <@U1> answered: Postgres")
         settled = next(m for m in r.bot_messages("C1", ts) if m["ts"] == question["ts"])
         assert "<@U1> answered: Postgres" in message_text(settled)
         assert "SQLite" not in message_text(settled)

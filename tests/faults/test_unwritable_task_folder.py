@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,11 +27,13 @@ from bot.settings import BotOptions, SlackEnv
 from bot.testing.slack_emulator import SlackEmulator
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pending_finals import PENDING_FOLDER
-from harness.project import Project, build_orchestrator
+from harness.errors import HarnessError, LimitError
+from harness.project import Project, build_orchestrator, load_project
 from harness.tasks.common import TASK_FILE
 from harness.tasks.model import DispatchRecord
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, Rig, RigFactory, message_text
+from tests.support import make_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -260,3 +263,108 @@ async def test_a_spooled_final_record_is_applied_at_the_next_start_before_recove
     text = "\n".join(message_text(m) for m in again.bot_messages("D1", asked))
     assert text.count("did: fix the footer") == 1, text
     assert "interrupted" not in text and "Run again" not in text
+
+
+class TestInAGitWorkspace:
+    """The same, for an agent that changed files in its task's worktree."""
+
+    @pytest.fixture
+    def project(self, project_dir: Path, tmp_path: Path) -> Project:
+        repository = make_repository(tmp_path / "web", {"README.md": "web\n"})
+        config = project_dir / "config.yaml"
+        config.write_text(
+            config.read_text(encoding="utf-8")
+            + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
+            encoding="utf-8",
+        )
+        return load_project(config)
+
+    @pytest.mark.git
+    async def test_a_diff_the_task_folder_refuses_is_shown_kept_and_saved_once_it_takes_writes(
+        self, rig: RigFactory, project: Project, freezer: Freezer
+    ) -> None:
+        tasks_dir = project.config.tasks_dir
+        async with rig(runtime=HeldRuntime(), options=FAST) as r:
+            asked = (await r.say("fix the footer", channel="D1")).event["ts"]
+            await r.held.wait_started(1)
+            spec = r.held.started[0]
+            slug, agent_id = spec.task_slug, spec.agent_id
+            # The agent's work, in its worktree.
+            (Path(spec.cwd) / "footer.txt").write_text("new footer\n", encoding="utf-8")
+            freezer.freeze(tasks_dir / slug)
+            r.held.release(agent_id)
+            assert await r.final_reaction("D1", asked) == "white_check_mark"
+            await result_posted(r, "D1", asked, "+new footer")  # the diff, in the result
+            record = await r.orchestrator.record(agent_id)
+            assert record.diff_file is not None
+            assert "+new footer" in (await r.orchestrator.tasks.diff(slug, record) or "")
+
+            freezer.thaw(tasks_dir / slug)
+            dispatch = await stored_final(tasks_dir, slug)
+            assert dispatch["status"] == "completed" and dispatch["diffFile"]
+            saved = (tasks_dir / slug / dispatch["diffFile"]).read_text(encoding="utf-8")
+            assert "footer.txt" in saved and "+new footer" in saved
+            assert not list((tasks_dir / PENDING_FOLDER).iterdir())  # nothing left spooled
+
+        text = "\n".join(message_text(m) for m in r.bot_messages("D1", asked))
+        assert text.count("did: fix the footer") == 1, text
+
+    @pytest.mark.git
+    async def test_a_diff_still_refused_when_the_bot_stops_is_saved_by_its_next_start(
+        self, rig: RigFactory, project: Project, slack: SlackEmulator, freezer: Freezer
+    ) -> None:
+        tasks_dir = project.config.tasks_dir
+        async with rig(runtime=HeldRuntime(), options=FAST) as r:
+            asked = (await r.say("fix the footer", channel="D1")).event["ts"]
+            await r.held.wait_started(1)
+            spec = r.held.started[0]
+            slug, agent_id = spec.task_slug, spec.agent_id
+            (Path(spec.cwd) / "footer.txt").write_text("new footer\n", encoding="utf-8")
+            freezer.freeze(tasks_dir / slug)
+            r.held.release(agent_id)
+            assert await r.final_reaction("D1", asked) == "white_check_mark"
+        freezer.thaw(tasks_dir / slug)  # writable again while no bot runs
+
+        async with bot_started_again(project, slack, HeldRuntime()) as (again, recovered):
+            assert recovered == []
+            dispatch = stored(tasks_dir, slug)  # applied by the start, its diff first
+            assert dispatch["status"] == "completed" and dispatch["diffFile"]
+            saved = (tasks_dir / slug / dispatch["diffFile"]).read_text(encoding="utf-8")
+            assert "+new footer" in saved
+            record = await again.orchestrator.record(agent_id)
+            assert "+new footer" in (await again.orchestrator.tasks.diff(slug, record) or "")
+            assert not list((tasks_dir / PENDING_FOLDER).iterdir())
+
+
+async def test_a_finished_agent_whose_record_is_pending_holds_no_share_of_the_task_budget(
+    project: Project, freezer: Freezer
+) -> None:
+    """Its cost is spent, its allowance no longer held: a follow-up meanwhile is refused
+    only for what really stops it (the folder), never as over the budget."""
+    config = project.config
+    config = dataclasses.replace(config, mcp=dataclasses.replace(config.mcp, task_budget_usd=3.0))
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(dataclasses.replace(project, config=config), runtime)
+    try:
+        first = await orchestrator.draft("developer", "fix the footer")
+        await runtime.wait_started(1)
+        assert (await orchestrator.record(first.agent_id)).budget_usd == 3.0  # all of it
+        freezer.freeze(config.tasks_dir / first.task_slug)
+        runtime.release(first.agent_id)
+        done = await orchestrator.wait(first.agent_id, WAIT)
+        assert done.status == "completed" and done.cost_usd == 0.01
+        assert spooled(config.tasks_dir) == [f"{first.agent_id}.json"]  # pending
+
+        with pytest.raises((HarnessError, OSError)) as refused:
+            await orchestrator.draft("developer", "and the header", task_slug=first.task_slug)
+        assert not isinstance(refused.value, LimitError), str(refused.value)
+        assert "budget" not in str(refused.value)
+
+        freezer.thaw(config.tasks_dir / first.task_slug)
+        await stored_final(config.tasks_dir, first.task_slug)
+        again = await orchestrator.draft("developer", "and the header", task_slug=first.task_slug)
+        assert (await orchestrator.record(again.agent_id)).budget_usd == pytest.approx(2.99)
+        runtime.release(again.agent_id)
+        assert (await orchestrator.wait(again.agent_id, WAIT)).status == "completed"
+    finally:
+        await orchestrator.shutdown()

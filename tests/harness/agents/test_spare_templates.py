@@ -4,7 +4,7 @@ task gets by default (the default repository's worktree), or in the named reposi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.host import AgentHost
-from harness.runtime.spec import AgentSpec
+from harness.runtime.spec import AgentSpec, SpareLimits
 from harness.workspaces.manager import Workspaces
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,14 @@ class RecordingHost(AgentHost):
         super().__init__(ClaudeRuntime(), workspaces)
         self.kept: list[tuple[AgentSpec, int]] = []
 
-    def keep_warm(self, templates: Sequence[tuple[AgentSpec, int]], follow_ups: int = 0) -> None:
+    def keep_warm(
+        self,
+        templates: Sequence[tuple[AgentSpec, int]],
+        follow_ups: int = 0,
+        *,
+        limits: SpareLimits | None = None,
+        busy: Callable[[], bool] | None = None,
+    ) -> None:
         self.kept = list(templates)
 
 

@@ -20,7 +20,7 @@ from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.host import AgentHost
 from harness.runtime.nats_hosting import NatsHosting
 from harness.runtime.nats_link import NatsSettings
-from harness.runtime.spares import fits
+from harness.runtime.spare_agent import fits
 from harness.runtime.spec import (
     AgentControl,
     AgentSpec,

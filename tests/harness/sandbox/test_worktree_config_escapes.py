@@ -3,7 +3,9 @@ next one (an MCP server in ``.mcp.json``, hooks, permissions, environment or a k
 ``.claude/settings*.json``, instructions and imports in ``CLAUDE.md``, its own agents, commands
 and skills) is neither run nor read by a later agent of the task: a cold follow-up, a
 follow-up that starts on the spare its task's last agent left, or the first agent of a task
-whose repository carries those files on its base branch.
+whose repository carries those files on its base branch. A folder that carries ``.claude``
+gets no spare at all (the CLI watches it and loads what changes there, whatever its setting
+sources): its agents start cold.
 
 Real parts: the Claude Code CLI in real bubblewrap against the scripted model, placed by the
 agent host; every tool call is approved (the gateway allows all).
@@ -178,7 +180,10 @@ async def test_a_cold_follow_up_obeys_nothing_its_tasks_last_agent_planted(rig: 
 async def test_a_follow_up_on_the_spare_started_among_the_planted_files_obeys_none(
     rig: Rig,
 ) -> None:
-    planted, _ = await rig.run("t-plant", "plant it", *plant_commands())
+    outside = [
+        c for c, name in zip(plant_commands(), PLANTED, strict=True) if ".claude/" not in name
+    ]
+    planted, _ = await rig.run("t-plant", "plant it", *outside)
     assert planted.status == "completed", planted.error
     rig.host.keep_warm([], follow_ups=1)
     assert rig.host.follow_ups is not None
@@ -194,7 +199,26 @@ async def test_a_follow_up_on_the_spare_started_among_the_planted_files_obeys_no
     assert_nothing_planted_was_obeyed(rig, "look around", said, rig.root / "t-plant")
 
 
-async def test_a_new_tasks_agent_obeys_nothing_its_repository_carries_cold_or_on_a_spare(
+async def test_a_follow_up_in_a_folder_its_last_agent_put_claude_config_in_starts_cold(
+    rig: Rig,
+) -> None:
+    planted, _ = await rig.run("t-plant", "plant it", *plant_commands())
+    assert planted.status == "completed", planted.error
+    rig.host.keep_warm([], follow_ups=1)
+    assert rig.host.follow_ups is not None
+    again, _ = await rig.run("t-plant", "and again", "true")
+    assert again.status == "completed", again.error
+    await rig.host.follow_ups.settled(WAIT)
+
+    assert not rig.host.follow_ups.has("t-plant")  # no spare among .claude's skills
+    follow_up, said = await rig.run("t-plant", "look around", CHECK)
+
+    assert follow_up.status == "completed", follow_up.error
+    assert rig.host.follow_ups.served == 0
+    assert_nothing_planted_was_obeyed(rig, "look around", said, rig.root / "t-plant")
+
+
+async def test_a_new_tasks_agent_obeys_nothing_its_repository_carries_and_starts_cold(
     rig: Rig,
 ) -> None:
     cold, said_cold = await rig.run("t-cold", "look cold", CHECK, in_repository=True)
@@ -202,11 +226,14 @@ async def test_a_new_tasks_agent_obeys_nothing_its_repository_carries_cold_or_on
     assert "CLAUDE.md" in said_cold  # the files are there, in the worktree
     assert_nothing_planted_was_obeyed(rig, "look cold", said_cold, rig.root / "t-cold")
 
+    # A spare there would start before the worktree became a task's, and its CLI would load
+    # the skills it then saw appear (its watcher ignores the setting sources): none starts.
     assert rig.host.spares is not None
     rig.host.keep_warm([(template(rig.repository), 1)])
-    await rig.host.spares.wait_ready(1, WAIT)
-    warm, said_warm = await rig.run("t-warm", "look warm", CHECK, in_repository=True)
+    await rig.host.spares.settled(WAIT)
+    assert (rig.host.spares.ready, rig.host.spares.started) == (0, 0)
+    later, said_later = await rig.run("t-later", "look later", CHECK, in_repository=True)
 
-    assert warm.status == "completed", warm.error
-    assert rig.host.spares.served == 1
-    assert_nothing_planted_was_obeyed(rig, "look warm", said_warm, rig.root / "t-warm")
+    assert later.status == "completed", later.error
+    assert rig.host.spares.served == 0
+    assert_nothing_planted_was_obeyed(rig, "look later", said_later, rig.root / "t-later")

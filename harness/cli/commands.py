@@ -1,0 +1,222 @@
+"""The commands that open the harness (``run``, ``tasks``, ``show``, ``pr``, ``rm``,
+``prune-tasks``, ``repair``, ``audit``, ``workspaces``): each opens it for its purpose, does
+its work through the orchestrator's services and shuts it down. Imported only when one of
+them runs, so ``harness --help``, ``init`` or ``doctor`` never load the agents' stack."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from harness.agents.events import AgentEvent
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.visibility import OPERATOR, visible
+from harness.cli import offline, task_commands
+from harness.cli.render import (
+    render_audit,
+    render_audit_json,
+    render_prune,
+    render_pull_request,
+    render_pull_request_json,
+    render_record,
+    render_repair,
+    render_task,
+    render_task_json,
+    render_task_list,
+    render_task_list_json,
+    render_workspaces,
+    render_workspaces_json,
+)
+from harness.cli.terminal import TerminalChannel, confirm, terminal_user
+from harness.errors import ForgeError, HarnessError
+from harness.opening import Purpose, open_harness
+from harness.project import Project
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+COMMANDS = (
+    "run", "tasks", "show", "pr", "rm", "prune-tasks", "repair", "audit", "workspaces",
+)  # fmt: skip
+
+T = TypeVar("T")
+
+
+async def run_command(project: Project, args: argparse.Namespace) -> int:
+    """Opens the harness for ``args.command`` (one of ``COMMANDS``) and runs it."""
+    scripted = args.command == "run" and args.scripted
+    if scripted:
+        print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        print(f"harness: {line}", file=sys.stderr, flush=True)
+
+    # `run` checks and connects where its agents run before a task is made: what is missing
+    # is said at once (within a few seconds), and SIGTERM or Ctrl-C meanwhile ends it.
+    purpose: Purpose = "run" if args.command == "run" else "read"
+    async with contextlib.AsyncExitStack() as stack:
+        opening = open_harness(project, purpose=purpose, scripted=scripted, say=say)
+        harness = await _interruptible(stack.enter_async_context(opening))
+        if harness is None:
+            doing = f" while {said[-1]}" if said else ""
+            print(f"harness: interrupted{doing}; nothing was started", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return await _on(harness.orchestrator, args)
+
+
+async def _interruptible(operation: Awaitable[T]) -> T | None:
+    """Runs ``operation`` to its end, unless SIGINT or SIGTERM comes first: then it is
+    cancelled (None)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    signalled: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        signalled.append(signum)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await operation
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        while task.cancelling():  # the cancellations were ours, and are handled
+            task.uncancel()
+        return None
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
+    try:
+        if args.command == "run":
+            return await _run(orchestrator, args.prompt, args.role, args.task)
+        if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
+            done, said = await (
+                task_commands.remove_task(
+                    orchestrator, args.slug, yes=args.yes, force=args.force, confirm=confirm
+                )
+                if args.command == "rm"
+                else task_commands.prune_tasks(
+                    orchestrator, args.days, yes=args.yes, dry_run=args.dry_run, confirm=confirm
+                )
+            )
+            print(said)
+            return 0 if done else EXIT_FAILED
+        as_json = getattr(args, "json", False)
+        if args.command == "tasks":
+            # The one rule of who sees a task: the terminal's operator sees every one.
+            summaries = await orchestrator.tasks.task_summaries()
+            may_decide = orchestrator.humans.may_decide
+            tasks = visible(OPERATOR, summaries, may_decide=may_decide, member_of=None)
+            damaged = await orchestrator.tasks.damaged_tasks()
+            print((render_task_list_json if as_json else render_task_list)(tasks, damaged))
+        elif args.command == "show":
+            task = await orchestrator.tasks.task(args.slug)
+            context = await orchestrator.tasks.task_context(args.slug)
+            audit = await orchestrator.tasks.audit_log(args.slug)
+            print((render_task_json if as_json else render_task)(task, context, audit))
+        elif args.command == "pr":
+            return await _pull_request(orchestrator, args.slug, as_json=as_json)
+        elif args.command == "repair":
+            print(render_repair(await orchestrator.tasks.repair_task(args.slug)))
+        elif args.command == "audit":
+            await orchestrator.tasks.task(args.slug)
+            entries = await orchestrator.tasks.audit_log(args.slug)
+            print(render_audit_json(args.slug, entries) if as_json else render_audit(entries))
+        elif args.action == "list":
+            workspaces = await orchestrator.tasks.workspaces()
+            print(render_workspaces_json(workspaces) if as_json else render_workspaces(workspaces))
+        else:
+            older = timedelta(days=args.days) if args.days is not None else None
+            report = await orchestrator.tasks.prune_workspaces(older, dry_run=args.dry_run)
+            print(render_prune(report))
+        return 0
+    finally:
+        await orchestrator.shutdown()
+
+
+async def _pull_request(orchestrator: Orchestrator, slug: str, *, as_json: bool) -> int:
+    """``harness pr``: as the terminal's own user, who may (``by=None``). A refusal of the
+    push or of GitHub is a failed command (1), not a usage error."""
+    try:
+        pull = await orchestrator.pull_requests.open_pull_request(slug, by=None)
+    except ForgeError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(render_pull_request_json(slug, pull) if as_json else render_pull_request(pull))
+    return 0
+
+
+async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
+    repository = None
+    if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
+        choice = orchestrator.tasks.choose_repository(prompt)
+        problem = choice.explain()
+        if problem is not None:
+            raise HarnessError(problem, fix="name the repository in the request: repo:NAME")
+        prompt, repository = choice.text, choice.repository
+        role = role or orchestrator.route(prompt)
+        await orchestrator.start_ahead(role, repository)  # its CLI starts while the task is made
+    await orchestrator.recover_interrupted()
+    if role is None:
+        task = await orchestrator.tasks.task(slug) if slug else None
+        role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
+    orchestrator.role(role)  # unknown role: fail before creating a task
+    orchestrator.subscribe(_progress_on_stderr)
+    orchestrator.humans.add_human_channel(TerminalChannel(orchestrator.humans.answer_question))
+    stop = _install_signal_handlers(orchestrator)
+    try:
+        handle = await orchestrator.draft(
+            role, prompt, task_slug=slug, repository=repository, requested_by=terminal_user()
+        )
+        record = await orchestrator.wait(handle.agent_id)
+    finally:
+        stop()
+    print(render_record(record, task_slug=handle.task_slug))
+    if record.status == "completed":
+        return 0
+    return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED
+
+
+def _progress_on_stderr(event: AgentEvent) -> None:
+    r = event.record
+    if event.kind == "started":
+        print(f"[{r.agent_id}] {r.role} started on task {event.task.slug}", file=sys.stderr)
+    elif event.kind == "progress" and r.progress is not None:
+        percent = f" {r.progress.percent:g}%" if r.progress.percent is not None else ""
+        print(f"[{r.agent_id}]{percent} {r.progress.message}", file=sys.stderr)
+    elif event.kind == "finished":
+        print(f"[{r.agent_id}] {r.role} {r.status}", file=sys.stderr)
+
+
+def _install_signal_handlers(orchestrator: Orchestrator) -> Callable[[], None]:
+    """SIGINT/SIGTERM stop every agent (dispatches end ``interrupted``), never orphan them."""
+    loop = asyncio.get_running_loop()
+    pending: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        name = signal.Signals(signum).name
+        print(f"harness: {name} received, stopping agents…", file=sys.stderr)
+        pending.append(loop.create_task(orchestrator.shutdown(f"interrupted by {name}")))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+    def remove() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+    return remove
