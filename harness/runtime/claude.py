@@ -44,9 +44,9 @@ from harness.runtime.agent_stream import (
     retry_limit,
 )
 from harness.runtime.attachments import prompt_input
+from harness.runtime.cli_process import disconnect, sdk_process
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
-from harness.runtime.spare_health import sdk_process
 from harness.runtime.spec import (
     SERVER_NAME,
     AgentControl,
@@ -131,7 +131,7 @@ class WarmAgent:
 
     async def close(self) -> None:
         try:
-            await self.client.disconnect()
+            await disconnect(self.client)
         finally:
             await self.stack.aclose()
 
@@ -261,7 +261,7 @@ class ClaudeRuntime:
                     if await self._connect(client, stderr_tail, tracker):
                         await self._converse(client, spec, control, io, tracker, stderr_tail)
                 finally:
-                    await client.disconnect()
+                    await disconnect(client)
         except SandboxUnavailableError as exc:
             tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from harness.boundary.files import BoundaryError, Folder, entry_kind
 
@@ -38,12 +38,6 @@ def _children(pid: int) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
-
-
-def sdk_process(client: object) -> Any:
-    """The CLI's process of a ``ClaudeSDKClient``, which the SDK keeps to itself (its
-    subprocess transport's); None when it has none (not started, or closed)."""
-    return getattr(getattr(client, "_transport", None), "_process", None)
 
 
 def process_tree(pid: int) -> list[int]:

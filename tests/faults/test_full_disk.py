@@ -146,13 +146,6 @@ async def bot_on(
         await asyncio.wait_for(reader, WAIT)
 
 
-def until_stopped(log: list[str]) -> str:
-    """The bot's log up to its last word ("stopped"): what the interpreter's teardown prints
-    after it (garbage collected transports) is not the bot's handling of anything."""
-    end = next((i for i, line in enumerate(log) if "harness bot: stopped" in line), len(log))
-    return "".join(log[: end + 1])
-
-
 def bot_texts(slack: SlackEmulator, channel: str, ts: str) -> list[str]:
     return [message_text(m) for m in slack.thread(channel, ts) if m.get("bot_id")]
 
@@ -207,7 +200,7 @@ async def test_a_full_task_store_loses_no_result_and_no_request_and_recovers_whe
             done_slow = saying(slack, "D1", slow, "Done: a slow job")
             done_quick = saying(slack, "D2", quick, "Done: a quick job")
             notices = saying(slack, "D2", quick, NOT_RECORDED)
-        log = until_stopped(bot.log)
+        log = "".join(bot.log)
 
     assert "full" in not_ready and str(tasks) in not_ready, not_ready
     [disk] = [line for line in doctor.splitlines() if "disk space" in line]
@@ -252,7 +245,7 @@ async def test_a_bot_restarted_on_a_full_task_store_starts_tells_each_thread_onc
             interrupted = saying(slack, "D1", slow, "interrupted")
             done_quick = saying(slack, "D2", quick, "Done: a quick job")
             notices = saying(slack, "D2", quick, NOT_RECORDED)
-        logs = until_stopped(first.log) + until_stopped(second.log)
+        logs = "".join(first.log + second.log)
 
     assert str(tasks) in not_ready, not_ready
     assert len(interrupted) == 1, bot_texts(slack, "D1", slow)
