@@ -22,7 +22,6 @@ from bot.clicks import (
     KeptClick,
     click_record,
     is_click,
-    started_after,
     started_since,
 )
 from bot.conversations import Conversations
@@ -73,7 +72,7 @@ async def _started_since(conversations: Conversations, thread: ThreadRef, at: fl
         task = await conversations.orchestrator.tasks.task(slug)
     except HarnessError:
         return False
-    return any(started_after(d.started_at, at) for d in task.dispatches)
+    return started_since(task.dispatches, None, at)
 
 
 async def run_again(

@@ -120,16 +120,14 @@ class NatsHosting:
         await self.link()
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
-        run = RemoteRun(
-            await self.link(),
-            spec,
-            control,
-            io,
-            lost_after=self.lost_after,
-            live=self._runs,
-            afterwards=self._afterwards,
+        return await (await self._remote_run(spec, control, io)).follow(queue=True)
+
+    async def _remote_run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RemoteRun:
+        """A run of ``spec`` on the workers, followed through this hosting's link."""
+        link, limit = await self.link(), self.lost_after
+        return RemoteRun(
+            link, spec, control, io, lost_after=limit, live=self._runs, afterwards=self._afterwards
         )
-        return await run.follow(queue=True)
 
     @property
     def agents_outlive_harness(self) -> bool:
@@ -169,15 +167,7 @@ class NatsHosting:
     ) -> RunOutcome:
         """Follows an agent a worker runs since before this process started, to its end;
         the first ``seen_messages`` journal lines were recorded already."""
-        run = RemoteRun(
-            await self.link(),
-            spec,
-            control,
-            io,
-            lost_after=self.lost_after,
-            live=self._runs,
-            afterwards=self._afterwards,
-        )
+        run = await self._remote_run(spec, control, io)
         run.started = True
         run.skip_messages = seen_messages
         return await run.follow(queue=False)
