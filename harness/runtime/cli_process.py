@@ -3,7 +3,6 @@ a client so that nothing of that process is left open."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient
@@ -16,16 +15,16 @@ def sdk_process(client: object) -> Any:
 
 
 async def disconnect(client: ClaudeSDKClient) -> None:
-    """``client.disconnect()``, then the CLI's pipes closed. The SDK's close ends the process
-    but leaves its stdout (and an unread stderr) open; while a process of its sandbox still
-    holds them they never end, and the loop's transport is left for the garbage collector
-    to close, warning, at whatever later moment it runs."""
+    """``client.disconnect()``, then the loop's transport of the CLI's process closed. The
+    SDK's close ends the process but leaves its stdout (and an unread stderr) open, and
+    anyio's ``aclose`` of a read stream does not close its pipe: while a process of its
+    sandbox still holds them they never end, and the transport is left for the garbage
+    collector to close, warning, at whatever later moment it runs. Closing the transport
+    closes its pipes (and kills the process if the SDK could not end it)."""
     process = sdk_process(client)
     try:
         await client.disconnect()
     finally:
-        if process is not None:
-            for stream in (process.stdin, process.stdout, process.stderr):
-                if stream is not None:
-                    with contextlib.suppress(Exception):  # closed already: nothing left
-                        await stream.aclose()
+        transport = getattr(getattr(process, "_process", None), "_transport", None)
+        if transport is not None:
+            transport.close()
