@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,34 @@ async def bare_query(env: dict[str, str], prompt: str) -> float:
         if isinstance(message, ResultMessage):
             assert message.structured_output, message
     return time.perf_counter() - started
+
+
+# The scripted model in a process of its own: prints its env as JSON, serves until stdin ends.
+_MODEL_PROCESS = """
+import asyncio, json, sys
+from harness.testing.scripted_model import ScriptedModel, Turn
+async def main():
+    async with ScriptedModel(lambda request: Turn.finish("done", ["a change"])) as model:
+        print(json.dumps(model.env()), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+asyncio.run(main())
+"""
+
+
+@contextlib.contextmanager
+def model_process() -> Iterator[dict[str, str]]:
+    """The scripted model (each turn a structured result at once) served by a child process,
+    so that a bench timing this process's CPU does not count the model's; its env."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _MODEL_PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cwd=REPO, text=True,
+    ) as process:  # fmt: skip
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            yield json.loads(process.stdout.readline())
+        finally:
+            process.stdin.close()
+            process.wait(timeout=30)
 
 
 def copy_project(folder: Path) -> Path:

@@ -4,11 +4,12 @@ Both sides run the real Claude Code CLI against the same scripted model on loopb
 turn ending in a StructuredOutput call, alternating so that drift hits both equally.
 
   in-process:  Orchestrator.run (what `harness run` does after start-up) vs query()
-  command:     `python -m harness run "..."` vs `python -c <bare query() script>`
+  command:     `python -m harness run "..."` vs `python -c <bare query() script>`, byte code
+               cached: the whole run, start to the first model request, last request to exit
   kill:        Orchestrator.kill during a stalled model turn -> the claude child is gone
   start-up:    `python -m harness --help` vs `python -c pass`
 
-Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10]
+Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10] [--only command]
 """
 
 from __future__ import annotations
@@ -67,22 +68,39 @@ async def in_process(model: ScriptedModel, config: Path, runs: int) -> tuple[flo
 
 
 def commands(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
+    """`harness run` and a bare query() script, alternating (A B A B), byte code cached (these
+    machines export PYTHONDONTWRITEBYTECODE; a user's installed wheel has byte code): wall
+    time, and where it goes: start to the first model request, the last request to exit."""
     env = {**os.environ, **model.env()}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     bare = BARE_SCRIPT.format(schema=RESULT_SCHEMA)
-    harness_times: list[float] = []
-    bare_times: list[float] = []
+    sides = {
+        "`harness run`": lambda tag: [sys.executable, "-m", "harness", "run", "--config",
+                                      str(config), "--role", "developer", tag],
+        "bare query()": lambda tag: [sys.executable, "-c", bare, tag],
+    }  # fmt: skip
+    for name, argv in sides.items():  # writes the byte code; not measured
+        subprocess.run(argv(f"warm-up {name}"), env=env, check=True, capture_output=True, cwd=REPO)
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    taken: dict[str, dict[str, list[float]]] = {
+        name: {"total": [], "to first request": [], "last request to exit": []} for name in sides
+    }
     for n in range(runs):
-        for argv, sink in (
-            ([sys.executable, "-m", "harness", "run", "--config", str(config), "--role",
-              "developer", f"bench cli {n}"], harness_times),
-            ([sys.executable, "-c", bare, f"bench cli {n}"], bare_times),
-        ):  # fmt: skip
-            started = time.perf_counter()
-            subprocess.run(argv, env=env, check=True, capture_output=True, cwd=REPO)
-            sink.append(time.perf_counter() - started)
-    print(summary("`harness run` (command)", harness_times))
-    print(summary("bare query() (command)", bare_times))
-    return statistics.median(harness_times), statistics.median(bare_times)
+        for name, argv in sides.items():
+            tag = f"bench cli {n} {name}"
+            started = time.time()
+            subprocess.run(argv(tag), env=env, check=True, capture_output=True, cwd=REPO)
+            ended = time.time()
+            mine = [r.received_at for r in model.main_requests if tag in r.first_user_text]
+            taken[name]["total"].append(ended - started)
+            taken[name]["to first request"].append(mine[0] - started)
+            taken[name]["last request to exit"].append(ended - mine[-1])
+    for name, parts in taken.items():
+        for part, samples in parts.items():
+            print(summary(f"{name} {part}", samples))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    h, b = (statistics.median(taken[name]["total"]) for name in sides)
+    return h, b
 
 
 def help_startup(runs: int) -> None:
@@ -128,6 +146,9 @@ def _claude_children() -> set[int]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument(
+        "--only", choices=("all", "command"), default="all", help="command: `harness run` only"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
@@ -135,12 +156,15 @@ async def main() -> None:
         config = project / "config.yaml"
         async with ScriptedModel(script) as model:
             await bare_query(model.env(), "warm-up")
-            h, b = await in_process(model, config, args.runs)
-            print(f"ratio in-process: {h / b:.3f}")
+            if args.only == "all":
+                h, b = await in_process(model, config, args.runs)
+                print(f"ratio in-process: {h / b:.3f}")
             hc, bc = await asyncio.to_thread(commands, model, config, args.runs)
             print(f"ratio command: {hc / bc:.3f}")
-            await kill_latency(model, config, args.runs)
-        help_startup(args.runs)
+            if args.only == "all":
+                await kill_latency(model, config, args.runs)
+        if args.only == "all":
+            help_startup(args.runs)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,16 @@ A tasks folder of 10,000 tasks with 1-3 dispatch records each is built first (no
               same store again)
   record:     ``await store.record(agent_id)`` for a random agent, warm; and
               ``find_by_thread`` of a thread no task has (what every new Slack thread costs)
-  tool:       the ``list_tasks`` harness tool (through the tool gateway, as an agent calls it)
-  command:    ``python -m harness tasks --config <tmp config>`` as a subprocess (wall time,
-              interpreter start included), next to ``python -m harness --help`` (the fixed cost
-              of starting Python and importing the harness, whatever the number of tasks)
+  tool:       the ``list_tasks`` harness tool (through the tool gateway, as an agent calls it):
+              an analyst sees its own task only; one of a category in
+              ``mcp.allTasksCategories`` sees all 10,001
+  command:    ``harness tasks --config <tmp config>`` (the console script, and ``python -m
+              harness tasks``) as subprocesses, wall and CPU time, interpreter start included,
+              byte code cached; next to ``python -c pass``, ``harness --help`` and
+              ``--version`` (the fixed cost of starting, whatever the number of tasks)
   journal:    10,000 lines through ``append_jsonl`` + ``flush`` into 100 journals
 
-Usage: .venv/bin/python bench/tasks.py [--tasks 10000]
+Usage: .venv/bin/python bench/tasks.py [--tasks 10000] [--runs 7]
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import asyncio
 import os
 import random
 import re
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -164,55 +169,112 @@ async def bench_record(folder: Path, agents: list[str], rng: random.Random) -> N
     print(summary_ms("find_by_thread, a new thread", misses))
 
 
-def project_config(root: Path, folder: Path) -> Path:
+def project_config(root: Path, folder: Path, *, all_tasks: bool = False) -> Path:
+    """The shipped project over ``folder``; with ``all_tasks`` its conversational agents see
+    every task (``mcp.allTasksCategories``), as a coordinator's would."""
     config = copy_project(root)
     text = config.read_text(encoding="utf-8")
-    config.write_text(re.sub(r"(?m)^tasks: .*$", f"tasks: {folder}", text), encoding="utf-8")
+    text = re.sub(r"(?m)^tasks: .*$", f"tasks: {folder}", text)
+    if all_tasks:
+        text = re.sub(
+            r"(?m)^(\s*)allTasksCategories: \[\]", r"\1allTasksCategories: [conversational]", text
+        )
+    config.write_text(text, encoding="utf-8")
     return config
 
 
-async def bench_tool(config: Path, count: int) -> None:
-    runtime = HeldRuntime()
-    orchestrator = build_orchestrator(load_project(config), runtime)
-    tools = HarnessTools(orchestrator.services)
-    # Called in a live analyst's name, as its MCP server calls it (and audited in its task).
-    analyst = await orchestrator.draft("product-analyst", "plan: list the tasks")
-    await runtime.wait_started(1)
-    samples = []
-    for _ in range(3):
-        started = time.perf_counter()
-        reply = await tools.call(analyst.agent_id, "list_tasks", {})
-        samples.append(time.perf_counter() - started)
-        assert len(reply.payload["tasks"]) == count + 1, reply.payload
-    await orchestrator.shutdown()
-    print(summary("list_tasks tool", samples))
+async def bench_tool(root: Path, folder: Path, count: int) -> None:
+    """``list_tasks`` as a live analyst calls it: over its own task (what an agent sees by
+    default), and over every task (an agent of an all-tasks category)."""
+    for all_tasks, name, expected in (
+        (False, "list_tasks tool, own task", 1),
+        (True, "list_tasks tool, all tasks", count + 1),
+    ):
+        project = root / ("all" if all_tasks else "own")
+        project.mkdir()
+        config = project_config(project, folder, all_tasks=all_tasks)
+        runtime = HeldRuntime()
+        orchestrator = build_orchestrator(load_project(config), runtime)
+        try:
+            tools = HarnessTools(orchestrator.services)
+            # Called in a live analyst's name, as its MCP server calls it (audited in its task).
+            analyst = await orchestrator.draft("product-analyst", f"plan: list the tasks {name}")
+            await runtime.wait_started(1)
+            samples = []
+            for _ in range(3):
+                started = time.perf_counter()
+                reply = await tools.call(analyst.agent_id, "list_tasks", {})
+                samples.append(time.perf_counter() - started)
+                listed = reply.payload["tasks"]
+                assert len(listed) == expected, (name, len(listed))
+            if not all_tasks:
+                assert listed[0]["slug"] == analyst.task_slug, listed
+        finally:
+            # The held agent ends (interrupted) and its record lands while its task is there.
+            await orchestrator.shutdown()
+        print(summary(name, samples))
+        # The analyst's task goes: the command below lists the 10,000 built tasks only.
+        shutil.rmtree(folder / analyst.task_slug)
 
 
-def bench_command(config: Path, count: int) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    starts = []
-    for _ in range(3):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, check=True)
-        starts.append(time.perf_counter() - started)
-    print(summary("python -m harness --help", starts))
-    samples = []
-    for _ in range(3):
+def _timed(
+    command: list[str], env: dict[str, str], runs: int
+) -> tuple[list[float], list[float], str]:
+    """Wall and CPU seconds (user + system) of ``runs`` runs of ``command``; its last output."""
+    walls, cpus, out = [], [], ""
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "harness", "tasks", "--config", str(config)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
+            command, cwd=REPO, env=env, capture_output=True, text=True, check=False
         )
-        samples.append(time.perf_counter() - started)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode != 0:
-            print(f"harness tasks failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-            return
-    listed = sum(1 for line in done.stdout.splitlines() if line.startswith("task-"))
-    print(summary("python -m harness tasks", samples) + f"  ({listed} of {count} tasks listed)")
+            raise SystemExit(
+                f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-500:]}"
+            )
+        out = done.stdout
+    return walls, cpus, out
+
+
+def bench_command(config: Path, count: int, runs: int) -> None:
+    """The commands as a user runs them, with byte code cached: these machines export
+    PYTHONDONTWRITEBYTECODE, a user's installed wheel has byte code, so it is unset for the
+    measured processes (and a first, unmeasured run writes it)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HARNESS_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    script = str(Path(sys.executable).parent / "harness")  # the console script
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "harness --help": [script, "--help"],
+        "harness --version": [script, "--version"],
+        "harness tasks": [script, "tasks", "--config", str(config)],
+        "python -m harness tasks": [
+            sys.executable,
+            "-m",
+            "harness",
+            "tasks",
+            "--config",
+            str(config),
+        ],
+    }
+    for command in commands.values():
+        _timed(command, env, 1)
+    print(f"load average before the commands: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    for name, command in commands.items():
+        walls, cpus, out = _timed(command, env, runs)
+        line = summary(name, walls) + f"  cpu median {statistics.median(cpus):.3f} s"
+        if "tasks" in command:
+            listed = sum(1 for row in out.splitlines() if row.startswith("task-"))
+            assert listed == count, f"{name}: {listed} of {count} tasks listed"
+            line += f"  ({listed} tasks listed)"
+        print(line)
+    print(f"load average after the commands: {os.getloadavg()[0]:.2f}")
 
 
 async def bench_journal(folder: Path) -> None:
@@ -238,6 +300,7 @@ async def bench_journal(folder: Path) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=7, help="runs of each command")
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -252,9 +315,8 @@ async def main() -> None:
         )
         await bench_summaries(folder, args.tasks)
         await bench_record(folder, agents, rng)
-        config = project_config(root, folder)
-        await bench_tool(config, args.tasks)
-        bench_command(config, args.tasks)
+        await bench_tool(root, folder, args.tasks)
+        bench_command(project_config(root, folder), args.tasks, args.runs)
         await bench_journal(folder)
 
 

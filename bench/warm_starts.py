@@ -15,7 +15,11 @@ the event is sent to the bot to the model receiving the agent's first request.
   CLI floor:     a warm CLI from `query()` to its first request (what no spare can save)
   memory:        the resident memory of the bot process and of its spares' processes, idle
 
-Usage: .venv/bin/python bench/warm_starts.py [--runs 10]
+  --breakdown:   the warm rows only, with the median time from the event to each step of
+                 the harness's path to the prompt (the bot's task, the dispatch's records, the
+                 spare taken and its folder adopted, the prompt handed to the CLI)
+
+Usage: .venv/bin/python bench/warm_starts.py [--runs 10] [--breakdown]
 """
 
 from __future__ import annotations
@@ -55,6 +59,80 @@ from harness.testing.processes import claude_children  # noqa: E402
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
 from harness.workspaces.manager import Workspaces  # noqa: E402
 
+# (step, time.time()) of the DM being measured, when --breakdown asks for them.
+MARKS: list[tuple[str, float]] = []
+
+
+def mark_steps() -> None:
+    """Wraps the steps of the warm path so each call notes when it began and ended."""
+    from claude_agent_sdk import ClaudeSDKClient
+
+    from bot.conversations import Conversations
+    from harness.agents.dispatching import Dispatcher
+    from harness.agents.task_desk import TaskDesk
+    from harness.runtime.spares import SparePool
+    from harness.tasks.files import FileTaskStore
+    from harness.workspaces.sandbox_folders import SandboxFolders
+
+    steps = [
+        (Conversations, "_start", "bot: new task"),
+        (TaskDesk, "create_task", "task created"),
+        (Dispatcher, "draft", "draft"),
+        (FileTaskStore, "save_dispatch", "dispatch written"),
+        (AgentHost, "run", "host.run"),
+        (SparePool, "take", "spare taken"),
+        (SandboxFolders, "adopt_spare", "folder adopted"),
+        (ClaudeSDKClient, "query", "prompt to the CLI"),
+    ]
+    for owner, name, label in steps:
+        original = getattr(owner, name)
+
+        def wrapped(*args: Any, __original: Any = original, __label: str = label,
+                    **kwargs: Any) -> Any:  # fmt: skip
+            async def run() -> Any:
+                MARKS.append((f"{__label} (in)", time.time()))
+                try:
+                    return await __original(*args, **kwargs)
+                finally:
+                    MARKS.append((f"{__label} (out)", time.time()))
+
+            return run()
+
+        setattr(owner, name, wrapped)
+    import harness.workspaces.repos as repos
+    import harness.workspaces.spare_worktrees as spare_worktrees
+
+    for module in (repos, spare_worktrees):
+        original_git = module.git
+
+        async def marked_git(*args: str, __git: Any = original_git, **kwargs: Any) -> Any:
+            MARKS.append((f"git {args[0]} (in)", time.time()))
+            try:
+                return await __git(*args, **kwargs)
+            finally:
+                MARKS.append((f"git {args[0]} (out)", time.time()))
+
+        module.git = marked_git  # type: ignore[assignment]
+
+
+def breakdown_lines(samples: list[list[tuple[str, float]]]) -> list[str]:
+    """The median time of each step's n-th occurrence from the event, in order."""
+    by_step: dict[str, list[float]] = {}
+    order: list[str] = []
+    for marks in samples:
+        seen: dict[str, int] = {}
+        for step, at in marks:
+            seen[step] = seen.get(step, 0) + 1
+            key = f"{step} #{seen[step]}" if seen[step] > 1 else step
+            if key not in by_step:
+                by_step[key] = []
+                order.append(key)
+            by_step[key].append(at)
+    lines = []
+    for key in sorted(order, key=lambda k: statistics.median(by_step[k])):
+        lines.append(f"    {key:<34} {statistics.median(by_step[key]) * 1000:6.1f} ms")
+    return lines
+
 
 def script(request: ModelRequest) -> Turn:
     return Turn.finish("done")
@@ -85,7 +163,14 @@ def first_request_after(model: ScriptedModel, sent: float, tag: str) -> float | 
 
 
 async def measure(
-    project: Project, model: ScriptedModel, spares: int, dms: int, *, burst: bool, label: str = ""
+    project: Project,
+    model: ScriptedModel,
+    spares: int,
+    dms: int,
+    *,
+    burst: bool,
+    label: str = "",
+    steps: list[list[tuple[str, float]]] | None = None,
 ) -> tuple[list[float], float | None]:
     # A burst of ten runs at once: the concurrency cap must not queue it.
     mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
@@ -108,10 +193,14 @@ async def measure(
 
             async def one(n: int) -> None:
                 text = f"write {tag}-{n}"
+                MARKS.clear()
                 sent = time.time()  # the scripted model stamps requests with time.time()
                 await slack.user_message("U1", f"D{tag}{n}", text)
                 got = await slack.wait_for(lambda: first_request_after(model, sent, text), 60)
                 samples.append(got)
+                if steps is not None:
+                    steps.append([(s, at - sent) for s, at in MARKS if at - sent <= got])
+                    steps[-1].append(("first request", got))
 
             if burst:
                 await asyncio.gather(*(one(n) for n in range(dms)))
@@ -224,11 +313,21 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--only-repository", action="store_true")
+    parser.add_argument("--breakdown", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         project = load_project(copy_project(Path(folder)))
         in_repository = load_project(with_repository(Path(folder) / "repository", 2000))
         async with ScriptedModel(script) as model:
+            if args.breakdown:
+                mark_steps()
+                for name, chosen in (("repository", in_repository), ("scratch", project)):
+                    steps: list[list[tuple[str, float]]] = []
+                    warm, _ = await measure(chosen, model, 1, args.runs, burst=False,
+                                            label=name[0], steps=steps)  # fmt: skip
+                    print(line(f"{name}: warm (1 spare)", warm), flush=True)
+                    print("\n".join(breakdown_lines(steps)), flush=True)
+                return
             cold, _ = await measure(in_repository, model, 0, args.runs, burst=False, label="r")
             print(line("repository: cold (no spares)", cold), flush=True)
             warm, _ = await measure(in_repository, model, 1, args.runs, burst=False, label="r")

@@ -47,6 +47,7 @@ from bot.questions import (
     SlackHumanChannel,
     approval_refusal,
     closed_buttons,
+    closed_in_task,
     closed_notice,
     parse_button_value,
 )
@@ -298,7 +299,7 @@ def create_app(
 
     home = HomeTab(client, orchestrator, poster, background, settings=config.slack,
                    recent=options.recent_tasks)  # fmt: skip
-    humans = SlackHumanChannel(poster)
+    humans = SlackHumanChannel(poster, closed_in_task(orchestrator))
     humans.on_change = home.changed
     orchestrator.humans.add_human_channel(humans)
     orchestrator.files.add_file_channel(SlackFileChannel(poster))  # files agents share, in threads
@@ -331,7 +332,7 @@ def create_app(
                 await respond(text=refused, response_type="ephemeral", replace_original=False)
                 return "refused: " + refused
         if picked is None or not answered:
-            outcome = humans.outcome(str(action.get("value", "")), clicked_thread(body))
+            outcome = await humans.outcome(str(action.get("value", "")), clicked_thread(body))
             await respond(
                 text=closed_notice(outcome), response_type="ephemeral", replace_original=False
             )

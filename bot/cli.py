@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import os
 from typing import TYPE_CHECKING
-
-from bot.settings import SlackEnv, check_token_shapes, choose_mode
 
 if TYPE_CHECKING:  # every `harness` command registers `bot`: config.yaml's schema waits
     from harness.project import Project
@@ -45,7 +41,11 @@ def register(
 
 def run(project: Project, args: argparse.Namespace) -> int:
     # Imported here: every `harness` command registers `bot`, only this one needs Slack.
+    import asyncio
+    import os
+
     from bot.server import serve
+    from bot.settings import SlackEnv, check_token_shapes, choose_mode
 
     env = SlackEnv.from_environ(os.environ)
     check_token_shapes(env)

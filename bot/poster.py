@@ -231,14 +231,19 @@ async def _send(
     return response.data if isinstance(response.data, dict) else {}
 
 
+# Calls that make a new message each time: one whose connection failed may have been made.
+_MAKES_A_MESSAGE = ("/chat.postMessage", "/chat.startStream")
+
+
 class _RetryConnectionsButPosts(AsyncConnectionErrorRetryHandler):
-    """slack_sdk's retry of a call whose connection failed, except posts: the post may have
-    been made, and only ``post_keyed``'s retry looks before posting again."""
+    """slack_sdk's retry of a call whose connection failed, except posts and new streams: the
+    message may have been made, and only the bot's own retry (``post_keyed``,
+    ``ReplyStream.start``) looks before making it again."""
 
     async def _can_retry_async(
         self, *, state: RetryState, request: HttpRequest, **kwargs: Any
     ) -> bool:
-        if request.url.endswith("/chat.postMessage"):
+        if request.url.endswith(_MAKES_A_MESSAGE):
             return False
         return await super()._can_retry_async(state=state, request=request, **kwargs)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from bot.assistant import ThreadStatus, assistant_status
 from bot.background import Background
 from bot.blocks import (
+    RERUN_ACTION,
     SlackMessage,
     diff_file_name,
     diff_fits_inline,
@@ -100,6 +101,17 @@ def late_notice(record: DispatchRecord) -> SlackMessage:
         "result came in since, below (it replaces that notice)."
     )
     return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+
+
+def rerun_buttons(message: Mapping[str, Any]) -> list[str]:
+    """The agent ids a message's *Run again* buttons would run again."""
+    return [
+        str(element.get("value"))
+        for block in message.get("blocks") or []
+        if isinstance(block, dict)
+        for element in block.get("elements") or []
+        if isinstance(element, dict) and element.get("action_id") == RERUN_ACTION
+    ]
 
 
 def final_reaction(record: DispatchRecord) -> str:
@@ -283,6 +295,9 @@ class AgentWatcher:
             drafted_by=watch.drafted_by,
             diff=diff,
         )
+        # A late result takes the interruption notice's place: its *Run again* button would
+        # offer to run an agent that finished.
+        notice = await self._find_notice(watch) if late else None
         if late:
             messages = [late_notice(record), *messages]
         if record.status == "interrupted":
@@ -294,7 +309,9 @@ class AgentWatcher:
         first, rest = messages[0], messages[1:]
         steps: list[Step] = []
         ts = watch.status_ts
-        if ts is not None and watch.streaming:
+        if notice is not None:
+            steps.append({"op": "update", "ts": notice, "message": first})
+        elif ts is not None and watch.streaming:
             closing = with_feedback(first, watch.task_slug, record.agent_id)
             stop: StopStreamStep = {"op": "stop_stream", "ts": ts, "message": closing}
             if (session := self.session_status(watch.task_slug)) is not None:
@@ -370,6 +387,15 @@ class AgentWatcher:
         marker = f"… agent {watch.agent_id},"
         for message in await self.poster.replies(watch.thread):
             if message.get("bot_id") and marker in str(message.get("text", "")):
+                ts = message.get("ts")
+                return ts if isinstance(ts, str) else None
+        return None
+
+    async def _find_notice(self, watch: Watch) -> str | None:
+        """The ts of the message in the agent's thread that offers to run it again (its
+        interruption notice), looked up in Slack; None when there is none."""
+        for message in await self.poster.replies(watch.thread):
+            if message.get("bot_id") and watch.agent_id in rerun_buttons(message):
                 ts = message.get("ts")
                 return ts if isinstance(ts, str) else None
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bot.blocks import (
@@ -24,8 +24,9 @@ from bot.blocks import (
     section_block,
 )
 from bot.poster import Poster
-from harness.agents.questions import Answer, CloseReason, Question, said
-from harness.errors import NotAllowedError
+from harness.agents.orchestrator import Orchestrator
+from harness.agents.questions import Answer, ClosedQuestion, CloseReason, Question, said
+from harness.errors import HarnessError, NotAllowedError
 from harness.tasks.model import Task, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -164,11 +165,30 @@ def pick_question(pending: Sequence[Question], reply: str) -> tuple[Question, st
     return pending[0], reply.strip()
 
 
+# How a question of a thread's task closed, as the task keeps it (None: not known there).
+ClosedLookup = Callable[[ThreadRef, str], Awaitable[ClosedQuestion | None]]
+
+
+def closed_in_task(orchestrator: Orchestrator) -> ClosedLookup:
+    """How a question closed, from the log of the clicked thread's own task."""
+
+    async def lookup(thread: ThreadRef, question_id: str) -> ClosedQuestion | None:
+        try:
+            task = await orchestrator.tasks.find_task(thread)
+        except HarnessError as exc:
+            logger.warning("no task to look question %s up in: %s", question_id, exc)
+            return None
+        return await orchestrator.humans.closed_question(task.slug, question_id) if task else None
+
+    return lookup
+
+
 class SlackHumanChannel:
     """Posts questions of thread-bound tasks in their thread (a HumanChannel)."""
 
-    def __init__(self, poster: Poster) -> None:
+    def __init__(self, poster: Poster, closed: ClosedLookup | None = None) -> None:
         self.poster = poster
+        self._closed = closed
         self._posted: dict[str, tuple[ThreadRef, str]] = {}
         # How the newest closed questions closed: a late click (from a client still showing
         # the buttons) is told so and leaves the thread's record of it as it is.
@@ -196,12 +216,17 @@ class SlackHumanChannel:
             )
         self.on_change()
 
-    def outcome(self, button_value: str, clicked_in: ThreadRef) -> str | None:
+    async def outcome(self, button_value: str, clicked_in: ThreadRef) -> str | None:
         """How the question a button's ``question_id|index`` names closed, to a click in its
-        own thread; None when it did not close here (still open, unknown, asked before the
-        bot restarted) or the click came from elsewhere (nothing of a thread leaks out)."""
-        settled = self._settled.get(button_value.partition("|")[0])
-        return settled[1] if settled is not None and settled[0] == clicked_in else None
+        own thread (from memory, else from the log of the thread's task, which outlives a
+        restart); None when it is still open or unknown there, or the click came from
+        elsewhere (nothing of a thread leaks out)."""
+        question_id = button_value.partition("|")[0]
+        settled = self._settled.get(question_id)
+        if settled is not None:
+            return settled[1] if settled[0] == clicked_in else None
+        kept = await self._closed(clicked_in, question_id) if self._closed else None
+        return outcome_line(kept.answer, kept.why) if kept is not None else None
 
     async def settle(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
         posted = self._posted.pop(question.question_id, None)

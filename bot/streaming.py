@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import ContextActionsBlock, FeedbackButton, SlackMessage, escape, excerpt
 from bot.parsing import AGENT_ID_RE
-from bot.poster import DeliveryError, retry_transient
+from bot.poster import CALL_ERRORS, DeliveryError, classify, retry_transient
 from harness.agents.visibility import is_direct_message
 from harness.retry import Backoff
 from harness.tasks.model import DispatchStatus, FeedbackValue, ThreadRef
@@ -145,23 +145,54 @@ class ReplyStream:
             logger.info("opening a stream in %s failed (%s): trying again",
                         self.thread.channel, error.error)  # fmt: skip
 
+        sent = False
+
+        async def open_once() -> str | None:
+            nonlocal sent
+            # startStream takes no key: a try whose answer was lost (a timeout, a reset) may
+            # have opened the stream, so the thread is looked at before opening another.
+            if sent and (found := await self._opened(header)) is not None:
+                return found
+            sent = True
+            ts = (await self.client.chat_startStream(**params)).get("ts")
+            return ts if isinstance(ts, str) else None
+
         try:
             # A passing failure (5xx, a timeout, a rate limit) is tried again before the
             # thread settles for an edited message; a refusal is not.
-            response = await retry_transient(
-                lambda: self.client.chat_startStream(**params),
-                attempts=START_ATTEMPTS,
-                backoff=_START_BACKOFF,
-                on_retry=failed,
+            self.ts = await retry_transient(
+                open_once, attempts=START_ATTEMPTS, backoff=_START_BACKOFF, on_retry=failed
             )
         except DeliveryError as error:
-            logger.info("streaming refused in %s (%s): editing a status message instead",
-                        self.thread.channel, error.error)  # fmt: skip
-            return None
-        ts = response.get("ts")
-        self.ts = ts if isinstance(ts, str) else None
+            found = await self._opened(header) if error.transient else None
+            if found is None:
+                logger.info("streaming refused in %s (%s): editing a status message instead",
+                            self.thread.channel, error.error)  # fmt: skip
+                return None
+            self.ts = found
         self._streamed = len(header)
         return self.ts
+
+    async def _opened(self, header: str) -> str | None:
+        """The ts of the stream a try before opened (its answer lost) in the thread: the
+        bot's message there that starts with ``header`` (which names the agent). None when
+        there is none, or the thread cannot be read."""
+        try:
+            response = await self.client.conversations_replies(
+                channel=self.thread.channel, ts=self.thread.thread_ts, limit=1000
+            )
+        except CALL_ERRORS as exc:
+            logger.info("cannot look for a stream in %s: %s", self.thread, classify(exc).error)
+            return None
+        for message in response.get("messages") or []:
+            if not isinstance(message, dict) or not message.get("bot_id"):
+                continue
+            ts = message.get("ts")
+            if str(message.get("text") or "").startswith(header) and isinstance(ts, str):
+                logger.info("a stream in %s was opened, its answer lost: not opened again",
+                            self.thread)  # fmt: skip
+                return ts
+        return None
 
     def say(self, text: str) -> None:
         """Queues agent text for the next flush (cut with a note near the size limit)."""

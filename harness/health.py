@@ -14,10 +14,12 @@ import os
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from harness.metrics import CONTENT_TYPE, Metrics
+
+if TYPE_CHECKING:  # imported where served: a worker with no health port never loads aiohttp
+    from aiohttp import web
 
 # A check: None when fine, else why not (one line).
 Check = Callable[[], Awaitable[str | None]]
@@ -25,6 +27,8 @@ WRITE_TIMEOUT = 2.0
 
 
 def add_routes(app: web.Application, metrics: Metrics, checks: Mapping[str, Check]) -> None:
+    from aiohttp import web
+
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -50,6 +54,8 @@ async def serve(
 ) -> web.AppRunner:
     """Serves the three endpoints on a port of their own (0: any free one; see
     ``bound_port``) until the runner is cleaned up."""
+    from aiohttp import web
+
     app = web.Application()
     add_routes(app, metrics, checks)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

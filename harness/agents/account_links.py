@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import Config
 from harness.errors import ForgeError
 from harness.forge.accounts import AccountStore
 from harness.forge.device_flow import DeviceCode, DeviceFlow
+
+if TYPE_CHECKING:  # imported when an account is linked: an orchestrator is built without it
+    import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +104,8 @@ class AccountLinks:
 
     @staticmethod
     def _link_session() -> aiohttp.ClientSession:
+        import aiohttp
+
         return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS))
 
     def _forget_link(self, user: str, done: asyncio.Task[str]) -> None:

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from harness.agents.authority import Authority
 from harness.agents.pool import AgentPool
-from harness.agents.questions import Answer, HumanChannel, Question, QuestionBoard, QuestionKind
+from harness.agents.questions import (
+    Answer,
+    ClosedQuestion,
+    HumanChannel,
+    Question,
+    QuestionBoard,
+    QuestionKind,
+)
 from harness.clock import Clock, timestamp
 from harness.errors import HarnessError
-from harness.tasks.store import TaskStore
+from harness.tasks.store import Store
 
 
 class Humans:
     def __init__(
         self,
-        store: TaskStore,
+        store: Store,
         pool: AgentPool,
         authority: Authority,
         clock: Clock,
@@ -25,7 +32,7 @@ class Humans:
         self._pool = pool  # an agent that asks lends its slot while it waits
         self._authority = authority
         self._clock = clock
-        self._board = QuestionBoard(clock)
+        self._board = QuestionBoard(clock, store)  # how questions closed outlives a restart
         self._ask_timeout_seconds = ask_timeout_seconds
 
     def add_human_channel(self, channel: HumanChannel) -> None:
@@ -84,6 +91,11 @@ class Humans:
         async with self._pool.waiting(agent_id, activity or f"waiting for an answer: {text[:80]}"):
             answer = await self._board.ask(question, task)
         return question, answer
+
+    async def closed_question(self, task_slug: str, question_id: str) -> ClosedQuestion | None:
+        """How a question of the task closed, also one asked before a restart; None when
+        it is open or unknown."""
+        return await self._board.closed(task_slug, question_id)
 
     def end_agent(self, agent_id: str) -> None:
         """An agent that ended leaves no question open: its buttons close saying it ended."""

@@ -25,8 +25,8 @@ from harness.agents.metadata import MetadataCollector
 from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
 from harness.agents.pool import AgentInfo, AgentPool
 from harness.agents.pull_requests import PullRequests
-from harness.agents.recovery import recover_interrupted
-from harness.agents.runs import AgentRuns, ToolProvider
+from harness.agents.recovery import AFTERCARE_FOLDER, Late, recover_interrupted
+from harness.agents.runs import AgentRuns, LateOutcomes, ToolProvider
 from harness.agents.services import Services
 from harness.agents.shared_files import SharedFiles
 from harness.agents.task_desk import TaskDesk
@@ -347,9 +347,18 @@ class Orchestrator:
         process's run first, so its own dispatches are never taken for a dead one's. Final
         records a stopped process could not store are applied first (and those the store
         still refuses are retried): their dispatches ended, they were not interrupted."""
-        await self._store.begin_run()
+        run_id = await self._store.begin_run()
+        late: Late | None = None
+        hosting = self._hosting
+        if isinstance(hosting, LateOutcomes):  # what a stopped harness owed its workers
+            folder = self._config.tasks_dir / AFTERCARE_FOLDER
+            await hosting.resume_aftercare(folder, run_id, self._store.run_alive)
+
+            async def late(slug: str, record: DispatchRecord) -> None:
+                await hosting.await_late_outcome(slug, record.agent_id)
+
         finished = await self._pending.apply_spooled()
         return await recover_interrupted(
             self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished,
-            keep=self._pending.keep,
+            keep=self._pending.keep, late=late,
         )  # fmt: skip

@@ -22,6 +22,7 @@ File work runs in worker threads; nothing here blocks the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from harness.atomic import write_atomic
 from harness.errors import HarnessError, TaskNotFoundError
 from harness.retry import Backoff, retrying
 from harness.tasks.common import upsert
-from harness.tasks.model import DispatchRecord, Task
+from harness.tasks.model import DispatchRecord, Task, TaskSummary
 from harness.tasks.store import Store
 
 logger = logging.getLogger(__name__)
@@ -207,6 +208,22 @@ class PendingFinals:
         for record in found:
             task = upsert(task, record)
         return task
+
+    async def summaries(self, stored: list[TaskSummary]) -> list[TaskSummary]:
+        """The ``stored`` summaries, each task with a final record pending read as the store
+        will say once it is in (one that cannot be read now: as stored)."""
+        waiting = await self.slugs()
+        if not waiting:
+            return stored
+        shown = []
+        for summary in stored:
+            if summary.slug in waiting:
+                with contextlib.suppress(HarnessError):
+                    summary = TaskSummary.of(
+                        await self.overlay(await self._store.get(summary.slug))
+                    )
+            shown.append(summary)
+        return shown
 
     async def record(self, agent_id: str) -> DispatchRecord | None:
         """The pending final record of the agent, if one is pending (here or spooled)."""

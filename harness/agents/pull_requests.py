@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
-import aiohttp
-
 from harness.agents.authority import Authority
 from harness.agents.events import AgentEvent, Events
 from harness.agents.task_desk import TaskDesk
@@ -36,6 +34,8 @@ from harness.tasks.model import PullRequest, Task, ThreadRef
 from harness.tasks.store import TaskStore
 
 if TYPE_CHECKING:
+    import aiohttp  # imported when GitHub is called: an orchestrator is built without it
+
     from harness.agents.dispatching import AgentHandle
 
 logger = logging.getLogger(__name__)
@@ -418,6 +418,8 @@ class PullRequests:
         return await self._linked_accounts.account(user, repo.github.api_url)
 
     def _session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._session_open is None or self._session_open.closed:
             self._session_open = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
         return self._session_open

@@ -11,9 +11,9 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
-from harness.clock import SYSTEM, Clock
+from harness.clock import SYSTEM, Clock, timestamp
 from harness.errors import HarnessError
 from harness.tasks.model import Task
 
@@ -101,6 +101,63 @@ def read_verdict(text: str, answered_by: str) -> Answer | None:
 CloseReason = Literal["answered", "timed out", "agent ended"]
 
 
+_REASONS: tuple[CloseReason, ...] = ("answered", "timed out", "agent ended")
+_VERDICTS: tuple[Verdict, ...] = ("once", "task", "deny")
+
+# The task's log of how its questions closed: a click on a question's buttons after the
+# process that asked it is gone (a restart) is still told how it closed.
+QUESTIONS_LOG = "questions.jsonl"
+
+
+@dataclass(frozen=True)
+class ClosedQuestion:
+    """How a question closed, as its task's questions log keeps it."""
+
+    question_id: str
+    why: CloseReason
+    answer: Answer | None
+    at: str
+
+    def to_json(self) -> dict[str, Any]:
+        answer = self.answer
+        return {
+            "questionId": self.question_id,
+            "why": self.why,
+            "at": self.at,
+            "answer": None
+            if answer is None
+            else {"text": answer.text, "answeredBy": answer.answered_by, "verdict": answer.verdict},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClosedQuestion | None:
+        """None for a line that does not read as one (a log is never trusted blindly)."""
+        why, answer = data.get("why"), data.get("answer")
+        if not isinstance(data.get("questionId"), str) or why not in _REASONS:
+            return None
+        read: Answer | None = None
+        if isinstance(answer, dict):
+            verdict = answer.get("verdict")
+            if not isinstance(answer.get("text"), str) or not isinstance(
+                answer.get("answeredBy"), str
+            ):
+                return None
+            read = Answer(
+                answer["text"],
+                answer["answeredBy"],
+                cast(Verdict, verdict) if verdict in _VERDICTS else None,
+            )
+        return cls(str(data["questionId"]), cast(CloseReason, why), read, str(data.get("at", "")))
+
+
+class QuestionLog(Protocol):
+    """Where the outcomes of a task's questions are kept (the task store's per-task logs)."""
+
+    def append_jsonl(self, slug: str, name: str, entry: dict[str, Any]) -> None: ...
+
+    async def read_jsonl(self, slug: str, name: str) -> list[dict[str, Any]]: ...
+
+
 class NoHumanError(HarnessError):
     """No front end can reach a human for this task (e.g. a CLI run without a terminal)."""
 
@@ -121,8 +178,9 @@ class HumanChannel(Protocol):
 
 
 class QuestionBoard:
-    def __init__(self, clock: Clock = SYSTEM) -> None:
+    def __init__(self, clock: Clock = SYSTEM, log: QuestionLog | None = None) -> None:
         self._clock = clock
+        self._log = log
         self._channels: list[HumanChannel] = []
         self._pending: dict[str, tuple[Question, asyncio.Future[Answer]]] = {}
 
@@ -162,8 +220,35 @@ class QuestionBoard:
             # end_agent: its agent ended while the question waited (no answer, no error)
         finally:
             self._pending.pop(question.question_id, None)
+            self._keep(question, answer, why)
             await channel.settle(question, answer, why)
         return answer
+
+    def _keep(self, question: Question, answer: Answer | None, why: CloseReason) -> None:
+        """Notes how the question closed in its task's log (queued: never blocks)."""
+        if self._log is None:
+            return
+        closed = ClosedQuestion(question.question_id, why, answer, timestamp(self._clock.now()))
+        try:
+            self._log.append_jsonl(question.task_slug, QUESTIONS_LOG, closed.to_json())
+        except (HarnessError, OSError) as exc:  # the thread still shows it; only a restart forgets
+            logger.warning("could not keep how question %s closed: %s", question.question_id, exc)
+
+    async def closed(self, task_slug: str, question_id: str) -> ClosedQuestion | None:
+        """How a question of the task closed, from its log; None when it is not there (still
+        open, never asked, or the log could not be read)."""
+        if self._log is None:
+            return None
+        try:
+            entries = await self._log.read_jsonl(task_slug, QUESTIONS_LOG)
+        except (HarnessError, OSError) as exc:
+            logger.warning("cannot read task %s's questions: %s", task_slug, exc)
+            return None
+        for entry in reversed(entries):
+            closed = ClosedQuestion.from_json(entry) if isinstance(entry, dict) else None
+            if closed is not None and closed.question_id == question_id:
+                return closed
+        return None
 
     def get(self, question_id: str) -> Question | None:
         """An open question; None once it is closed (or was never asked)."""

@@ -26,6 +26,12 @@ logger = logging.getLogger(__name__)
 
 StillRunning = Callable[[str, DispatchRecord], Awaitable[bool]]
 Keep = Callable[[str, DispatchRecord], Awaitable[None]]
+Late = Callable[[str, DispatchRecord], Awaitable[None]]
+
+# Under the tasks folder: the kills a harness owes its workers and the outcomes it awaits from
+# them (``harness/runtime/aftercare.py``), taken up by the next start.
+AFTERCARE_FOLDER = ".aftercare"
+LATE_NOTE = "; should its result come in after all, it takes this notice's place"
 
 
 async def recover_interrupted(
@@ -35,13 +41,16 @@ async def recover_interrupted(
     still_running: StillRunning | None = None,
     finished: Collection[str] = (),
     keep: Keep | None = None,
+    late: Late | None = None,
 ) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
     ended runs left running; (task slug, record as marked) of each dispatch marked. A
     dispatch ``still_running`` says is alive elsewhere (an agent on a worker, taken over by
     this process) is left as it is, and so is one whose agent ``finished`` (its final record
     is pending: kept, and tried again until the store takes it). A record the store refuses
-    now (a full disk) goes to ``keep`` (the pending finals) rather than stop the start."""
+    now (a full disk) goes to ``keep`` (the pending finals) rather than stop the start. A
+    running one marked goes to ``late`` when given (its worker, out of reach now, may still
+    end it: its outcome then takes the interruption's place)."""
     marked: list[tuple[str, DispatchRecord]] = []
     for slug, d in await store.unfinished():
         if d.agent_id in finished:
@@ -50,7 +59,9 @@ async def recover_interrupted(
             continue
         if still_running is not None and await still_running(slug, d):
             continue
-        record = dataclasses.replace(d, status="interrupted", completed_at=now, error=_why(d))
+        may_end_late = late is not None and d.status == "running"
+        why = _why(d) + (LATE_NOTE if may_end_late else "")
+        record = dataclasses.replace(d, status="interrupted", completed_at=now, error=why)
         try:
             await store.save_dispatch(slug, record)
         except (OSError, HarnessError) as exc:
@@ -59,6 +70,8 @@ async def recover_interrupted(
             logger.warning("agent %s marked interrupted, kept until it can be stored: %s",
                            d.agent_id, exc)  # fmt: skip
             await keep(slug, record)
+        if late is not None and may_end_late:
+            await late(slug, record)
         marked.append((slug, record))
     if marked:
         logger.warning("marked %d dispatch(es) of a stopped harness interrupted", len(marked))

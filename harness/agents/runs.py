@@ -11,19 +11,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from harness.agents.ends import final_record, log_finish, with_work
 from harness.agents.events import AgentEvent, Events
+from harness.agents.hidden_files import harness_files as harness_files  # its old home
 from harness.agents.pending_finals import PendingFinals
 from harness.agents.pool import AgentPool, PoolEntry
+from harness.agents.run_protocols import LateOutcomes as LateOutcomes
+from harness.agents.run_protocols import ToolProvider as ToolProvider
 from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, TaskNotFoundError
-from harness.forge.accounts import KEY_FILE
 from harness.runtime.attachments import Attachment
 from harness.runtime.host import workspace_request
 from harness.runtime.orphans import RUN_ID_ENV
@@ -32,8 +34,6 @@ from harness.runtime.spec import (
     Hosting,
     RunIO,
     RunOutcome,
-    ToolDeclaration,
-    ToolGateway,
     ToolUse,
 )
 from harness.tasks.common import upsert
@@ -44,41 +44,6 @@ from harness.workspaces.choice import default_repository
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
 logger = logging.getLogger(__name__)
-
-
-def harness_files(config: Config) -> tuple[str, ...]:
-    """What no agent may read or change, even where its folder holds it: the config, the
-    roles (an agent could grant itself rules there), the tasks and the workspaces root; and
-    every secret file config.yaml names, wherever it sits (a folder the sandbox shows may
-    hold it): each GitHub App's private key, the linked accounts' key, the NATS
-    credentials; and the paths of ``sandbox.hide``."""
-    paths = (config.file, config.roles_dir, config.tasks_dir, config.workspaces.root)
-    keys = tuple(
-        repo.github.app.private_key_file
-        for repo in config.workspaces.repositories.values()
-        if repo.github is not None and repo.github.app is not None
-    )
-    secrets = [config.tasks_dir / KEY_FILE]
-    if config.runtime.credentials is not None:
-        secrets.append(config.runtime.credentials)
-    named = (*paths, *keys, *secrets, *config.sandbox.hide)
-    return tuple(dict.fromkeys(str(path) for path in named))
-
-
-class ToolProvider(ToolGateway, Protocol):
-    """The harness tools: which ones a role is offered, and serving their calls."""
-
-    def declarations(self, role: Role) -> tuple[ToolDeclaration, ...]: ...
-
-
-@runtime_checkable
-class LateOutcomes(Protocol):
-    """A hosting whose agents may end after all once their run was recorded ``interrupted``
-    (a worker judged lost that was only cut off)."""
-
-    def on_late_outcome(
-        self, listener: Callable[[str, str, RunOutcome], Awaitable[None]]
-    ) -> None: ...
 
 
 class AgentRuns:
@@ -111,6 +76,8 @@ class AgentRuns:
         # Agents left running on their workers at shutdown (hosts elsewhere).
         self._detached: set[str] = set()
         self._notes: set[asyncio.Future[DispatchRecord]] = set()  # progress being written
+        self._marking: set[asyncio.Task[None]] = set()  # records being marked running
+        self._placing: dict[str, asyncio.Event] = {}  # set once its host placed it
         # Final records the store refused (an unwritable task folder), retried until taken;
         # once one is in, ``stored_at_last`` tells its end.
         self.pending = pending
@@ -205,7 +172,6 @@ class AgentRuns:
         adopted_after: int | None,
         attachments: tuple[Attachment, ...],
     ) -> None:
-        slug = entry.task_slug
         outcome: RunOutcome | None = None
         try:
             if await self._pool.acquire(entry):
@@ -216,9 +182,7 @@ class AgentRuns:
                     record = dataclasses.replace(
                         record, status="running", started_at=entry.started_at
                     )
-                    task = await self._store.save_dispatch(slug, record)
-                    logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, slug)
-                    self._events.emit(AgentEvent("started", task, record))
+                    await self._mark_running(entry, role, record)
                 spec = self._spec(entry, role, prompt, workspace, record)
                 spec = dataclasses.replace(spec, attachments=attachments)
                 outcome = await self._run_on_host(spec, entry, record, adopted_after)
@@ -233,6 +197,38 @@ class AgentRuns:
                 self._finished.pop(entry.agent_id).cancel()
             else:
                 await self._end(entry, record, outcome)
+
+    async def _mark_running(self, entry: PoolEntry, role: Role, record: DispatchRecord) -> None:
+        """Its record says ``running``, written once its host placed it, while its agent is
+        given the prompt where agents end with this process: a crash meanwhile leaves its
+        queued record (stored before its run began) for recovery to mark interrupted, and
+        the run id there and in its CLI's environment gets the CLI killed. Its progress
+        and final record wait for the lock."""
+        await entry.record_lock.acquire()
+        placed = self._placing[entry.agent_id] = asyncio.Event()
+        marking = asyncio.create_task(self._write_running(entry, role, record, placed))
+        if self._hosting.agents_outlive_harness:  # a restart follows only running ones
+            placed.set()
+            await marking
+        self._marking.add(marking)
+        marking.add_done_callback(self._marking.discard)
+
+    async def _write_running(
+        self, entry: PoolEntry, role: Role, record: DispatchRecord, placed: asyncio.Event
+    ) -> None:
+        try:
+            await placed.wait()  # not while its spare is checked and its folder adopted
+            task = await self._store.save_dispatch(entry.task_slug, record)
+        except (HarnessError, OSError) as exc:
+            if self._hosting.agents_outlive_harness:
+                raise  # else its queued record stands until its final one replaces it
+            logger.warning("agent %s: its record could not say running: %s", entry.agent_id, exc)
+            return
+        finally:
+            self._placing.pop(entry.agent_id, None)
+            entry.record_lock.release()
+        logger.info("agent %s (%s) started on task %s", entry.agent_id, role.name, entry.task_slug)
+        self._events.emit(AgentEvent("started", task, record))
 
     async def _run_on_host(
         self, spec: AgentSpec, entry: PoolEntry, record: DispatchRecord, adopted_after: int | None
@@ -252,6 +248,8 @@ class AgentRuns:
         self, entry: PoolEntry, record: DispatchRecord, outcome: RunOutcome | None
     ) -> None:
         slug = entry.task_slug
+        if (placing := self._placing.get(entry.agent_id)) is not None:
+            placing.set()  # never placed (its workspace failed): its record says running now
         async with entry.record_lock:
             entry.record_closed = True
         final = final_record(
@@ -336,9 +334,10 @@ class AgentRuns:
         return stored
 
     async def late_outcome(self, slug: str, agent_id: str, outcome: RunOutcome) -> None:
-        """The outcome of an agent recorded ``interrupted`` (its worker judged lost) that
-        ended on its worker after all: it takes the interruption's place in the record, and
-        is told as ``finished_late``. Any other record is left as it is (ended otherwise)."""
+        """The outcome of an agent recorded ``interrupted`` (its worker judged lost, or not
+        found at a restart) that ended on its worker after all: it takes the interruption's
+        place in the record, and is told as ``finished_late``. Any other record is left as
+        it is (ended otherwise)."""
         if self.is_live(agent_id):  # its interruption is being recorded: after it
             await self.wait(agent_id, None)
         record = await self._store.record(agent_id)
@@ -421,11 +420,15 @@ class AgentRuns:
         """Its host's folder for it: what its approvals judge paths by, and its record keeps."""
         if cwd:
             entry.cwd = Path(cwd)
+        if (placing := self._placing.get(entry.agent_id)) is not None:
+            placing.set()
 
     def _now(self) -> str:
         return timestamp(self._clock.now())
 
     def _on_message(self, entry: PoolEntry, journal: str, message: dict[str, Any]) -> None:
+        if (placing := self._placing.get(entry.agent_id)) is not None:
+            placing.set()  # at work, placed (a host that never said where, as a runtime alone)
         self._store.append_jsonl(entry.task_slug, journal, message)
         entry.said.extend(text for text in said_in(message) if text)
         retry = api_retry_in(message)

@@ -6,7 +6,6 @@ so a front end never shows a finished agent as running because the disk was slow
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from datetime import timedelta
 from typing import Any
@@ -16,7 +15,7 @@ from harness.agents.pool import AgentPool
 from harness.agents.recovery import host_alive
 from harness.clock import Clock, timestamp
 from harness.config.settings import Config
-from harness.errors import AgentNotFoundError, HarnessError, TaskDamagedError
+from harness.errors import AgentNotFoundError, TaskDamagedError
 from harness.tasks.context import build_task_context
 from harness.tasks.journal import said_in
 from harness.tasks.model import (
@@ -104,18 +103,7 @@ class TaskDesk:
     async def task_summaries(self) -> list[TaskSummary]:
         """Every task in one line each, newest first (those that cannot be read are left
         out: see ``damaged_tasks``)."""
-        summaries = await self._store.summaries()
-        waiting = await self._pending.slugs()
-        if not waiting:
-            return summaries
-        # A task with a final record still pending reads as the store will say once it is in.
-        shown = []
-        for summary in summaries:
-            if summary.slug in waiting:
-                with contextlib.suppress(HarnessError):  # unreadable now: as listed
-                    summary = TaskSummary.of(await self.task(summary.slug))
-            shown.append(summary)
-        return shown
+        return await self._pending.summaries(await self._store.summaries())
 
     async def damaged_tasks(self) -> list[DamagedTask]:
         """The tasks whose task.json cannot be read, for the front ends to say so."""

@@ -1,4 +1,4 @@
-"""The commands that open the harness (``run``, ``tasks``, ``show``, ``pr``, ``rm``,
+"""The commands that open the harness (``run``, ``show``, ``pr``, ``rm``,
 ``prune-tasks``, ``repair``, ``audit``, ``workspaces``): each opens it for its purpose, does
 its work through the orchestrator's services and shuts it down. Imported only when one of
 them runs, so ``harness --help``, ``init`` or ``doctor`` never load the agents' stack."""
@@ -16,7 +16,6 @@ from typing import TypeVar
 
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.visibility import OPERATOR, visible
 from harness.cli import offline, task_commands
 from harness.cli.render import (
     render_audit,
@@ -28,8 +27,6 @@ from harness.cli.render import (
     render_repair,
     render_task,
     render_task_json,
-    render_task_list,
-    render_task_list_json,
     render_workspaces,
     render_workspaces_json,
 )
@@ -41,8 +38,9 @@ from harness.project import Project
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
+# (``tasks`` only reads the store: ``harness/cli/task_list.py``, no orchestrator.)
 COMMANDS = (
-    "run", "tasks", "show", "pr", "rm", "prune-tasks", "repair", "audit", "workspaces",
+    "run", "show", "pr", "rm", "prune-tasks", "repair", "audit", "workspaces",
 )  # fmt: skip
 
 T = TypeVar("T")
@@ -116,14 +114,7 @@ async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
             print(said)
             return 0 if done else EXIT_FAILED
         as_json = getattr(args, "json", False)
-        if args.command == "tasks":
-            # The one rule of who sees a task: the terminal's operator sees every one.
-            summaries = await orchestrator.tasks.task_summaries()
-            may_decide = orchestrator.humans.may_decide
-            tasks = visible(OPERATOR, summaries, may_decide=may_decide, member_of=None)
-            damaged = await orchestrator.tasks.damaged_tasks()
-            print((render_task_list_json if as_json else render_task_list)(tasks, damaged))
-        elif args.command == "show":
+        if args.command == "show":
             task = await orchestrator.tasks.task(args.slug)
             context = await orchestrator.tasks.task_context(args.slug)
             audit = await orchestrator.tasks.audit_log(args.slug)

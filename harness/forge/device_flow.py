@@ -13,12 +13,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from harness.clock import SYSTEM
 from harness.errors import ForgeError
+
+if TYPE_CHECKING:  # imported where GitHub is called: an orchestrator is built without it
+    import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +190,8 @@ class DeviceFlow:
             interval = step.interval
 
     async def login_of(self, token: str) -> str:
+        import aiohttp
+
         url = f"{self._api_url}/user"
         headers = {"Authorization": f"token {token}", "Accept": "application/vnd.github+json"}
         try:
@@ -213,6 +216,8 @@ class DeviceFlow:
         return login
 
     async def _post(self, path: str, form: Mapping[str, str]) -> dict[str, Any]:
+        import aiohttp
+
         url = f"{self._web_url}{path}"
         try:
             async with self._session.post(

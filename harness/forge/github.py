@@ -13,17 +13,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
 import gidgethub
-from gidgethub.aiohttp import GitHubAPI
-from gidgethub.apps import get_installation_access_token, get_jwt
 
 from harness.clock import SYSTEM, Clock
 from harness.config.forge_schema import GitHubAppSettings, GitHubRepository
 from harness.errors import ForgeError
 from harness.retry import Backoff, retrying
+
+if TYPE_CHECKING:
+    # aiohttp, gidgethub's client and its App tokens (jwt, cryptography) are imported where
+    # GitHub is called: building an orchestrator (`harness run`) does not wait on them.
+    import aiohttp
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +154,16 @@ class GitHubRepo:
         token: str,
         clock: Clock = SYSTEM,
     ) -> None:
+        from gidgethub.aiohttp import GitHubAPI
+
         self.repo = repo
         self._clock = clock
         self._api = GitHubAPI(session, USER_AGENT, oauth_token=token, base_url=repo.api_url)
         self._path = f"/repos/{repo.full_name}"
 
     async def _call(self, doing: str, operation: Callable[[], Awaitable[T]]) -> T:
+        import aiohttp
+
         def short_wait(exc: BaseException) -> float | None:
             """The wait a rate limit asks for, when short enough to wait out."""
             if not isinstance(exc, gidgethub.HTTPException):
@@ -289,6 +295,10 @@ class AppTokens:
                 f"cannot read the GitHub App's private key {app.private_key_file}: {exc.strerror}",
                 fix="point `github.app.privateKeyFile` at the App's PEM key",
             ) from exc
+        import aiohttp
+        from gidgethub.aiohttp import GitHubAPI
+        from gidgethub.apps import get_installation_access_token, get_jwt
+
         api = GitHubAPI(self._session, USER_AGENT, base_url=repo.api_url)
         doing = f"getting the GitHub App {app.app_id}'s token for {repo.full_name}"
         try:

@@ -138,6 +138,8 @@ async def await_agent(
         line: asyncio.Future[str] | None = None
         try:
             async with asyncio.timeout(args.timeoutSeconds):
+                if lines.empty() and not ending.done():  # the client hears at once where it is
+                    await report(await _still(svc, agent_id))
                 while not ending.done():
                     line = asyncio.ensure_future(lines.get())
                     done, _ = await asyncio.wait(

@@ -84,9 +84,8 @@ def _outside_env(own: Mapping[str, str], pass_env: tuple[str, ...]) -> dict[str,
     overridden with nothing (``harness/sandbox/environment.py``). Agents run commands, and
     a command that prints its environment must not print the bot's tokens or other secrets.
     In the sandbox, its launcher passes on the allowed ones alone (``_sandboxed``)."""
-    allowed = allowed_names(
-        os.environ, harness_set=[*own, CONFIG_DIR_ENV], pass_env=pass_env, outside=True
-    )
+    names = [*own, CONFIG_DIR_ENV]
+    allowed = allowed_names(os.environ, harness_set=names, pass_env=pass_env, outside=True)
     return {**blanked(os.environ, allowed), **own}
 
 
@@ -169,8 +168,7 @@ class ClaudeRuntime:
         self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
 
     async def _prepare_cli(self) -> None:
-        if self._guard_children and self._cli_path is None:
-            # Blocking the first time only: the launcher may have to be written.
+        if self._guard_children:  # written the first time (or again if it went), then a stat
             self._cli_path = await asyncio.to_thread(guarded_cli)
 
     def options_for(
@@ -224,6 +222,7 @@ class ClaudeRuntime:
             # No settings, hooks, permissions or CLAUDE.md from the worktree: an agent could
             # have written them there for the next agent to obey.
             setting_sources=[],
+            extra_args={"no-session-persistence": None},  # the journal keeps it; none resumes
             env=env,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
             stderr=stderr,
@@ -319,9 +318,10 @@ class ClaudeRuntime:
     def _outside(
         spec: AgentSpec, options: ClaudeAgentOptions, login: Path | None
     ) -> ClaudeAgentOptions:
-        """The options of a run outside the sandbox: the CLI writes in the folder its host
-        gave this run, unless the model is reached through a login kept in its own."""
-        if spec.cli_state is None or login is not None:
+        """Outside the sandbox: the CLI writes in the folder its host gave the run, or a login's."""
+        if login is not None:  # its session's files go there, then remove_session takes all
+            return dataclasses.replace(options, extra_args={})
+        if spec.cli_state is None:
             return options
         return dataclasses.replace(options, env={**options.env, CONFIG_DIR_ENV: spec.cli_state})
 

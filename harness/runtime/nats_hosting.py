@@ -17,7 +17,9 @@ effects and cost are not repeated behind anyone's back). The lost clock runs onl
 side is connected to NATS, and starts again when it reconnects: silence while this side is
 cut off says nothing of the worker, however long. A worker judged lost that was only cut off
 stores its outcome when it is back: ``on_late_outcome`` listeners get it then. A kill its
-worker cannot be told is kept and delivered when it can be (``harness/runtime/aftercare.py``).
+worker cannot be told is kept and delivered when it can be (``harness/runtime/aftercare.py``);
+both are kept in a folder of the harness's too (``resume_aftercare``), so a restart takes
+them up.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
-from harness.runtime.aftercare import Aftercare, LateListener
+from harness.runtime.aftercare import Aftercare, LateListener, RunAlive
 from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.runtime.remote_run import RemoteRun
 from harness.runtime.spec import (
@@ -59,12 +62,24 @@ class NatsHosting:
         self._connecting = asyncio.Lock()
         self._runs: set[RemoteRun] = set()
         self._telling: set[asyncio.Future[None]] = set()
-        self._afterwards = Aftercare(lambda: self._link)
+        self._afterwards = Aftercare(lambda: self._link, self.link)
 
     def on_late_outcome(self, listener: LateListener) -> None:
         """``listener(task_slug, agent_id, outcome)`` when a run that ended ``interrupted``
-        (its worker judged lost) turns out to have ended on its worker after all."""
+        (its worker judged lost, or not found at a restart) turns out to have ended on its
+        worker after all."""
         self._afterwards.on_late_outcome(listener)
+
+    async def await_late_outcome(self, task_slug: str, agent_id: str) -> None:
+        """Watches for the outcome of a run recorded interrupted that a worker may still run
+        (one a restarted harness could not find): ``on_late_outcome`` listeners get it."""
+        await self._afterwards.await_late_outcome(task_slug, agent_id)
+
+    async def resume_aftercare(self, folder: Path, run_id: str | None, alive: RunAlive) -> None:
+        """Keeps the kills owed to workers and the outcomes awaited from them in ``folder``
+        (as the harness run ``run_id``) from now on, and takes up those a stopped harness
+        left there (a run that ``alive`` says ended)."""
+        await self._afterwards.resume(folder, run_id, alive)
 
     async def link(self) -> NatsLink:
         async with self._connecting:
@@ -83,10 +98,10 @@ class NatsHosting:
         busy: Callable[[], bool] | None = None,
     ) -> None:
         """Tells the workers which spares to keep: the latest word stays in a key-value
-        bucket, so a worker that starts later keeps them too. (No follow-up spares on
-        workers: a task's next agent may run on another one; the caps and the queue are
-        the workers' own, which they do not learn from here yet.)"""
-        task = asyncio.ensure_future(self._tell_spares(spares_json(templates)))
+        bucket, so a worker that starts later keeps them too, within ``limits`` each. (No
+        follow-up spares on workers: a task's next agent may run on another one. A worker does
+        not see the orchestrator's queue: its spares do not wait on it.)"""
+        task = asyncio.ensure_future(self._tell_spares(spares_json(templates, limits)))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 

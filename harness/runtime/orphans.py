@@ -201,11 +201,25 @@ def _cache_folder() -> Path:
     return Path(base) / "harness"
 
 
-@functools.cache
 def guarded_cli() -> str | None:
     """The path to give ``ClaudeAgentOptions.cli_path``: a launcher that ties the CLI's life to
     the harness's, or None (the SDK's own choice) where that cannot be done. Blocking the
-    first time (it may write the launcher), then cached."""
+    first time (it may write the launcher), then cached; written again if it went since (a
+    cache cleaner, another home), else every agent after would fail to start."""
+    launcher = _guarded_cli()
+    if launcher is not None and not os.access(launcher, os.X_OK):
+        _guarded_cli.cache_clear()
+        launcher = _guarded_cli()
+    return launcher
+
+
+def forget_launcher() -> None:
+    """The next ``guarded_cli`` looks for its launcher again (the cache folder changed)."""
+    _guarded_cli.cache_clear()
+
+
+@functools.cache
+def _guarded_cli() -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     real = bundled_cli()

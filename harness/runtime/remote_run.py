@@ -55,11 +55,11 @@ def too_large(size: int, nc: Any) -> str:
 class Afterwards(Protocol):
     """What outlives one followed run, kept by its hosting."""
 
-    def owe_kill(self, agent_id: str, reason: str) -> None:
+    async def owe_kill(self, task_slug: str, agent_id: str, reason: str) -> None:
         """Delivers the kill to the agent's worker once it can be (kept until acked)."""
         ...
 
-    def await_late_outcome(self, task_slug: str, agent_id: str) -> None:
+    async def await_late_outcome(self, task_slug: str, agent_id: str) -> None:
         """Watches for the outcome of a run judged lost, which its worker may still store."""
         ...
 
@@ -241,7 +241,7 @@ class RemoteRun:
         if not link.connected:  # cut off while asking: judged once it is back
             return None
         worker = self.control.worker or "the worker"
-        self.afterwards.await_late_outcome(self.spec.task_slug, self.agent_id)
+        await self.afterwards.await_late_outcome(self.spec.task_slug, self.agent_id)
         return RunOutcome(
             status="interrupted",
             error=f"{worker} was lost: no word from it for {silent:.0f} s; the "
@@ -311,7 +311,7 @@ class RemoteRun:
         can be: the kill is kept until then, and the run is not followed further."""
         link, reason = self.link, self.control.kill_reason or "killed"
         if not link.connected:
-            self._killed_untold(reason, "this side is cut off from NATS")
+            await self._killed_untold(reason, "this side is cut off from NATS")
             return
         if not self.started and self._queued_seq is not None:
             with contextlib.suppress(*nats_errors()):  # taken by a worker meanwhile
@@ -326,10 +326,11 @@ class RemoteRun:
         except nats_errors() as exc:  # no responder, a timeout: the worker is cut off or gone
             logger.warning("agent %s: its worker cannot be told to stop it now: %s",
                            self.agent_id, exc)  # fmt: skip
-            self._killed_untold(reason, "it does not answer")
+            await self._killed_untold(reason, "it does not answer")
 
-    def _killed_untold(self, reason: str, why: str) -> None:
-        self.afterwards.owe_kill(self.agent_id, reason)
+    async def _killed_untold(self, reason: str, why: str) -> None:
+        # Kept (past a restart of this process) before the run is said to be killed.
+        await self.afterwards.owe_kill(self.spec.task_slug, self.agent_id, reason)
         note = f"its worker could not be told yet: {why}; it is told when the link is back"
         outcome = {"status": "killed", "error": f"{reason} ({note})"}
         self._events.put_nowait(Event(1 << 62, "outcome", "", outcome))

@@ -39,7 +39,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness import serialise
-from harness.runtime.spec import AgentSpec, Approval, RunOutcome, ToolReply, ToolUse
+from harness.runtime.spec import (
+    AgentSpec,
+    Approval,
+    RunOutcome,
+    SpareLimits,
+    ToolReply,
+    ToolUse,
+)
 
 EventKind = Literal["started", "placed", "message", "tool_use", "outcome"]
 DEFAULT_PREFIX = "harness"
@@ -214,15 +221,45 @@ def _load(data: bytes) -> dict[str, Any]:
 SPARES_KEY = "templates"
 
 
-def spares_json(templates: Sequence[tuple[AgentSpec, int]]) -> bytes:
-    """The spares the orchestrator asks workers to keep: each template and its count."""
-    return json.dumps([{"spec": t.to_json(), "count": n} for t, n in templates]).encode()
+def spares_json(
+    templates: Sequence[tuple[AgentSpec, int]], limits: SpareLimits | None = None
+) -> bytes:
+    """The spares the orchestrator asks workers to keep: each template and its count, and
+    the caps on what each worker's idle spares hold (config.yaml's ``spares.maxIdle`` and
+    ``spares.maxMemoryMb``)."""
+    limits = limits or SpareLimits()
+    return json.dumps(
+        {
+            "spares": [{"spec": t.to_json(), "count": n} for t, n in templates],
+            "maxIdle": limits.max_idle,
+            "maxMemoryMb": limits.max_memory_mb,
+        }
+    ).encode()
 
 
 def decode_spares(data: bytes) -> list[tuple[AgentSpec, int]]:
-    """What ``spares_json`` wrote; [] for anything else (an older harness's, a damaged one)."""
+    """The templates ``spares_json`` wrote (or an older harness's list of them); [] for
+    anything else (a damaged one)."""
     try:
-        items = json.loads(data)
+        raw = json.loads(data)
+        items = raw["spares"] if isinstance(raw, dict) else raw
         return [(AgentSpec.from_json(i["spec"]), int(i["count"])) for i in items]
     except (ValueError, TypeError, KeyError):
         return []
+
+
+def decode_spare_limits(data: bytes) -> SpareLimits:
+    """The caps ``spares_json`` wrote; a cap that is missing or not a count is no cap."""
+
+    def cap(value: object) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        return value
+
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return SpareLimits()
+    if not isinstance(raw, dict):
+        return SpareLimits()
+    return SpareLimits(cap(raw.get("maxIdle")), cap(raw.get("maxMemoryMb")))

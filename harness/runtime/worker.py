@@ -11,8 +11,10 @@ once. The worker never sees the bot's Slack secrets: it has none, and its agents
 A run is acknowledged (taken off the queue for good) just before its agent starts, so a worker
 that dies before then leaves the run to another worker, and one that dies after never has it
 run twice. What a worker owes (events, the outcome, tool calls) is sent again until NATS has
-it, however long NATS is away; a worker started before NATS waits for it. See
-``harness/runtime/wire.py`` for the protocol.
+it, however long NATS is away; a worker started before NATS waits for it. A worker stopped
+while NATS is away keeps the events it still owes on disk, and publishes them when it starts
+again (``harness/runtime/worker_reports.py``). See ``harness/runtime/wire.py`` for the
+protocol.
 """
 
 from __future__ import annotations
@@ -44,16 +46,17 @@ from harness.runtime.spec import (
 from harness.runtime.wire import (
     SPARES_KEY,
     Event,
-    EventKind,
     RunRequest,
     ToolRequest,
     decode_answer,
     decode_approval,
     decode_reply,
+    decode_spare_limits,
     decode_spares,
     outcome_json,
     tool_use_json,
 )
+from harness.runtime.worker_reports import OwedReports, Reporter
 from harness.tasks.common import validate_slug
 from harness.workspaces.manager import Workspaces
 
@@ -72,7 +75,7 @@ SILENCE_SECONDS = 15.0
 DURABLE = "harness-workers"
 # How long a stopping worker waits for its agents' outcomes to be stored (NATS away).
 STOP_SECONDS = 5.0
-# How a worker waits before trying NATS again (a publish, a silent tool call).
+# How a worker waits before trying NATS again (a silent tool call).
 NATS_BACKOFF = Backoff(first=0.2, cap=5.0)
 # How a worker started before NATS is there waits between tries to connect.
 CONNECT_BACKOFF = Backoff(first=1.0, cap=15.0)
@@ -144,51 +147,6 @@ class RemoteTools:
                 await answers.unsubscribe()
 
 
-class _Reporter:
-    """Publishes one run's events to JetStream, in order, each exactly once."""
-
-    def __init__(self, link: NatsLink, agent_id: str, worker: str) -> None:
-        self.link = link
-        self.agent_id = agent_id
-        self.worker = worker
-        self._seq = 0
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._task = asyncio.get_running_loop().create_task(self._publish_all())
-
-    def report(self, kind: EventKind, data: dict[str, Any]) -> None:
-        self._seq += 1
-        self._queue.put_nowait(Event(self._seq, kind, self.worker, data))
-
-    async def close(self) -> None:
-        """Every event reported so far is in JetStream."""
-        self._queue.put_nowait(None)
-        await self._task
-
-    def abandon(self) -> None:
-        """Stops trying to store what is not stored yet (a worker stopping while NATS is
-        away)."""
-        self._task.cancel()
-
-    async def _publish_all(self) -> None:
-        while (event := await self._queue.get()) is not None:
-            await self._publish(event)
-
-    async def _publish(self, event: Event) -> None:
-        subject = self.link.subjects.events(self.agent_id)
-        headers = {"Nats-Msg-Id": event.msg_id(self.agent_id)}
-
-        def not_yet(exc: BaseException, _delay: float) -> None:
-            logger.warning("event %s of %s not stored yet: %s", event.seq, self.agent_id, exc)
-
-        # NATS down or restarting: the event must not be lost, so it is tried until stored.
-        await retrying(
-            lambda: self.link.js.publish(subject, event.encode(), headers=headers, timeout=5),
-            retry_on=nats_errors(),
-            backoff=NATS_BACKOFF,
-            on_retry=not_yet,
-        )
-
-
 class Worker:
     def __init__(
         self,
@@ -212,6 +170,9 @@ class Worker:
             runtime, Workspaces(WorkspaceSettings(root=workspaces)), run_id=f"worker-{name}"
         )
         self._controls: dict[str, AgentControl] = {}
+        # What NATS did not take of a run before this worker stopped, kept for its next start.
+        self._owed = OwedReports(workspaces, name)
+        self._unsent: dict[str, list[Event]] = {}
         # /healthz, /readyz (NATS connected) and /metrics on this port (None: not served; 0:
         # any free one, known once served as ``health_port``).
         self.health_port = health_port
@@ -271,6 +232,7 @@ class Worker:
         self.link = link
         free = asyncio.Semaphore(self.slots)
         spares: asyncio.Task[None] | None = None
+        owed = asyncio.get_running_loop().create_task(self._owed.publish_all(link))
         try:
             from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -305,6 +267,9 @@ class Worker:
                                    "%g s; stopping anyway", self.name, STOP_SECONDS)  # fmt: skip
                     task.cancel()
                 await asyncio.gather(*runs, return_exceptions=True)
+            for agent_id, events in self._unsent.items():
+                await self._owed.keep(agent_id, events)
+            await cancel_surely(owed)  # what it did not publish stays kept
             if spares is not None:
                 await cancel_surely(spares)
             await self.host.close()  # its spares end with it
@@ -318,7 +283,8 @@ class Worker:
             watcher = await bucket.watch(SPARES_KEY)
             async for entry in watcher:
                 if entry is not None and entry.value:
-                    self.host.keep_warm(decode_spares(entry.value))
+                    plan = entry.value  # the templates, and the caps on their idle spares
+                    self.host.keep_warm(decode_spares(plan), limits=decode_spare_limits(plan))
         except nats_errors() as exc:  # its agents start cold
             logger.warning("worker %s keeps no spares: %s", self.name, exc)
 
@@ -357,7 +323,7 @@ class Worker:
             await kill.respond(b"{}")
 
         kills = await link.nc.subscribe(link.subjects.kill(agent_id), cb=on_kill)
-        reporter = _Reporter(link, agent_id, self.name)
+        reporter = Reporter(link, agent_id, self.name)
         beat = asyncio.get_running_loop().create_task(self._heartbeat(link, agent_id))
         self._controls[agent_id] = control
         self._roles[agent_id] = spec.role.name
@@ -392,11 +358,14 @@ class Worker:
                 spec.role.name, outcome.status, outcome.duration_ms, outcome.cost_usd
             )
             reporter.report("outcome", outcome_json(outcome))
-            await reporter.close()
+            # Said before NATS has it: an operator sees the agent ended, whatever NATS does.
             logger.info("worker %s: agent %s %s", self.name, agent_id, outcome.status)
+            await reporter.close()
         finally:
             self._runs.pop(agent_id, None)
-            reporter.abandon()  # a no-op once closed; else (cancelled) stop trying
+            unsent = reporter.abandon()  # none once closed; else (cancelled) kept on disk
+            if unsent:
+                self._unsent[agent_id] = unsent
             beat.cancel()
             with contextlib.suppress(*nats_errors()):
                 await kills.unsubscribe()

@@ -6,20 +6,20 @@ the hosts config allows. Programs speak TCP, so this opens a loopback port insid
 every connection on it to that socket from a forked child, and execs PROGRAM (the Claude
 Code CLI) with the model API and the HTTP(S) proxy pointed at the port.
 
-Standard library only, and nothing imported that ``-I -S`` does not give: it runs on the
-harness's Python, read-only, before anything of the harness is in reach.
+Built-in modules only (``_socket``, ``_thread``, ``posix``), so that it starts on the
+interpreter alone (``-I -S``: nothing of the harness is in reach, and ``socket`` or
+``threading`` would import a dozen modules before every agent's CLI, about 10 ms of CPU).
 """
 
-import contextlib
-import os
-import socket
+import _socket
+import _thread
+import posix
 import sys
-import threading
 
 _CHUNK = 65536
 
 
-def _pump(source: socket.socket, target: socket.socket) -> None:
+def _pump(source: _socket.socket, target: _socket.socket) -> None:
     try:
         while data := source.recv(_CHUNK):
             target.sendall(data)
@@ -27,34 +27,47 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
         pass
     finally:
         # The other direction may still be talking: only say that this one is done.
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
+        try:  # noqa: SIM105 (contextlib.suppress would import contextlib)
+            target.shutdown(_socket.SHUT_WR)
+        except OSError:
+            pass
 
 
-def _forward(client: socket.socket, path: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _pump_then_release(
+    source: _socket.socket, target: _socket.socket, done: _thread.LockType
+) -> None:
+    try:
+        _pump(source, target)
+    finally:
+        done.release()
+
+
+def _forward(client: _socket.socket, path: str) -> None:
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
         client.close()
         upstream.close()
         return
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
+    back = _thread.allocate_lock()
+    back.acquire()
+    _thread.start_new_thread(_pump_then_release, (upstream, client, back))
     _pump(client, upstream)
-    back.join()
+    back.acquire()  # the other direction is done too
     client.close()
     upstream.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: _socket.socket, path: str) -> None:
     # The CLI's pipes to the harness must close when the CLI ends, not when this child does.
-    null = os.open(os.devnull, os.O_RDWR)
+    null = posix.open("/dev/null", posix.O_RDWR)
     for fd in (0, 1, 2):
-        os.dup2(null, fd)
+        posix.dup2(null, fd)
     while True:
-        client, _ = listener.accept()
-        threading.Thread(target=_forward, args=(client, path), daemon=True).start()
+        fd, _ = listener._accept()  # type: ignore[attr-defined]  # socket.accept's own
+        client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
+        _thread.start_new_thread(_forward, (client, path))
 
 
 def main(argv: list[str]) -> None:
@@ -62,28 +75,31 @@ def main(argv: list[str]) -> None:
         sys.stderr.write("usage: bridge.py SOCKET PROGRAM [ARGS...]\n")
         raise SystemExit(2)
     path, program, args = argv[1], argv[2], argv[3:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    if os.fork() == 0:
+    if posix.fork() == 0:
         try:
             _serve(listener, path)
         finally:
-            os._exit(0)
+            posix._exit(0)
     listener.close()
-    env = dict(os.environ)
+    env = dict(posix.environ)
     env.update(
-        ANTHROPIC_BASE_URL=url,
-        HTTPS_PROXY=url,
-        HTTP_PROXY=url,
-        https_proxy=url,
-        http_proxy=url,
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
+        (name.encode(), value.encode())
+        for name, value in {
+            "ANTHROPIC_BASE_URL": url,
+            "HTTPS_PROXY": url,
+            "HTTP_PROXY": url,
+            "https_proxy": url,
+            "http_proxy": url,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }.items()
     )
     # The sandbox ends with PROGRAM (bwrap's pid 1 then goes, taking this child along).
-    os.execve(program, [program, *args], env)
+    posix.execve(program, [program, *args], env)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,25 @@ def is_sandbox_of(cmdline: bytes, bwrap: str, socket: str) -> bool:
     return bool(args) and args[0] == os.fsencode(bwrap) and os.fsencode(socket) in args[1:]
 
 
+def is_dying(status: str) -> bool:
+    """Whether a ``/proc/<pid>/status`` is a process already ending: a zombie, or a SIGKILL
+    pending (its parent-death signal: the inner bubblewrap as its outer one exits, the usual
+    end of every sandbox; not a leftover)."""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return True
+    sigkill = 1 << (signal.SIGKILL - 1)
+    return any(int(fields.get(name, "0").strip() or "0", 16) & sigkill
+               for name in ("SigPnd", "ShdPnd"))  # fmt: skip
+
+
+def _dying(process: Path) -> bool:
+    try:
+        return is_dying((process / "status").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return True  # gone meanwhile
+
+
 def kill_left_behind(bwrap: str, socket: str, proc: Path = _PROC) -> list[int]:
     """SIGKILLs this user's processes that are bubblewrap making the sandbox of ``socket``;
     the pids killed. Blocking."""
@@ -52,7 +71,7 @@ def kill_left_behind(bwrap: str, socket: str, proc: Path = _PROC) -> list[int]:
             cmdline = (proc / name / "cmdline").read_bytes()
         except OSError:  # gone, or not ours to read
             continue
-        if not is_sandbox_of(cmdline, bwrap, socket):
+        if not is_sandbox_of(cmdline, bwrap, socket) or _dying(proc / name):
             continue
         try:
             os.kill(int(name), signal.SIGKILL)

@@ -117,6 +117,11 @@ class FileTaskStore:
     async def damaged(self) -> builtins.list[DamagedTask]:
         return await asyncio.to_thread(self._lookups.damaged)
 
+    async def listing(self) -> tuple[builtins.list[TaskSummary], builtins.list[DamagedTask]]:
+        """``summaries`` and ``damaged`` at once, for a listing that shows both (``harness
+        tasks``): one scan of the tasks folder instead of two."""
+        return await asyncio.to_thread(self._lookups.listing)
+
     async def repair(self, slug: str) -> RepairReport:
         validate_slug(slug)
         return await asyncio.to_thread(self._repair, slug)

@@ -78,6 +78,13 @@ class TaskLookups:
             self._index.summaries, lambda tasks: [TaskSummary.of(task) for task in tasks]
         )
 
+    def listing(self) -> tuple[list[TaskSummary], list[DamagedTask]]:
+        """``summaries`` and ``damaged`` together, from one scan of the tasks folder."""
+        return self._with_index(
+            self._index.listing,
+            lambda tasks: ([TaskSummary.of(task) for task in tasks], self.damaged()),
+        )
+
     def tasks(self) -> list[Task]:
         def from_index() -> list[Task]:
             slugs = [summary.slug for summary in self._index.summaries()]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.config import RuntimeSettings
 from harness.testing.nats_server import NatsServer
-from harness.testing.workers import start_worker
+from harness.testing.workers import start_workers, stop_workers
 
 SLOTS = 2
 
@@ -29,25 +29,18 @@ async def local_cluster(
     each step, in words."""
     async with NatsServer(folder / "nats") as nats:
         say(f"NATS with JetStream at {nats.url}")
-        started: list[asyncio.subprocess.Process] = []
-        logs: list[asyncio.Future[None]] = []
+        started = await start_workers(workers, nats.url, env, workspaces, slots=SLOTS)
+        # Their logs are not shown; read so that they never block on a full pipe.
+        logs = [asyncio.ensure_future(_drained(worker)) for worker in started.values()]
         try:
             for name in workers:
-                worker = await start_worker(name, nats.url, env, workspaces, slots=SLOTS)
-                started.append(worker)
-                # Its log is not shown; read so that it never blocks on a full pipe.
-                logs.append(asyncio.ensure_future(_drained(worker)))
                 say(f"{name} ready (harness worker, {SLOTS} slots, workspaces in "
                     f"{workspaces / name})")  # fmt: skip
             yield RuntimeSettings(kind="nats", url=nats.url)
         finally:
-            for worker in started:
-                if worker.returncode is None:
-                    worker.terminate()
-                await worker.wait()
+            await stop_workers(started.values())
             await asyncio.gather(*logs)
-            if started:
-                say("workers stopped")
+            say("workers stopped")
 
 
 async def _drained(worker: asyncio.subprocess.Process) -> None:

@@ -214,12 +214,19 @@ class SpareWorktrees:
         repo = self._repositories.get(spare.repository)
         branch, private = task_branch(slug), self._root / SANDBOXES / slug
         source = await self._repositories.source(repo, asked)
-        if await resolve_base(source, repo) != spare.base:
-            logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
+        # Both only read: asked at once, the agent waits for one git process fewer.
+        taken = asyncio.create_task(branch_exists(source, branch))
+        try:
+            base = await resolve_base(source, repo)
+        except BaseException:
+            taken.cancel()
+            await asyncio.gather(taken, return_exceptions=True)
+            raise
+        if await taken or base != spare.base:
+            if base != spare.base:
+                logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
             return False
-        if await branch_exists(source, branch) or not await asyncio.to_thread(
-            _usable, spare, private
-        ):
+        if not await asyncio.to_thread(_usable, spare, private):
             return False
         await _rename_branch(spare, branch)
         try:
@@ -298,13 +305,25 @@ async def delete_branch(source: Path, common: Path, branch: str) -> None:
     binds along. So its loose files are removed by hand, and git (which removes the folder
     even for a ref that is not there) is asked only when the ref was packed meanwhile."""
 
-    def unlink_loose() -> None:
+    ref = f"refs/heads/{branch}"
+
+    def unlink_loose() -> bool:
+        """Whether the ref may still be there (packed), once its loose files are gone."""
         for folder in ("refs/heads", "logs/refs/heads"):
             (common / folder / branch).unlink(missing_ok=True)
+        if (common / "reftable").exists():  # refs not in files: git alone can say
+            return True
+        try:  # the operator's git directory, which no agent writes
+            packed = (common / "packed-refs").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return False
+        return any(line.endswith(f" {ref}") for line in packed.splitlines())
 
-    await asyncio.to_thread(unlink_loose)
-    ref = f"refs/heads/{branch}"
-    if (await git("show-ref", "--verify", "--quiet", ref, cwd=source, check=False)).ok:
+    # Read here rather than asked of git: the process is a good part of a warm start.
+    if (
+        await asyncio.to_thread(unlink_loose)
+        and (await git("show-ref", "--verify", "--quiet", ref, cwd=source, check=False)).ok
+    ):
         await git("update-ref", "-d", ref, cwd=source, check=False)
     await git("config", "--remove-section", f"branch.{branch}", cwd=source, check=False)
 

@@ -21,7 +21,7 @@ from harness.runtime.nats_link import NatsSettings
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
-from harness.testing.workers import start_worker, worker_env
+from harness.testing.workers import start_workers, stop_workers, worker_env
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
@@ -47,18 +47,13 @@ def remote_rig(rig: RigFactory, tmp_path: Path) -> RemoteRig:
     async def start(script: Script) -> AsyncIterator[Remote]:
         async with NatsServer(tmp_path / "nats") as nats, ScriptedModel(script) as model:
             env = worker_env(model.env())
-            workers = {
-                name: await start_worker(name, nats.url, env, tmp_path)
-                for name in ("worker-a", "worker-b")
-            }
+            workers = await start_workers(("worker-a", "worker-b"), nats.url, env, tmp_path)
             try:
                 runtime = NatsHosting(NatsSettings(nats.url), lost_after=3.0)
                 async with rig(runtime=runtime) as r:
                     yield Remote(r, model, workers)
             finally:
-                for worker in workers.values():
-                    worker.terminate()
-                    await worker.wait()
+                await stop_workers(workers.values())
 
     return start
 

@@ -9,51 +9,16 @@ reaching NATS through a proxy that is cut and restored."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from harness.runtime.nats_hosting import NatsHosting
-from harness.runtime.nats_link import NatsSettings
-from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
-from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
-from harness.testing.workers import start_worker, worker_env
-from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
-from tests.faults.cuttable_proxy import CuttableProxy
+from harness.testing.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import WAIT, RigFactory, message_text
+from tests.bot.cut_off import cut_off_rig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
-
-
-@dataclass
-class CutOff:
-    rig: Rig
-    model: ScriptedModel
-    proxy: CuttableProxy
-    worker: asyncio.subprocess.Process
-
-
-@contextlib.asynccontextmanager
-async def cut_off_rig(
-    rig: RigFactory, tmp_path: Path, script: Script, *, lost_after: float
-) -> AsyncIterator[CutOff]:
-    """The bot, its agents on one worker process that reaches NATS through ``proxy``."""
-    async with (
-        NatsServer(tmp_path / "nats") as nats,
-        CuttableProxy(nats.port) as proxy,
-        ScriptedModel(script) as model,
-    ):
-        worker = await start_worker("w1", proxy.url, worker_env(model.env()), tmp_path)
-        try:
-            hosting = NatsHosting(NatsSettings(nats.url), lost_after=lost_after)
-            async with rig(runtime=hosting) as r:
-                yield CutOff(r, model, proxy, worker)
-        finally:
-            worker.terminate()
-            await worker.wait()
 
 
 async def test_a_late_result_from_a_worker_judged_lost_reaches_its_thread_once(

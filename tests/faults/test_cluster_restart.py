@@ -14,25 +14,13 @@ import pytest
 from bot.testing.slack_emulator import SlackEmulator
 from harness.project import load_project
 from harness.testing.nats_server import NatsServer
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.testing.scripted_model import ScriptedModel
 from harness.testing.workers import start_worker, worker_env
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
+from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text
+from tests.faults.nats_bot import HeldUntilReleased
 from tests.faults.runs import stored_dispatches
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
-
-
-class HeldUntilReleased:
-    """Every agent's turn waits until ``release`` is set, then finishes."""
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.sessions: set[str] = set()
-
-    async def __call__(self, request: ModelRequest) -> Turn:
-        self.sessions.add(session_of(request))
-        await self.release.wait()
-        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
 
 
 def texts(slack: SlackEmulator, channel: str, ts: str) -> list[str]:

@@ -16,6 +16,8 @@ import pytest
 from harness.project import Project, build_orchestrator
 from harness.runtime.orphans import (
     RUN_ID_ENV,
+    forget_launcher,
+    guarded_cli,
     launcher_script,
     processes_of_runs,
     run_id_in_environ,
@@ -200,3 +202,20 @@ def test_a_sigkill_of_the_harness_takes_its_claude_child_along(
     assert not run_alive(tasks_dir / RUNS_FOLDER, run_id)
     # Still "running" on disk: the next start marks it interrupted (test_liveness.py).
     assert [d["status"] for d in stored_dispatches(tasks_dir)] == ["running"]
+
+
+def test_a_launcher_removed_while_the_harness_runs_is_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache cleaner (or another home) removes it: the next agent's start must not fail with
+    # "Claude Code not found" for the rest of the harness's life.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    forget_launcher()
+    first = guarded_cli()
+    assert first is not None and os.access(first, os.X_OK)
+    Path(first).unlink()
+
+    again = guarded_cli()
+
+    assert again == first and os.access(again, os.X_OK)
+    forget_launcher()  # not this test's cache folder for the tests after

@@ -94,6 +94,28 @@ async def test_an_admin_stops_anyones_agent(served: ServeFactory) -> None:
         assert (await call(admin, "kill_agent", agentId=started["agentId"]))["success"]
 
 
+@pytest.mark.slow
+async def test_awaiting_a_working_agent_says_at_once_what_it_does(served: ServeFactory) -> None:
+    async with (
+        served(lambda request: Turn(stall_seconds=60)) as s,
+        connect(s.url, ALICE) as alice,
+    ):
+        started = await call(alice, "start_task", request="a long job")
+        heard: list[str] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            heard.append(message or "")
+
+        # Shorter than the pause between "still working" lines: only the first one is heard.
+        waited = await call(
+            alice, "await_agent", on_progress, agentId=started["agentId"], timeoutSeconds=1
+        )
+
+        assert waited["timedOut"] is True
+        assert heard and heard[0].startswith(f"developer {started['agentId']} "), heard
+        await call(alice, "kill_agent", agentId=started["agentId"])
+
+
 def pushing(request: ModelRequest) -> Turn:
     """Asks to run a command that leaves the sandbox (asked of a human), then reports."""
     if not request.all_tool_results:

@@ -22,7 +22,7 @@ from harness.runtime.nats_link import NatsSettings
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn, demo_script
-from harness.testing.workers import start_worker, worker_env
+from harness.testing.workers import start_workers, stop_workers, worker_env
 from tests.support import AnsweringHumans, git, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
@@ -56,10 +56,9 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
             ScriptedModel(script) as model,
         ):
             env = worker_env(model.env())
-            workers = {
-                name: await start_worker(name, server.url, env, tmp_path, slots=slots)
-                for name in ("worker-a", "worker-b")
-            }
+            workers = await start_workers(
+                ("worker-a", "worker-b"), server.url, env, tmp_path, slots=slots
+            )
             runtime = NatsHosting(NatsSettings(server.url), lost_after=3.0)
             orchestrator = build_orchestrator(config or project, runtime)
             try:
@@ -67,10 +66,7 @@ def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
             finally:
                 await orchestrator.shutdown()
                 await runtime.close()
-                for worker in workers.values():
-                    if worker.returncode is None:
-                        worker.terminate()
-                    await worker.wait()
+                await stop_workers(workers.values())
 
     return start
 

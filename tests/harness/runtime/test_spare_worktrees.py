@@ -18,17 +18,15 @@ from harness.config.roles import Role
 from harness.config.settings import RepositorySettings, WorkspaceSettings
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.host import AgentHost, workspace_request
-from harness.runtime.nats_hosting import NatsHosting
-from harness.runtime.nats_link import NatsSettings
 from harness.runtime.spec import (
     AgentControl,
     AgentSpec,
     RunOutcome,
 )
-from harness.runtime.worker import Worker
 from harness.testing.nats_server import NatsServer
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.testing.workers import worker_in_process
 from harness.workspaces.manager import Workspaces
 from tests.support import allowing_io, git, make_repository
 
@@ -280,13 +278,10 @@ async def test_a_worker_keeps_spare_worktrees_of_the_repository_its_orchestrator
 ) -> None:
     async with NatsServer(tmp_path / "nats") as server:
         runtime = ClaudeRuntime(base_env=scripted_env(rig.model.env()))
-        worker = Worker(NatsSettings(server.url), runtime, name="w1", slots=2,
-                        workspaces=tmp_path / "worker")  # fmt: skip
-        stop, ready = asyncio.Event(), asyncio.Event()
-        serving = asyncio.create_task(worker.serve(stop, ready.set))
-        await asyncio.wait_for(ready.wait(), WAIT)
-        hosting = NatsHosting(NatsSettings(server.url), lost_after=5.0)
-        try:
+        async with worker_in_process(server.url, runtime, tmp_path / "worker") as (
+            worker,
+            hosting,
+        ):
             hosting.keep_warm([(rig.template(), 1)])  # the worker knows no repository yet
             assert worker.host.spares is not None
             await worker.host.spares.wait_ready(1, WAIT)
@@ -301,9 +296,5 @@ async def test_a_worker_keeps_spare_worktrees_of_the_repository_its_orchestrator
             assert done.status == "completed", done.error
             assert worker.host.spares.served == 1
             assert git(rig.web, "log", "-1", "--format=%s", "harness/t-far") == "work t-far"
-        finally:
-            await hosting.close()
-            stop.set()
-            await asyncio.wait_for(serving, WAIT)
     assert not spare & claude_children()  # the worker's spares ended with it
     assert rig.leftovers(tmp_path / "worker") == []

@@ -216,5 +216,8 @@ def listening() -> Iterator[tuple[int, list[bytes]]]:
     try:
         yield server.getsockname()[1], seen
     finally:
+        # Closing alone does not wake a thread blocked in accept(); shutting it down does.
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)
         server.close()
         thread.join(5)

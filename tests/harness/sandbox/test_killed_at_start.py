@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox.leftovers import is_sandbox_of
+from harness.sandbox.leftovers import is_dying, is_sandbox_of
 from harness.sandbox.model_calls import ModelPolicy
 from harness.sandbox.runner import open_sandbox
 
@@ -102,3 +102,16 @@ def test_only_the_bubblewrap_of_that_sandbox_is_taken_for_it() -> None:
     assert not is_sandbox_of(other, bwrap, socket)
     # An agent's process that names the socket in an argument is no bubblewrap.
     assert not is_sandbox_of(b"sh\0-c\0" + socket.encode(), bwrap, socket)
+
+
+def test_a_bubblewrap_already_ending_is_no_leftover() -> None:
+    # The inner bubblewrap as its outer one exits: its parent-death SIGKILL pending.
+    running = (
+        "Name:\tbwrap\nState:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n"
+    )
+    assert not is_dying(running)
+    assert is_dying(running.replace("ShdPnd:\t0000000000000000", "ShdPnd:\t0000000000000100"))
+    assert is_dying(running.replace("SigPnd:\t0000000000000000", "SigPnd:\t0000000000000100"))
+    assert is_dying(running.replace("S (sleeping)", "Z (zombie)"))
+    # Another signal pending (a SIGTERM) does not end it: still a leftover.
+    assert not is_dying(running.replace("ShdPnd:\t0000000000000000", "ShdPnd:\t0000000000004000"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -46,8 +47,11 @@ async def rig(project: Project, tmp_path: Path) -> AsyncIterator[Rig]:
     config = dataclasses.replace(project.config, metadata=metadata)
     orchestrator = build_orchestrator(Project(config, project.roles), runtime)
     tools = HarnessTools(orchestrator.services)
+    running = asyncio.Event()  # its record says running (written as its agent starts)
+    orchestrator.subscribe(lambda event: running.set() if event.kind == "started" else None)
     handle = await orchestrator.draft("product-analyst", "plan: the rig")
     await runtime.wait_started(1)
+    await asyncio.wait_for(running.wait(), 5.0)
     caller = tools.caller(handle.agent_id)
     assert caller is not None
     yield Rig(orchestrator, tools, runtime, caller)

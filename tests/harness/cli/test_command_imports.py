@@ -1,0 +1,157 @@
+"""What a command loads to start, as a user runs it (``python -X importtime -m harness ...``):
+``harness --help`` and ``--version`` print without the agents' stack or config.yaml's schema,
+and ``harness tasks`` lists without the orchestrator, the runtime or any network client, while
+showing what the task desk would (a final record still pending in the spool included)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
+from harness.tasks.model import AgentResult, DispatchRecord, Task
+from harness.tasks.store import FileTaskStore
+from harness.testing.records import make_record
+
+pytestmark = pytest.mark.subprocess
+
+# What printing the help or the version must not wait on.
+NOT_FOR_HELP = (
+    "aiohttp",
+    "nats",
+    "slack_sdk",
+    "slack_bolt",
+    "claude_agent_sdk",
+    "mcp",
+    "pydantic",
+    "harness.config",
+    "harness.agents",
+    "harness.forge",
+    "harness.runtime",
+    "harness.tasks",
+)
+# What listing tasks must not wait on: it runs no agent and calls no one.
+NOT_FOR_TASKS = (
+    "aiohttp",
+    "nats",
+    "slack_sdk",
+    "slack_bolt",
+    "claude_agent_sdk",
+    "mcp",
+    "harness.agents.orchestrator",
+    "harness.forge",
+    "harness.runtime",
+    "harness.sandbox",
+    "harness.workspaces",
+    "harness.opening",
+)
+_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+def imports_of(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``harness ARGS`` run as a user runs it, and every module it imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")},
+        check=False,
+    )
+    modules = {m[1] for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
+    return done, modules
+
+
+def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules for p in packages if m == p or m.startswith(p + "."))
+
+
+def test_help_and_version_print_without_the_agents_stack_or_the_config_schema() -> None:
+    for args, says in ((("--help",), "usage: harness"), (("--version",), "harness ")):
+        done, modules = imports_of(*args)
+
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.startswith(says), done.stdout
+        assert "harness.cli.parser" in modules  # the measurement saw the harness load
+        assert loaded(modules, NOT_FOR_HELP) == [], args
+
+
+def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
+    project_dir: Path,
+) -> None:
+    asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
+
+    done, modules = imports_of("tasks", "--config", str(project_dir / "config.yaml"))
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
+    assert "harness.tasks.index" in modules
+    assert loaded(modules, NOT_FOR_TASKS) == []
+
+
+def test_tasks_shows_a_final_record_still_pending_in_the_spool(project_dir: Path) -> None:
+    asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "tasks", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=project_dir,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")},
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    (listed,) = json.loads(done.stdout)["tasks"]
+    # The store still says running; the spool says how it ended, and the listing says so.
+    assert (listed["slug"], listed["status"], listed["costUsd"]) == (
+        "fix-the-footer",
+        "completed",
+        0.25,
+    )
+
+
+class _Refusing:
+    """The store refusing ``save_dispatch``, as an unwritable task folder does: the final
+    record goes to the spool."""
+
+    def __init__(self, store: FileTaskStore) -> None:
+        self._store = store
+
+    async def save_dispatch(self, slug: str, record: DispatchRecord) -> Task:
+        raise PermissionError(13, "Operation not permitted", f"{slug}/task.json")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+async def _task_with_a_pending_final(tasks_dir: Path) -> None:
+    """A task whose running dispatch ended while its folder refused the final record (a
+    process that stopped with it spooled)."""
+    store = FileTaskStore(tasks_dir)
+    try:
+        task = await store.create("fix the footer")
+        running = make_record("a1", run_id="ab" * 8)
+        await store.save_dispatch(task.slug, running)
+        final = dataclasses.replace(
+            running,
+            status="completed",
+            completed_at="2026-01-01T10:05:00Z",
+            result=AgentResult("did it"),
+            cost_usd=0.25,
+        )
+        left = PendingFinals(tasks_dir / PENDING_FOLDER, _Refusing(store))  # type: ignore[arg-type]
+        await left.keep(task.slug, final)
+        await left.close()
+        assert (await store.record("a1")).status == "running"
+    finally:
+        await store.close()
