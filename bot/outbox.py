@@ -349,9 +349,10 @@ class Outbox:
                         text="(the result is further down)",
                     )
         elif step["op"] == "react":
+            removing = step.get("remove", False)
             try:
                 await self._call(
-                    self.client.reactions_add,
+                    self.client.reactions_remove if removing else self.client.reactions_add,
                     channel=step["channel"],
                     timestamp=step["ts"],
                     name=step["name"],
@@ -359,8 +360,9 @@ class Outbox:
             except DeliveryError as exc:
                 if exc.transient:
                     raise
-                # Already there, or the message is gone: nothing is owed.
-                logger.info("reaction :%s: not added: %s", step["name"], exc.error)
+                # Already there (or already gone), or the message is gone: nothing is owed.
+                logger.info("reaction :%s: not %s: %s", step["name"],
+                            "removed" if removing else "added", exc.error)  # fmt: skip
         else:
             await self._upload(thread, step, key, retried)
 

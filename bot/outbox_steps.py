@@ -41,10 +41,13 @@ class StopStreamStep(TypedDict):
 
 
 class ReactStep(TypedDict):
+    """Add the reaction ``name`` to a message (``remove``: take it off)."""
+
     op: Literal["react"]
     channel: str
     ts: str
     name: str
+    remove: NotRequired[bool]
 
 
 class UploadStep(TypedDict):

@@ -297,7 +297,8 @@ class AgentWatcher:
         )
         # A late result takes the interruption notice's place: its *Run again* button would
         # offer to run an agent that finished.
-        notice = await self._find_notice(watch) if late else None
+        notice, asked = await self._find_notice(watch) if late else (None, None)
+        reply_to = watch.reply_to or asked
         if late:
             messages = [late_notice(record), *messages]
         if record.status == "interrupted":
@@ -336,9 +337,12 @@ class AgentWatcher:
                     "comment": f"The full diff of {where} after {record.role} `{record.agent_id}`.",
                 }
             )
-        if watch.reply_to is not None:
+        if reply_to is not None:
             name = final_reaction(record)
-            steps.append({"op": "react", "channel": thread.channel, "ts": watch.reply_to,
+            if late and name != FAILED:  # the interruption's ❌ goes with its notice
+                steps.append({"op": "react", "channel": thread.channel, "ts": reply_to,
+                              "name": FAILED, "remove": True})  # fmt: skip
+            steps.append({"op": "react", "channel": thread.channel, "ts": reply_to,
                           "name": name})  # fmt: skip
         await self.outbox.owe(
             thread,
@@ -391,14 +395,20 @@ class AgentWatcher:
                 return ts if isinstance(ts, str) else None
         return None
 
-    async def _find_notice(self, watch: Watch) -> str | None:
+    async def _find_notice(self, watch: Watch) -> tuple[str | None, str | None]:
         """The ts of the message in the agent's thread that offers to run it again (its
-        interruption notice), looked up in Slack; None when there is none."""
-        for message in await self.poster.replies(watch.thread):
+        interruption notice), looked up in Slack, and of the person's message before it that
+        got its ❌; None for what is not there."""
+        messages = await self.poster.replies(watch.thread)
+        for at, message in enumerate(messages):
             if message.get("bot_id") and watch.agent_id in rerun_buttons(message):
                 ts = message.get("ts")
-                return ts if isinstance(ts, str) else None
-        return None
+                before = [m for m in messages[:at] if not m.get("bot_id")]
+                asked = next((m.get("ts") for m in reversed(before) if _has_reaction(m, FAILED)),
+                             None)  # fmt: skip
+                return (ts if isinstance(ts, str) else None,
+                        asked if isinstance(asked, str) else None)  # fmt: skip
+        return None, None
 
     async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
         """Tells the task's thread that ``record``'s agent was interrupted (once)."""
@@ -414,3 +424,10 @@ class AgentWatcher:
         watch = Watch(record.agent_id, task.thread, task_slug, record.role)
         await self.settle(watch, record)
         return True
+
+
+def _has_reaction(message: dict[str, Any], name: str) -> bool:
+    reactions = message.get("reactions")
+    return isinstance(reactions, list) and any(
+        isinstance(r, dict) and r.get("name") == name for r in reactions
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import socket
 import subprocess
 import sys
@@ -214,9 +215,10 @@ async def bot_process(
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     """``harness bot --mode http`` as people run it, serving ``slack`` once it listens;
     killed at the end if the test did not stop it."""
-    port = free_port()
+    # Port 0, the one it got read from its banner: a port picked here and freed could be
+    # taken by another test's connection before the bot binds it.
     bot = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port)),
+        *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", "0"),
         *("--config", str(config), *args),
         env=dict(env),
         stdout=subprocess.DEVNULL,
@@ -224,11 +226,14 @@ async def bot_process(
     )
     assert bot.stderr is not None
     try:
-        banner = b""
+        banner, said = b"", []
         while b"listening on" not in banner:
             banner = await asyncio.wait_for(bot.stderr.readline(), WAIT)
-            assert banner, "the bot exited before it listened"
-        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+            said.append(banner.decode(errors="replace"))
+            assert banner, "the bot exited before it listened:\n" + "".join(said[-30:])
+        listening = re.search(rb"listening on (http://\S+/slack/events)", banner)
+        assert listening is not None, banner
+        slack.bot_url = listening.group(1).decode()
         yield bot
     finally:
         if bot.returncode is None:

@@ -59,7 +59,10 @@ async def test_a_late_result_leaves_no_run_again_button_for_the_agent_that_finis
         await r.slack.wait_for(lambda: said("finished after all"), WAIT)
         await r.bot.outbox.settled(WAIT)
         shown = r.bot_messages("D1", ts)
+        reactions = r.slack.reactions("D1", ts)
 
     assert rerun_buttons(shown) == []
+    # The interruption's ❌ went with its notice: the person's message says ✅.
+    assert "white_check_mark" in reactions and "x" not in reactions
     assert not [m for m in shown if "was interrupted" in message_text(m)]
     assert len([m for m in shown if "Done: fix it remotely" in message_text(m)]) == 1

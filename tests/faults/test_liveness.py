@@ -4,6 +4,7 @@ dead dispatch ``running`` for ever."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -182,8 +183,11 @@ async def test_a_live_harness_keeps_its_dispatches_running_for_every_recovery(
     orchestrator = build_orchestrator(project, held)
     other = build_orchestrator(project)  # a second harness on the same tasks (same process)
     try:
+        running = asyncio.Event()  # its record says running (written as its agent starts)
+        orchestrator.subscribe(lambda event: running.set() if event.kind == "started" else None)
         handle = await orchestrator.draft("developer", "long work")
         await held.wait_started(1)
+        await asyncio.wait_for(running.wait(), 10)
 
         assert await orchestrator.recover_interrupted() == []
         assert await other.recover_interrupted() == []

@@ -132,8 +132,11 @@ async def result_posted(r: Rig, channel: str, thread_ts: str, summary: str) -> N
 async def ended_unwritable(r: Rig, freezer: Freezer, tasks_dir: Path) -> tuple[str, str, str]:
     """A request whose agent ends while its task folder cannot be written: (thread ts, task
     slug, agent id), once the thread has the result and the reaction."""
+    running = asyncio.Event()  # its record says running (written as its agent starts)
+    r.orchestrator.subscribe(lambda event: running.set() if event.kind == "started" else None)
     asked = (await r.say("fix the footer", channel="D1")).event["ts"]
     await r.held.wait_started(1)
+    await asyncio.wait_for(running.wait(), WAIT)
     spec = r.held.started[0]
     slug, agent_id = spec.task_slug, spec.agent_id
     freezer.freeze(tasks_dir / slug)
