@@ -80,3 +80,16 @@ def allowing_io() -> RunIO:
     """What a host run needs around it, for tests of hosts and runtimes: every call allowed
     (``AllowingTools``), nothing kept of the messages."""
     return RunIO(AllowingTools(), lambda _m: None, _ignored, lambda _cwd: None)
+
+
+def add_repositories(
+    project_dir: Path, repositories: Mapping[str, Path], *, default: str | None = None
+) -> Path:
+    """``project_dir``'s config.yaml, ``workspaces:`` naming these repositories (and the
+    ``default`` one) added to it."""
+    config = project_dir / "config.yaml"
+    named = "".join(f"    {name}: {{path: {path}}}\n" for name, path in repositories.items())
+    chosen = f"  default: {default}\n" if default is not None else ""
+    text = config.read_text(encoding="utf-8")
+    config.write_text(f"{text}\nworkspaces:\n{chosen}  repositories:\n{named}", encoding="utf-8")
+    return config

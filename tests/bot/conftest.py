@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import re
 import socket
 import subprocess
@@ -207,6 +208,36 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
+
+
+def bot_env(model: ScriptedModel, slack: SlackEmulator) -> dict[str, str]:
+    """The environment of a ``harness bot`` process on ``slack`` and ``model``: this one's,
+    without its own Slack variables or model key."""
+    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
+    env.pop("ANTHROPIC_API_KEY", None)
+    return {
+        **env,
+        **model.env(),
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": slack.api_url,
+    }
+
+
+@contextlib.asynccontextmanager
+async def bot_outside(
+    script: Script,
+) -> AsyncIterator[tuple[ScriptedModel, SlackEmulator, dict[str, str]]]:
+    """The scripted model, the Slack emulator signing its events, and the environment of the
+    ``bot_process`` started on them."""
+    async with (
+        ScriptedModel(script) as model,
+        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
+    ):
+        yield model, slack, bot_env(model, slack)
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from harness.project import Project, load_project
 from harness.tasks.ledger import LEDGER_FILE, Ledger
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory, message_text
-from tests.support import make_repository
+from tests.support import add_repositories, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
@@ -24,12 +24,7 @@ WAIT = 10.0
 @pytest.fixture
 def project(project_dir: Path, tmp_path: Path) -> Project:
     web, api = make_repository(tmp_path / "web"), make_repository(tmp_path / "api")
-    config = project_dir / "config.yaml"
-    config.write_text(
-        config.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  repositories:\n    web: {{path: {web}}}\n    api: {{path: {api}}}\n",
-        encoding="utf-8",
-    )
+    config = add_repositories(project_dir, {"web": web, "api": api})
     return load_project(config)
 
 

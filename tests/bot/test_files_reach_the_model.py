@@ -15,7 +15,7 @@ import pytest
 from harness.project import Project, load_project
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory
-from tests.support import git, latest_task, make_repository
+from tests.support import add_repositories, git, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -33,12 +33,7 @@ def repository(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def project(project_dir: Path, repository: Path) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(
-        config.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-        encoding="utf-8",
-    )
+    config = add_repositories(project_dir, {"web": repository}, default="web")
     return load_project(config)
 
 

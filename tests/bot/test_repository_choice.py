@@ -11,7 +11,7 @@ import pytest
 from harness.project import Project, load_project
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory, message_text
-from tests.support import make_repository
+from tests.support import add_repositories, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
@@ -21,12 +21,7 @@ WAIT = 10.0
 @pytest.fixture
 def project(project_dir: Path, tmp_path: Path) -> Project:
     web, api = make_repository(tmp_path / "web"), make_repository(tmp_path / "api")
-    config = project_dir / "config.yaml"
-    config.write_text(
-        config.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  repositories:\n    web: {{path: {web}}}\n    api: {{path: {api}}}\n",
-        encoding="utf-8",
-    )
+    config = add_repositories(project_dir, {"web": web, "api": api})
     return load_project(config)
 
 

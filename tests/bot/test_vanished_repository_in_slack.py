@@ -17,7 +17,7 @@ from harness.testing.scripted_model import ScriptedModel
 from harness.workspaces.manager import Workspaces
 from tests.bot.conftest import WAIT, RigFactory
 from tests.bot.test_workspaces_in_slack import developer
-from tests.support import latest_task, make_repository
+from tests.support import add_repositories, latest_task, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.git]
 
@@ -31,12 +31,7 @@ def repository(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def project(project_dir: Path, repository: Path) -> Project:
-    config = project_dir / "config.yaml"
-    config.write_text(
-        config.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-        encoding="utf-8",
-    )
+    config = add_repositories(project_dir, {"web": repository}, default="web")
     loaded = load_project(config)
     return dataclasses.replace(
         loaded, config=dataclasses.replace(loaded.config, follow_up_spares=1)

@@ -21,9 +21,14 @@ import pytest
 from bot.pull_request_views import FIX_CHECKS_ACTION, OPEN_PR_ACTION
 from bot.testing.slack_emulator import SlackEmulator
 from harness.testing.fake_github import CheckRun
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
-from tests.faults.test_crash_restart import bot_env
+from harness.testing.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import (
+    WAIT,
+    bot_outside,
+    bot_process,
+    message_text,
+    session_of,
+)
 from tests.forge_support import FULL_NAME, Forge, forge, with_forge
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.git]
@@ -89,11 +94,7 @@ async def test_an_open_killed_after_github_made_the_pull_request_is_recorded_and
 ) -> None:
     with_forge(project_dir, forge)
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(developer) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(developer) as (_, slack, env):
         async with bot_process(config, slack, env) as bot:
             ts, result = await result_with_changes(slack)
             slug = stored_task(project_dir)["slug"]
@@ -130,11 +131,7 @@ async def test_an_open_killed_between_task_json_and_the_thread_is_told_once_afte
 ) -> None:
     with_forge(project_dir, forge)
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(developer) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(developer) as (_, slack, env):
         async with bot_process(config, slack, env) as bot:
             ts, result = await result_with_changes(slack)
             slug = stored_task(project_dir)["slug"]
@@ -162,11 +159,7 @@ async def test_a_fix_checks_click_killed_before_its_developer_started_runs_after
 ) -> None:
     with_forge(project_dir, forge)
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(developer) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(developer) as (model, slack, env):
         async with bot_process(config, slack, env) as bot:
             ts, result = await result_with_changes(slack)
             slug = stored_task(project_dir)["slug"]
@@ -235,11 +228,7 @@ async def test_a_run_again_click_killed_before_its_agent_started_runs_after_the_
 ) -> None:
     script = FirstOfEachStalls()
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(script) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(script) as (model, slack, env):
         async with bot_process(config, slack, env) as bot:
             ts = str((await slack.user_message("U1", "D1", "fix it slowly")).event["ts"])
             await model.wait_for_request(timeout=WAIT)
@@ -277,11 +266,7 @@ async def test_a_github_link_cut_short_by_a_kill_tells_the_person_to_connect_aga
     forge.github.add_oauth_app("Iv1.harness-tests")  # Forge.config()'s github.clientId
     with_forge(project_dir, forge)
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(developer) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(developer) as (_, slack, env):
 
         def told(needle: str) -> list[JSON]:
             return [e for e in slack.ephemeral("U1") if needle in e["text"]]

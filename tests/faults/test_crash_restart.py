@@ -5,19 +5,22 @@ against the scripted model, the Slack emulator."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text, session_of
+from harness.testing.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import (
+    WAIT,
+    bot_outside,
+    bot_process,
+    message_text,
+    session_of,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
 
 class FirstRunStalls:
@@ -35,18 +38,6 @@ class FirstRunStalls:
         return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
 
 
-def bot_env(model: ScriptedModel, slack: SlackEmulator) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
-    env.pop("ANTHROPIC_API_KEY", None)
-    return {
-        **env,
-        **model.env(),
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": slack.api_url,
-    }
-
-
 def texts(slack: SlackEmulator, channel: str, ts: str) -> list[str]:
     return [message_text(m) for m in slack.thread(channel, ts) if m.get("bot_id")]
 
@@ -61,11 +52,7 @@ async def test_a_killed_bot_tells_the_thread_at_its_next_start_and_can_run_it_ag
 ) -> None:
     script = FirstRunStalls()
     config = project_dir / "config.yaml"
-    async with (
-        ScriptedModel(script) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(script) as (model, slack, env):
         async with bot_process(config, slack, env) as bot:
             asked = await slack.user_message("U1", "D1", "fix it slowly")
             ts = asked.event["ts"]

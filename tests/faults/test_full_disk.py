@@ -20,9 +20,8 @@ import aiohttp
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, free_port, message_text
-from tests.faults.test_crash_restart import bot_env
+from harness.testing.scripted_model import ModelRequest, Turn
+from tests.bot.conftest import WAIT, bot_outside, free_port, message_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.subprocess]
 
@@ -171,11 +170,7 @@ async def test_a_full_task_store_loses_no_result_and_no_request_and_recovers_whe
     script = HeldUntilReleased()
     config = project_dir / "config.yaml"
     tasks = project_dir / ".agents" / "tasks"
-    async with (
-        ScriptedModel(script) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
-    ):
-        env = bot_env(model, slack)
+    async with bot_outside(script) as (model, slack, env):
         async with tmpfs_volume(tasks) as volume, bot_on(volume, config, slack, env) as bot:
             slow = (await slack.user_message("U1", "D1", "a slow job")).event["ts"]
             await model.wait_for_request(timeout=WAIT)  # its agent is at work
@@ -220,11 +215,9 @@ async def test_a_bot_restarted_on_a_full_task_store_starts_tells_each_thread_onc
     config = project_dir / "config.yaml"
     tasks = project_dir / ".agents" / "tasks"
     async with (
-        ScriptedModel(script) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
+        bot_outside(script) as (model, slack, env),
         tmpfs_volume(project_dir / ".agents" / "tasks") as volume,
     ):
-        env = bot_env(model, slack)
         async with bot_on(volume, config, slack, env) as first:
             slow = (await slack.user_message("U1", "D1", "a slow job")).event["ts"]
             await model.wait_for_request(timeout=WAIT)

@@ -33,7 +33,7 @@ from harness.tasks.common import TASK_FILE
 from harness.tasks.model import DispatchRecord
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, Rig, RigFactory, message_text
-from tests.support import make_repository
+from tests.support import add_repositories, make_repository
 
 pytestmark = pytest.mark.anyio
 
@@ -129,17 +129,28 @@ async def result_posted(r: Rig, channel: str, thread_ts: str, summary: str) -> N
     await r.slack.wait_for(found, WAIT)
 
 
-async def ended_unwritable(r: Rig, freezer: Freezer, tasks_dir: Path) -> tuple[str, str, str]:
-    """A request whose agent ends while its task folder cannot be written: (thread ts, task
-    slug, agent id), once the thread has the result and the reaction."""
+async def frozen_at_work(
+    r: Rig, freezer: Freezer, tasks_dir: Path, *, footer: bool = False
+) -> tuple[str, str, str]:
+    """A request whose agent is at work (its record says running; with ``footer``, it
+    changed footer.txt in its folder), its task folder then made unwritable: (thread ts,
+    task slug, agent id)."""
     running = asyncio.Event()  # its record says running (written as its agent starts)
     r.orchestrator.subscribe(lambda event: running.set() if event.kind == "started" else None)
     asked = (await r.say("fix the footer", channel="D1")).event["ts"]
     await r.held.wait_started(1)
     await asyncio.wait_for(running.wait(), WAIT)
     spec = r.held.started[0]
-    slug, agent_id = spec.task_slug, spec.agent_id
-    freezer.freeze(tasks_dir / slug)
+    if footer:  # the agent's work, in its worktree
+        (Path(spec.cwd) / "footer.txt").write_text("new footer\n", encoding="utf-8")
+    freezer.freeze(tasks_dir / spec.task_slug)
+    return asked, spec.task_slug, spec.agent_id
+
+
+async def ended_unwritable(r: Rig, freezer: Freezer, tasks_dir: Path) -> tuple[str, str, str]:
+    """A request whose agent ends while its task folder cannot be written: (thread ts, task
+    slug, agent id), once the thread has the result and the reaction."""
+    asked, slug, agent_id = await frozen_at_work(r, freezer, tasks_dir)
     r.held.release(agent_id)
     # The result reaches the thread once, from the record kept while the store refuses it.
     assert await r.final_reaction("D1", asked) == "white_check_mark"
@@ -274,12 +285,7 @@ class TestInAGitWorkspace:
     @pytest.fixture
     def project(self, project_dir: Path, tmp_path: Path) -> Project:
         repository = make_repository(tmp_path / "web", {"README.md": "web\n"})
-        config = project_dir / "config.yaml"
-        config.write_text(
-            config.read_text(encoding="utf-8")
-            + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-            encoding="utf-8",
-        )
+        config = add_repositories(project_dir, {"web": repository}, default="web")
         return load_project(config)
 
     @pytest.mark.git
@@ -288,13 +294,7 @@ class TestInAGitWorkspace:
     ) -> None:
         tasks_dir = project.config.tasks_dir
         async with rig(runtime=HeldRuntime(), options=FAST) as r:
-            asked = (await r.say("fix the footer", channel="D1")).event["ts"]
-            await r.held.wait_started(1)
-            spec = r.held.started[0]
-            slug, agent_id = spec.task_slug, spec.agent_id
-            # The agent's work, in its worktree.
-            (Path(spec.cwd) / "footer.txt").write_text("new footer\n", encoding="utf-8")
-            freezer.freeze(tasks_dir / slug)
+            asked, slug, agent_id = await frozen_at_work(r, freezer, tasks_dir, footer=True)
             r.held.release(agent_id)
             assert await r.final_reaction("D1", asked) == "white_check_mark"
             await result_posted(r, "D1", asked, "+new footer")  # the diff, in the result
@@ -318,12 +318,7 @@ class TestInAGitWorkspace:
     ) -> None:
         tasks_dir = project.config.tasks_dir
         async with rig(runtime=HeldRuntime(), options=FAST) as r:
-            asked = (await r.say("fix the footer", channel="D1")).event["ts"]
-            await r.held.wait_started(1)
-            spec = r.held.started[0]
-            slug, agent_id = spec.task_slug, spec.agent_id
-            (Path(spec.cwd) / "footer.txt").write_text("new footer\n", encoding="utf-8")
-            freezer.freeze(tasks_dir / slug)
+            asked, slug, agent_id = await frozen_at_work(r, freezer, tasks_dir, footer=True)
             r.held.release(agent_id)
             assert await r.final_reaction("D1", asked) == "white_check_mark"
         freezer.thaw(tasks_dir / slug)  # writable again while no bot runs

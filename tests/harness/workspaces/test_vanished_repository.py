@@ -20,7 +20,7 @@ from harness.runtime.host import AgentHost
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.workspaces.manager import Workspaces
 from tests.harness.workspaces.test_workspace_runs import writer
-from tests.support import make_repository
+from tests.support import add_repositories, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.git, pytest.mark.subprocess]
 
@@ -44,12 +44,7 @@ def repository(tmp_path: Path) -> Path:
 async def harness(
     request: pytest.FixtureRequest, project_dir: Path, repository: Path
 ) -> AsyncIterator[tuple[Orchestrator, AgentHost]]:
-    config_file = project_dir / "config.yaml"
-    config_file.write_text(
-        config_file.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-        encoding="utf-8",
-    )
+    config_file = add_repositories(project_dir, {"web": repository}, default="web")
     project = load_project(config_file)
     config = dataclasses.replace(project.config, follow_up_spares=request.param)
     async with ScriptedModel(writer) as model:
@@ -102,12 +97,7 @@ async def test_a_follow_up_on_a_vanished_repository_fails_saying_so_and_keeps_th
 async def test_a_repository_that_vanishes_while_its_agent_works_is_said_and_no_branch_claimed(
     project_dir: Path, repository: Path
 ) -> None:
-    config_file = project_dir / "config.yaml"
-    config_file.write_text(
-        config_file.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-        encoding="utf-8",
-    )
+    config_file = add_repositories(project_dir, {"web": repository}, default="web")
 
     def vanishing(request: ModelRequest) -> Turn:
         if not request.tool_results:  # the agent at work: its repository goes meanwhile

@@ -13,7 +13,7 @@ from harness.agents.orchestrator import Orchestrator
 from harness.project import build_orchestrator, load_project
 from harness.runtime.claude import ClaudeRuntime
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
-from tests.support import git, make_repository
+from tests.support import add_repositories, git, make_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -33,12 +33,7 @@ def writer(request: ModelRequest) -> Turn:
 @pytest.fixture
 async def with_repository(project_dir: Path, tmp_path: Path) -> AsyncIterator[Orchestrator]:
     repository = make_repository(tmp_path / "web", {"README.md": "web\n"})
-    config = project_dir / "config.yaml"
-    config.write_text(
-        config.read_text(encoding="utf-8")
-        + f"\nworkspaces:\n  default: web\n  repositories:\n    web: {{path: {repository}}}\n",
-        encoding="utf-8",
-    )
+    config = add_repositories(project_dir, {"web": repository}, default="web")
     async with ScriptedModel(writer) as model:
         orchestrator = build_orchestrator(load_project(config), ClaudeRuntime(base_env=model.env()))
         yield orchestrator
