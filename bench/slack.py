@@ -131,11 +131,21 @@ def seen(slack: SlackEmulator, channel: str, ts: str) -> Callable[[], bool]:
     return lambda: "eyes" in slack.reactions(channel, ts)
 
 
+@dataclass(frozen=True)
+class RunningBot:
+    pid: int
+    log: Path
+
+
 @contextlib.contextmanager
-def running_bot(folder: Path, slack: SlackEmulator, model: ScriptedModel) -> Iterator[Path]:
-    """``harness bot --mode http`` on a fresh copy of the project; yields its log file."""
+def running_bot(
+    folder: Path, slack: SlackEmulator, model: ScriptedModel, extra: str = ""
+) -> Iterator[RunningBot]:
+    """``harness bot --mode http`` on a fresh copy of the project, ``extra`` added to its
+    config.yaml; its pid and log file."""
     folder.mkdir()
     config = copy_project(folder)
+    config.write_text(config.read_text(encoding="utf-8") + extra, encoding="utf-8")
     port, log = free_port(), folder / "bot.log"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
@@ -154,10 +164,10 @@ def running_bot(folder: Path, slack: SlackEmulator, model: ScriptedModel) -> Ite
         while b"listening on" not in (banner := bot.stderr.readline()):
             assert banner, "the bot exited before it listened"
         slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
-        yield log
+        yield RunningBot(bot.pid, log)
     finally:
         bot.terminate()
-        bot.communicate(timeout=60)
+        bot.communicate(timeout=120)
 
 
 async def slack_result(slack: SlackEmulator, n: int) -> float:
@@ -249,12 +259,12 @@ def main() -> None:
             with running_bot(Path(tmp, "results"), slack, model):
                 asyncio.run(measure_results(slack, model, args.runs))
         for scenario in scenarios:
-            with running_bot(Path(tmp, scenario.tag), slack, model) as log:
+            with running_bot(Path(tmp, scenario.tag), slack, model) as bot:
                 seconds = asyncio.run(measure_acks(slack, model, scenario, n, args.busy))
             ms = [s * 1000 for s in seconds]
             # Every event was handled, and as intended: the bot's request log says so.
             pattern = rf" from U{scenario.tag}\d+ in \w+: {re.escape(scenario.logged)} \("
-            logged = len(re.findall(pattern, log.read_text("utf-8")))
+            logged = len(re.findall(pattern, bot.log.read_text("utf-8")))
             print(
                 f"ack latency, {scenario.title}, {args.busy} agents running: "
                 f"p50 {percentile(ms, 50):.1f} ms  p99 {percentile(ms, 99):.1f} ms  "

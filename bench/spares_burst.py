@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from asyncio.subprocess import PIPE
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import copy_project
-from slack import EVENT_CLIENT, FINAL, free_port, on
+from slack import EVENT_CLIENT, FINAL, on, running_bot
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -138,36 +134,6 @@ def below(root: int) -> tuple[int, dict[tuple[int, int, str], int]]:
     return count, ticks
 
 
-@contextlib.contextmanager
-def bot_for(folder: Path, slack: SlackEmulator, model: ScriptedModel, extra: str) -> Iterator[int]:
-    """``harness bot --mode http`` on a fresh copy of the project with ``extra`` config;
-    yields its pid."""
-    folder.mkdir()
-    config = copy_project(folder)
-    text = config.read_text(encoding="utf-8")
-    config.write_text(text + extra, encoding="utf-8")
-    port, log = free_port(), folder / "bot.log"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
-        **model.env(),
-        "SLACK_BOT_TOKEN": slack.identity.bot_token,
-        "SLACK_SIGNING_SECRET": slack.identity.signing_secret,
-        "SLACK_API_URL": slack.api_url,
-    }
-    command = [sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", str(port),
-               "--config", str(config), "--log-file", str(log)]  # fmt: skip
-    bot = subprocess.Popen(command, env=env, cwd=REPO, stderr=subprocess.PIPE)
-    assert bot.stderr is not None
-    try:
-        while b"listening on" not in (banner := bot.stderr.readline()):
-            assert banner, "the bot exited before it listened"
-        slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
-        yield bot.pid
-    finally:
-        bot.terminate()
-        bot.communicate(timeout=120)
-
-
 def results(slack: SlackEmulator, channel: str, ts: str) -> int:
     """The bot's results in the thread (``✅ *developer* finished``, in the blocks)."""
     return sum(
@@ -220,9 +186,9 @@ def run(
         extra += NO_SPARES
     tag = label.replace(" ", "").upper() + str(len(list(tmp.iterdir())))
     load = os.getloadavg()[0]
-    with bot_for(tmp / tag, slack, model, extra) as pid, Peak(pid) as peak:
+    with running_bot(tmp / tag, slack, model, extra) as bot, Peak(bot.pid) as peak:
         deadline = time.monotonic() + 120
-        while spares and claude_below(pid) < 1:  # the shipped spare is up, as in use
+        while spares and claude_below(bot.pid) < 1:  # the shipped spare is up, as in use
             assert time.monotonic() < deadline, "no spare started"
             time.sleep(0.1)
         seconds, once = asyncio.run(burst(slack, tag, args.dms, args.seconds))
