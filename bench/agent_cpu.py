@@ -32,6 +32,7 @@ import asyncio
 import ctypes
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -266,8 +267,10 @@ async def main() -> None:
         if args.repository:
             add_repository(Path(tmp), config)
         if args.sandbox_off:
-            with config.open("a", encoding="utf-8") as file:
-                file.write("\nsandbox: off\n")
+            # The shipped `sandbox:` section replaced: a key written twice is refused.
+            text = config.read_text(encoding="utf-8")
+            off = re.sub(r"(?m)^sandbox:\n(?:[ ].*\n|\n)*", "sandbox: off\n\n", text)
+            config.write_text(off, encoding="utf-8")
         started = time.perf_counter()
         parts = await harness_runs(model_env, config, args.runs)
         took = time.perf_counter() - started

@@ -139,13 +139,19 @@ class RunningBot:
 
 @contextlib.contextmanager
 def running_bot(
-    folder: Path, slack: SlackEmulator, model: ScriptedModel, extra: str = ""
+    folder: Path,
+    slack: SlackEmulator,
+    model: ScriptedModel,
+    extra: str = "",
+    replace: tuple[str, str] = ("", ""),
 ) -> Iterator[RunningBot]:
     """``harness bot --mode http`` on a fresh copy of the project, ``extra`` added to its
-    config.yaml; its pid and log file."""
+    config.yaml (keys it does not have: a key written twice is refused) and ``replace``'s
+    first text replaced by its second; its pid and log file."""
     folder.mkdir()
     config = copy_project(folder)
-    config.write_text(config.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    text = config.read_text(encoding="utf-8").replace(*replace) if replace[0] else None
+    config.write_text((text or config.read_text(encoding="utf-8")) + extra, encoding="utf-8")
     port, log = free_port(), folder / "bot.log"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
@@ -165,6 +171,12 @@ def running_bot(
             assert banner, "the bot exited before it listened"
         slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
         yield RunningBot(bot.pid, log)
+    except BaseException:
+        # The temporary folder goes with the bench: what the bot logged is shown here.
+        if log.exists():
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            print("the bot's log, last lines:", *tail, sep="\n", file=sys.stderr)
+        raise
     finally:
         bot.terminate()
         bot.communicate(timeout=120)
@@ -178,8 +190,10 @@ async def slack_result(slack: SlackEmulator, n: int) -> float:
     ts = sent.event["ts"]
 
     def result_posted() -> bool:
+        # The result closes the streamed reply (chat.stopStream's blocks), whose text stays
+        # the stream's header; without streaming it is the status message, edited.
         return any(
-            "finished" in str(m.get("text")) for m in slack.thread(channel, ts) if m.get("bot_id")
+            "* finished" in json.dumps(m) for m in slack.thread(channel, ts) if m.get("bot_id")
         )
 
     await on(slack, slack.wait_for(result_posted, 60))
@@ -250,6 +264,7 @@ def main() -> None:
         Scenario("STREAM", f"{n} DMs at {rate:g}/s, each a new task", True, rate, new),
     )
     slack = SlackEmulator()
+    print(f"load average at the start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     with (
         tempfile.TemporaryDirectory() as tmp,
         ScriptedModel.in_thread(script) as model,
@@ -270,6 +285,7 @@ def main() -> None:
                 f"p50 {percentile(ms, 50):.1f} ms  p99 {percentile(ms, 99):.1f} ms  "
                 f"max {max(ms):.1f} ms  (aim p99 < 50 ms); logged {logged}/{n}"
             )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -180,13 +180,14 @@ async def burst(slack: SlackEmulator, tag: str, dms: int, seconds: float) -> tup
 def run(
     slack: SlackEmulator, model: ScriptedModel, tmp: Path, label: str, args: argparse.Namespace
 ) -> Burst:
-    extra = f"\nmcp:\n  maxConcurrentAgents: {SLOTS}\n"
+    slots = ("  maxConcurrentAgents: 4\n", f"  maxConcurrentAgents: {SLOTS}\n")
+    extra = ""
     spares = label == "spares on"
     if not spares:
         extra += NO_SPARES
     tag = label.replace(" ", "").upper() + str(len(list(tmp.iterdir())))
     load = os.getloadavg()[0]
-    with running_bot(tmp / tag, slack, model, extra) as bot, Peak(bot.pid) as peak:
+    with running_bot(tmp / tag, slack, model, extra, slots) as bot, Peak(bot.pid) as peak:
         deadline = time.monotonic() + 120
         while spares and claude_below(bot.pid) < 1:  # the shipped spare is up, as in use
             assert time.monotonic() < deadline, "no spare started"

@@ -13,10 +13,13 @@ A tasks folder of 10,000 tasks with 1-3 dispatch records each is built first (no
   command:    ``harness tasks --config <tmp config>`` (the console script, and ``python -m
               harness tasks``) as subprocesses, wall and CPU time, interpreter start included,
               byte code cached; next to ``python -c pass``, ``harness --help`` and
-              ``--version`` (the fixed cost of starting, whatever the number of tasks)
+              ``--version`` (the fixed cost of starting, whatever the number of tasks);
+              the commands take turns (A B A B), and with ``--before`` run from an older
+              tree too
   journal:    10,000 lines through ``append_jsonl`` + ``flush`` into 100 journals
 
-Usage: .venv/bin/python bench/tasks.py [--tasks 10000] [--runs 7]
+Usage: .venv/bin/python bench/tasks.py [--tasks 10000] [--runs 7] [--commands-only]
+       [--before DIR]   (DIR: an older tree of the project; its commands alternate with these)
 """
 
 from __future__ import annotations
@@ -217,32 +220,27 @@ async def bench_tool(root: Path, folder: Path, count: int) -> None:
         shutil.rmtree(folder / analyst.task_slug)
 
 
-def _timed(
-    command: list[str], env: dict[str, str], runs: int
-) -> tuple[list[float], list[float], str]:
-    """Wall and CPU seconds (user + system) of ``runs`` runs of ``command``; its last output."""
-    walls, cpus, out = [], [], ""
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        done = subprocess.run(
-            command, cwd=REPO, env=env, capture_output=True, text=True, check=False
-        )
-        walls.append(time.perf_counter() - started)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        if done.returncode != 0:
-            raise SystemExit(
-                f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-500:]}"
-            )
-        out = done.stdout
-    return walls, cpus, out
+def _timed_once(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Wall and CPU seconds (user + system) of one run of ``command`` in ``cwd`` (not the
+    repository: ``python -m`` puts its folder first on sys.path, before PYTHONPATH); its
+    output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-500:]}")
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout
 
 
-def bench_command(config: Path, count: int, runs: int) -> None:
+def bench_command(config: Path, count: int, runs: int, before: Path | None = None) -> None:
     """The commands as a user runs them, with byte code cached: these machines export
     PYTHONDONTWRITEBYTECODE, a user's installed wheel has byte code, so it is unset for the
-    measured processes (and a first, unmeasured run writes it)."""
+    measured processes (and a first, unmeasured run writes it). The commands take turns,
+    one run each per round (A B A B), so that a shared machine's load falls on all alike;
+    with ``before`` (an older tree of the project, put first on PYTHONPATH) each command
+    runs from it too, alternating with this tree."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -263,14 +261,30 @@ def bench_command(config: Path, count: int, runs: int) -> None:
             str(config),
         ],
     }
-    for command in commands.values():
-        _timed(command, env, 1)
+    trees = {"": env}
+    if before is not None:
+        trees = {"before: ": {**env, "PYTHONPATH": str(before)}, "after: ": env}
+    timed = [("python -c pass", commands.pop("python -c pass"), env)]
+    timed += [
+        (f"{label}{name}", command, tree)
+        for name, command in commands.items()
+        for label, tree in trees.items()
+    ]
+    for _, command, tree in timed:
+        _timed_once(command, tree, config.parent)
     print(f"load average before the commands: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-    for name, command in commands.items():
-        walls, cpus, out = _timed(command, env, runs)
-        line = summary(name, walls) + f"  cpu median {statistics.median(cpus):.3f} s"
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in timed}
+    cpus: dict[str, list[float]] = {name: [] for name, _, _ in timed}
+    outs: dict[str, str] = {}
+    for _ in range(runs):
+        for name, command, tree in timed:
+            wall, cpu, outs[name] = _timed_once(command, tree, config.parent)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    for name, command, _ in timed:
+        line = summary(name, walls[name]) + f"  cpu median {statistics.median(cpus[name]):.3f} s"
         if "tasks" in command:
-            listed = sum(1 for row in out.splitlines() if row.startswith("task-"))
+            listed = sum(1 for row in outs[name].splitlines() if row.startswith("task-"))
             assert listed == count, f"{name}: {listed} of {count} tasks listed"
             line += f"  ({listed} tasks listed)"
         print(line)
@@ -301,6 +315,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7, help="runs of each command")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="an older tree of the project (e.g. `git archive` of a commit, unpacked): the "
+        "commands run from it too, alternating with this tree's",
+    )
+    parser.add_argument(
+        "--commands-only", action="store_true", help="only the command rows (start-up)"
+    )
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -313,11 +337,14 @@ async def main() -> None:
             f"built {args.tasks} tasks, {len(agents)} dispatch records "
             f"in {time.perf_counter() - started:.1f} s (not measured below)"
         )
-        await bench_summaries(folder, args.tasks)
-        await bench_record(folder, agents, rng)
-        await bench_tool(root, folder, args.tasks)
-        bench_command(project_config(root, folder), args.tasks, args.runs)
-        await bench_journal(folder)
+        if not args.commands_only:
+            await bench_summaries(folder, args.tasks)
+            await bench_record(folder, agents, rng)
+            await bench_tool(root, folder, args.tasks)
+        before = args.before.absolute() if args.before else None
+        bench_command(project_config(root, folder), args.tasks, args.runs, before)
+        if not args.commands_only:
+            await bench_journal(folder)
 
 
 if __name__ == "__main__":

@@ -51,12 +51,14 @@ from bot.questions import (
     closed_notice,
     parse_button_value,
 )
+from bot.reviews import ReviewingConversations, SlackReviews
 from bot.sessions import STOP_EVENT, AgentSessions
 from bot.settings import BotOptions, SlackEnv
 from bot.shared_files import SlackFileChannel
 from bot.surfaces import register_surfaces
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Question, answer_for
+from harness.agents.reviews import Reviews
 from harness.agents.visibility import is_direct_message
 from harness.errors import NotAllowedError
 from harness.metrics import Metrics
@@ -162,6 +164,7 @@ class HarnessBot:
     metrics: Metrics = field(default_factory=Metrics)
     sessions: AgentSessions | None = None  # Slack's agent sessions of its task threads
     clicks: Clicks | None = None  # buttons' work kept until answered, taken up at start
+    reviews: SlackReviews | None = None  # pull requests' reviews (a routine's event too)
 
     async def start(self) -> None:
         """Loads what is on disk (thread bindings, requesters, deliveries seen) before the
@@ -220,6 +223,7 @@ def create_app(
     # Bolt acks events before it runs listeners (process_before_response=False): the
     # listeners only decide and hand the work to background tasks.
     app = AsyncApp(
+        name="app.py",  # else Bolt walks inspect.stack() for this name: 0.04-0.08 CPU-s
         logger=bolt_logger,
         client=client,
         signing_secret=env.signing_secret or "",
@@ -254,7 +258,7 @@ def create_app(
         interval=options.status_interval,
         streaming=options.stream_replies,
     )
-    conversations = Conversations(
+    conversations = ReviewingConversations(
         orchestrator,
         poster,
         watcher,
@@ -265,6 +269,8 @@ def create_app(
         options=options,
     )
     DraftedAgents(orchestrator, watcher, background)
+    reviews = SlackReviews(Reviews.of(orchestrator), poster, watcher, background)
+    conversations.reviews = reviews
     commands = Commands(
         orchestrator,
         poster,
@@ -414,6 +420,7 @@ def create_app(
     )
     app.action(OPEN_PR_ACTION)(thread_button(pulls.open, "pull request of"))
     app.action(FIX_CHECKS_ACTION)(thread_button(pulls.fix, "fix the checks of"))
+    commands.reviews = reviews
     app.action(ACTION_PATTERN)(on_answer_button)
     app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(
         thread_button(choose_repository, "repository")
@@ -439,4 +446,5 @@ def create_app(
         metrics=metrics,
         sessions=sessions,
         clicks=clicks,
+        reviews=reviews,
     )

@@ -85,9 +85,18 @@ class Backlog:
         try:
             return await self.ledger.claim(key)
         except LedgerUnwritableError:
-            self._claimed.add(key)
-            self.keep(partial(self.ledger.claim, key), f"claim {key}")
+            self.claim_later(key)
             return True
+
+    def claimed_here(self, key: str) -> bool:
+        """Whether this process claimed ``key`` while the disk refused to note it."""
+        return key in self._claimed
+
+    def claim_later(self, key: str) -> None:
+        """Claims ``key`` in memory now, and in the ledger once it takes writes (a claim
+        made there meanwhile by another caller is the same claim)."""
+        self._claimed.add(key)
+        self.keep(partial(self.ledger.claim, key), f"claim {key}")
 
     def when_writable(self, then: Callable[[], None]) -> None:
         """``then()`` once the ledger takes writes again and everything kept is written."""

@@ -21,9 +21,12 @@ from bot.access import check_access
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
 from bot.forge_commands import ForgeCommands
+from bot.home import HomeTab
 from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
+from bot.reviews import SlackReviews
+from bot.routine_views import RoutineViews
 from bot.sessions import stop_agent
 from bot.settings import BotOptions
 from bot.visibility import visible_tasks
@@ -53,6 +56,10 @@ HELP = (
     "• `/harness connect github`: link your GitHub account, so your pull requests are "
     "opened as you\n"
     "• `/harness disconnect github`: unlink it (the bot opens your pull requests again)\n"
+    "• `/harness review <pull request URL>`: review it; the findings are posted on GitHub as "
+    "one review (as you, when you linked your account), its link in a thread here\n"
+    "• `/harness routines`: the routines (schedules, GitHub events, calls), with Run now and "
+    "Pause for their owners and the admins\n"
     "• `/harness help`: this help\n"
     "Start a task by messaging me directly or by @mentioning me in a channel; reply in the "
     "task's thread to follow up."
@@ -165,6 +172,9 @@ class Commands:
         self.settings = settings
         self.options = options
         self.forges = ForgeCommands(orchestrator.accounts, poster, background, within=ACK_WITHIN)
+        self.reviews: SlackReviews | None = None  # `/harness review <url>`, set by the app
+        self.routines: RoutineViews | None = None  # `/harness routines`, set when there are some
+        self.home: HomeTab | None = None  # the App Home tab, set by the app
 
     async def handle(self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]) -> str:
         """Answers the command; returns what was done, in a few words, for the request log."""
@@ -174,6 +184,9 @@ class Commands:
         if refusal is not None:
             await ack(text=refusal.text)
             return "refused: not allowed"
+        if self.routines is not None and str(command.get("text") or "").split()[:1] == ["routines"]:
+            await ack(**await self.routines.answer(user))
+            return "routines"
         parsed = parse_command(str(command.get("text") or ""))
         if isinstance(parsed, BadCommand):
             await ack(text=f"{parsed.message}\n\n{HELP}")
@@ -184,6 +197,14 @@ class Commands:
             answer, outcome = await self.kill(parsed.agent_id, user)
             await ack(text=answer)
             return f"kill {parsed.agent_id}: {outcome}"
+        elif parsed.name == "review" and parsed.url is not None:
+            if self.reviews is None:
+                await ack(text="Reviews of pull requests are not set up on this bot.")
+                return "review: not set up"
+            await ack(text=f"Starting a review of {escape(parsed.url)} in a thread here.")
+            self.background.spawn(self.reviews.from_command(channel, user, parsed.url),
+                                  name="review")  # fmt: skip
+            return "review"
         elif parsed.name in ("connect", "disconnect"):
             can_respond = bool(command.get("response_url"))
             return await self.forges.handle(

@@ -101,7 +101,7 @@ class Conversations:
         # Per thread: how many Stops were pressed there, and by whom last.
         self._stops: dict[ThreadRef, tuple[int, str]] = {}
         # Requests the ledger could not record (its disk full), handled once it can.
-        self.unrecorded = UnrecordedRequests(outbox, self.lanes)
+        self.unrecorded = UnrecordedRequests(outbox, self.lanes, self.dedupe.unsaved)
 
     async def load(self) -> None:
         """The thread bindings, requesters and deliveries already seen, from disk."""

@@ -82,6 +82,14 @@ class Dedupe:
         self._unsaved.append(key)
         return True
 
+    def seen(self, key: str) -> bool:
+        """Whether ``key`` was seen (in this process, or in the ledger at ``load``)."""
+        return key in self._seen
+
+    def unsaved(self, key: str) -> dict[str, Any] | None:
+        """The request ``key`` taken on and not yet in the ledger (its intake data)."""
+        return self._intake.get(key)
+
     def take_in(self, key: str, data: dict[str, Any]) -> None:
         """The request ``key`` will be acted on: saved with the seen keys, so a stop before
         it is handled leaves it to the next start rather than marked seen and lost."""

@@ -103,7 +103,10 @@ async def _harness(
             return
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
         env.update(model_env)
-        async with local_cluster(folder, workspaces, env, say=_said) as runtime:
+        # One slot each: the analyst holds its worker's slot while it awaits the developer it
+        # drafted, so the developer runs on the other worker (with two slots each, whichever
+        # worker asked for work first took both, and the other stayed idle).
+        async with local_cluster(folder, workspaces, env, slots=1, say=_said) as runtime:
             config = dataclasses.replace(project.config, runtime=runtime)
             on_cluster = open_harness(
                 Project(config, project.roles), purpose="serve", simulated_costs=simulated
@@ -155,11 +158,18 @@ async def _converse(
 
             placed: set[str] = set()
 
-            def ended() -> str | None:
+            def say_where() -> None:
                 for agent in orchestrator.agents():
                     if agent.worker and agent.agent_id not in placed:
                         placed.add(agent.agent_id)
                         _print(f"demo: {agent.role} {agent.agent_id} runs on {agent.worker}")
+
+            # At each of an agent's events, not only at Slack calls: a short agent may start
+            # and end between two of them.
+            orchestrator.subscribe(lambda _event: say_where())
+
+            def ended() -> str | None:
+                say_where()
                 found = slack.reactions(CHANNEL, ts) & {"white_check_mark", "x"}
                 return next(iter(found), None)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +149,8 @@ class HomeTab:
         self.recent = recent
         # People who opened the tab since the bot started: their view follows the agents.
         self.viewers: set[str] = set()
+        # Sections shown below the rest for a person (the routines, when there are some).
+        self.more: Callable[[str], Awaitable[Sequence[dict[str, Any]]]] | None = None
         self._refresh_due = False
         orchestrator.subscribe(self._on_agent_event)
         orchestrator.pull_requests.subscribe(lambda _event: self.changed())
@@ -176,7 +178,10 @@ class HomeTab:
                 link = await self.poster.permalink(task.thread) if task.thread else None
                 tasks.append(task_line(task, link))
         waiting = list(zip(mine, links, strict=True))
-        return render_home(self.orchestrator.agents(), waiting, tasks)
+        view = render_home(self.orchestrator.agents(), waiting, tasks)
+        if self.more is not None:
+            view["blocks"] += await self.more(user)
+        return view
 
     async def _link(self, task_slug: str) -> str | None:
         try:

@@ -33,15 +33,11 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
 
-import aiohttp
 from prometheus_client import Gauge
-from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backlog import Backlog
-from bot.blocks import SlackMessage
 from bot.outbox_steps import (
     AgentRef,
     DeleteStep,
@@ -54,7 +50,8 @@ from bot.outbox_steps import (
     UpdateStep,
     UploadStep,
 )
-from bot.poster import DeliveryError, Poster, classify, message_content, post_keyed
+from bot.poster import DeliveryError, Poster
+from bot.slack_steps import SlackSteps
 from harness.clock import Clock
 from harness.retry import Backoff
 from harness.tasks.ledger import Ledger, LedgerUnwritableError, Owed
@@ -66,8 +63,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["AgentRef", "DeleteStep", "Entry", "Held", "Outbox", "PostStep", "ReactStep",
            "Step", "StopStreamStep", "UpdateStep", "UploadStep", "backoff", "lane_of"]  # fmt: skip
 
-# A status message that is gone or can no longer be edited: post the result instead.
-_MESSAGE_GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 _LANES = 8  # threads delivered at once
 _MESSAGE_STEPS = ("post", "update", "stop_stream")  # the steps that show a message
 
@@ -100,7 +95,7 @@ class Outbox:
         self.backlog = backlog or Backlog(ledger)
         self.client = client
         self.poster = poster
-        self._read_diff = read_diff
+        self._steps = SlackSteps(client, poster, read_diff)
         self._on_given_up = on_given_up
         self.max_delay = max_delay
         # Due times are the ledger's (epoch seconds of its clock's wall time): its clock by
@@ -116,6 +111,11 @@ class Outbox:
         self._held: dict[int, Held] = {}
         self._newer: dict[int, Owed | None] = {}
         self._next_held = -1
+        # Entries under way (set once the attempt ends), and those taken out of delivery by
+        # ``withdraw`` (for good once an entry took their place).
+        self._busy: dict[int, asyncio.Event] = {}
+        self._withdrawn: set[int] = set()
+        self._replaced: set[int] = set()
 
     async def owe(
         self,
@@ -127,10 +127,16 @@ class Outbox:
         handles: str | None = None,
         key: str | None = None,
         recheck: bool = False,
-    ) -> None:
+        claims: str | None = None,
+        replaces: Owed | None = None,
+    ) -> bool:
         """Stores what the thread is owed (ending the watch of agent ``settles``, and the
         request ``handles``, with it), then has it delivered. Its posts carry ``key`` (unique
-        by default); ``recheck``: each is looked for in the thread before it is made."""
+        by default); ``recheck``: each is looked for in the thread before it is made.
+        ``claims``: owed only by the first to claim that ledger key (claimed in the same
+        step, so a stop cannot leave it claimed and not owed); False when it was before.
+        ``replaces``: an entry ``withdraw`` took out, which goes in the same step (either
+        way: it was owed already if not now)."""
         entry: Entry = {"thread": [thread.channel, thread.thread_ts], "steps": list(steps),
                         "key": key or uuid.uuid4().hex}  # fmt: skip
         if recheck:  # it may have been posted before: its posts are looked for first
@@ -138,11 +144,22 @@ class Outbox:
         if agent is not None:
             entry["agent"] = agent
         lane = lane_of(thread)
+        if claims is not None and self.backlog.claimed_here(claims):
+            await self._drop_replaced(replaces, written=False)
+            return False
+        drops = [replaces.id] if replaces is not None and replaces.id > 0 else []
         try:
             if len(self.backlog):  # older writes first: this one would overtake them
                 raise LedgerUnwritableError("older ledger writes wait")
-            await self.ledger.owe(lane, dict(entry), settles=settles, handles=handles)
+            stored = await self.ledger.owe_once(claims, lane, dict(entry), settles=settles,
+                                                handles=handles, drops=drops)  # fmt: skip
+            await self._drop_replaced(replaces, written=True)
+            if stored is None:
+                return False
         except LedgerUnwritableError:
+            if claims is not None:  # noted once the disk takes it, with the rest kept
+                self.backlog.claim_later(claims)
+            await self._drop_replaced(replaces, written=False)
             owed = Owed(self._next_held, lane, dict(entry), 0, 0, self._now(), None)
             self._next_held -= 1
             self._held[owed.id] = Held(owed, settles, handles)
@@ -150,6 +167,56 @@ class Outbox:
             self._undelivered.inc()
         self._idle.clear()
         self._wake.set()
+        return True
+
+    async def withdraw(self, key: str) -> Owed | None:
+        """Takes the entry whose posts carry ``key`` out of delivery, if none of its steps
+        was made yet (its first may have been tried, its answer lost), waiting for an
+        attempt under way to end; None when there is no such entry (delivered, begun, or
+        never owed). The caller owes what takes its place (``owe(..., replaces=)``), or
+        puts it back (``release``)."""
+        while True:
+            found = await self._find(lambda owed: owed.data.get("key") == key
+                                     and owed.id not in self._withdrawn)  # fmt: skip
+            if found is None or found.step > 0:
+                return None
+            if (busy := self._busy.get(found.id)) is None:
+                # Out of delivery from here; read again, as an attempt may have ended meanwhile.
+                entry_id = found.id
+                self._withdrawn.add(entry_id)
+                now = await self._find(partial(_has_id, entry_id))
+                if now is not None and now.step == 0 and entry_id not in self._busy:
+                    return now
+                self._withdrawn.discard(entry_id)
+                if (busy := self._busy.get(entry_id)) is None:
+                    return None
+            await busy.wait()
+
+    async def _find(self, match: Callable[[Owed], bool]) -> Owed | None:
+        """The first entry still owed that ``match``es, as far as it got."""
+        try:
+            stored = await self.ledger.pending()
+        except LedgerUnwritableError:
+            stored = []
+        entries = [self._newer.get(owed.id, owed) for owed in stored]
+        entries += [held.owed for held in self._held.values()]
+        return next((owed for owed in entries if owed is not None and match(owed)), None)
+
+    def release(self, withdrawn: Owed) -> None:
+        """Puts back an entry ``withdraw`` took out that nothing replaced."""
+        if withdrawn.id in self._withdrawn and withdrawn.id not in self._replaced:
+            self._withdrawn.discard(withdrawn.id)
+            self._wake.set()
+
+    async def _drop_replaced(self, replaced: Owed | None, *, written: bool) -> None:
+        """The entry ``replaced`` is done with (``written``: the ledger dropped it already)."""
+        if replaced is None:
+            return
+        self._replaced.add(replaced.id)
+        if self._undelivered is not None:
+            self._undelivered.dec()
+        if replaced.id < 0 or not written:
+            await self._progress(replaced, None, partial(self.ledger.delivered, replaced.id))
 
     def start(self) -> None:
         if self._task is None:
@@ -234,10 +301,17 @@ class Outbox:
 
     async def _deliver_lane(self, entries: list[Owed]) -> float | None:
         for owed in entries:
+            if owed.id in self._withdrawn:
+                continue  # what replaces it comes after it in the lane
             now = self._now()
             if owed.due > now:
                 return owed.due - now  # a later entry of the thread waits for this one
-            outcome = await self._deliver(owed)
+            self._busy[owed.id] = busy = asyncio.Event()
+            try:
+                outcome = await self._deliver(owed)
+            finally:
+                del self._busy[owed.id]
+                busy.set()
             if outcome is not None:
                 return outcome
             if self._undelivered is not None:
@@ -259,7 +333,7 @@ class Outbox:
             key = f"{entry.get('key') or owed.id}.{shown}"
             retried = (owed.attempts > 0 and index == owed.step) or bool(entry.get("recheck"))
             try:
-                await self._do(thread, steps[index], key, retried)
+                await self._steps.do(thread, steps[index], key, retried)
             except DeliveryError as exc:
                 if not exc.transient:
                     logger.warning("delivery to %s given up: %s", channel, exc.error)
@@ -315,108 +389,6 @@ class Outbox:
         await self.backlog.write(write, f"outbox entry {owed.id}", done=written)
         return newer or owed
 
-    # ------------------------------------------------------------------ steps
 
-    async def _do(self, thread: ThreadRef, step: Step, key: str, retried: bool) -> None:
-        """One step; a post carries ``key``, looked for in the thread first when ``retried``."""
-        if step["op"] == "post":
-            await self._post(thread, step["message"], key, retried)
-        elif step["op"] == "update":
-            await self._update(thread, step["ts"], step["message"], key, retried)
-        elif step["op"] == "stop_stream":
-            try:
-                await self._call(self.client.chat_stopStream, channel=thread.channel,
-                                 ts=step["ts"], blocks=step["message"]["blocks"],
-                                 session_status=step.get("session_status"))  # fmt: skip
-            except DeliveryError as exc:
-                if exc.transient:
-                    raise
-                logger.info("stream %s not stopped (%s): edited instead", step["ts"], exc.error)
-                await self._update(thread, step["ts"], step["message"], key, retried)
-        elif step["op"] == "delete":
-            try:
-                await self._call(self.client.chat_delete, channel=thread.channel, ts=step["ts"])
-            except DeliveryError as exc:
-                if exc.transient:
-                    raise
-                if exc.error in _MESSAGE_GONE:
-                    return
-                with contextlib.suppress(DeliveryError):
-                    await self._call(
-                        self.client.chat_update,
-                        channel=thread.channel,
-                        ts=step["ts"],
-                        text="(the result is further down)",
-                    )
-        elif step["op"] == "react":
-            removing = step.get("remove", False)
-            try:
-                await self._call(
-                    self.client.reactions_remove if removing else self.client.reactions_add,
-                    channel=step["channel"],
-                    timestamp=step["ts"],
-                    name=step["name"],
-                )
-            except DeliveryError as exc:
-                if exc.transient:
-                    raise
-                # Already there (or already gone), or the message is gone: nothing is owed.
-                logger.info("reaction :%s: not %s: %s", step["name"],
-                            "removed" if removing else "added", exc.error)  # fmt: skip
-        else:
-            await self._upload(thread, step, key, retried)
-
-    async def _update(
-        self, thread: ThreadRef, ts: str, message: SlackMessage | str, key: str, retried: bool
-    ) -> None:
-        try:
-            await self._call(self.client.chat_update, channel=thread.channel, ts=ts,
-                             **message_content(message))  # fmt: skip
-        except DeliveryError as exc:
-            if exc.transient or exc.error not in _MESSAGE_GONE:
-                raise
-            await self._post(thread, message, key, retried)
-
-    async def _post(
-        self, thread: ThreadRef, message: SlackMessage | str, key: str, retried: bool
-    ) -> None:
-        response = await self._call(
-            post_keyed, self.client, thread, message, key=key, look_first=retried
-        )
-        ts = response.get("ts")
-        if isinstance(ts, str):
-            self.poster.note(thread, ts)
-
-    async def _upload(self, thread: ThreadRef, step: UploadStep, key: str, retried: bool) -> None:
-        diff = await self._read_diff(step["task_slug"], step["agent_id"])
-        try:
-            if diff is None:
-                raise DeliveryError("the kept diff is missing", transient=False)
-            await self._call(
-                self.client.files_upload_v2,
-                channel=thread.channel,
-                thread_ts=thread.thread_ts,
-                filename=step["filename"],
-                content=diff.encode("utf-8"),
-                title=step["title"],
-                initial_comment=step["comment"],
-                snippet_type="diff",
-            )
-        except DeliveryError as exc:
-            if exc.transient:
-                raise
-            logger.warning("uploading %s to %s failed: %s", step["filename"], thread, exc.error)
-            await self._post(
-                thread,
-                f"The diff could not be attached here ({exc.error}). It is kept with the task: "
-                f"`harness show {step['task_slug']}` names its file.",
-                key,
-                retried,
-            )
-
-    @staticmethod
-    async def _call(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(*args, **kwargs)
-        except (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise classify(e) from e
+def _has_id(entry_id: int, owed: Owed) -> bool:
+    return owed.id == entry_id

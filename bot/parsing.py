@@ -261,7 +261,7 @@ def thread_task_description(
 # ------------------------------------------------------------------ /harness
 
 
-CommandName = Literal["list", "kill", "tasks", "help", "connect", "disconnect"]
+CommandName = Literal["list", "kill", "tasks", "help", "connect", "disconnect", "review"]
 # The forges a person can link an account of (`/harness connect github`).
 FORGES = ("github",)
 
@@ -271,6 +271,7 @@ class Command:
     name: CommandName
     agent_id: str | None = None
     forge: str | None = None  # connect and disconnect: which forge
+    url: str | None = None  # review: the pull request's address
 
 
 @dataclass(frozen=True)
@@ -305,4 +306,23 @@ def parse_command(text: str) -> Command | BadCommand:
             )
             return BadCommand(f"Usage: `/harness {name} github` ({does}).")
         return Command("connect" if name == "connect" else "disconnect", forge=forge)
+    if name == "review":
+        url = review_request(text)
+        if url is None:
+            return BadCommand(
+                "Usage: `/harness review <pull request URL>` (its findings are posted on the "
+                "pull request as one review, its link in a thread here)."
+            )
+        return Command("review", url=url)
     return BadCommand(f"Unknown command `{escape(words[0][:40])}`.")
+
+
+# `review <url>`: Slack sends a link as `<url>` or `<url|label>`; a word after it is no
+# longer a request for a review but a task about one (routed as any other).
+_REVIEW = re.compile(r"^\s*review\s+<?(?P<url>https?://[^\s<>|]+)(?:\|[^>]*)?>?\s*$", re.I)
+
+
+def review_request(text: str) -> str | None:
+    """The pull request's address when ``text`` is ``review <url>``, else None."""
+    match = _REVIEW.match(text)
+    return match["url"] if match is not None else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -21,15 +21,13 @@ from typing import Any
 from bot.assistant import ThreadStatus, assistant_status
 from bot.background import Background
 from bot.blocks import (
-    RERUN_ACTION,
-    SlackMessage,
     diff_file_name,
     diff_fits_inline,
-    escape,
     render_record,
     status_text,
     with_rerun_button,
 )
+from bot.late_results import interruption_key, late_notice, place_of, rerun_buttons
 from bot.outbox import Outbox, Step, StopStreamStep
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.pull_request_views import result_buttons_for
@@ -45,7 +43,7 @@ from bot.streaming import (
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.errors import AgentNotFoundError, HarnessError
-from harness.tasks.ledger import Ledger
+from harness.tasks.ledger import Ledger, Owed
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -90,28 +88,6 @@ class Watch:
             drafted_by=data.get("draftedBy"),
             streaming=data.get("streaming") is True,
         )
-
-
-def late_notice(record: DispatchRecord) -> SlackMessage:
-    """Said before the result of an agent its thread was told was interrupted."""
-    verb = {"completed": "finished", "killed": "was stopped"}.get(record.status, record.status)
-    text = (
-        f"↩️ *{escape(record.role)}* (agent `{escape(record.agent_id)}`) {verb} after all: "
-        "its worker could not be heard for a while, so it was reported interrupted; its "
-        "result came in since, below (it replaces that notice)."
-    )
-    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
-
-
-def rerun_buttons(message: Mapping[str, Any]) -> list[str]:
-    """The agent ids a message's *Run again* buttons would run again."""
-    return [
-        str(element.get("value"))
-        for block in message.get("blocks") or []
-        if isinstance(block, dict)
-        for element in block.get("elements") or []
-        if isinstance(element, dict) and element.get("action_id") == RERUN_ACTION
-    ]
 
 
 def final_reaction(record: DispatchRecord) -> str:
@@ -258,34 +234,54 @@ class AgentWatcher:
             await self.thread_status.show(watch.thread, "")
         return record
 
-    def _on_agent_event(self, event: AgentEvent) -> None:
+    def _on_agent_event(self, event: AgentEvent) -> Coroutine[Any, Any, None] | None:
         """A drafted agent's state, as a task line in its parent's stream; an agent
-        announced as interrupted that finished after all, in its thread."""
+        announced as interrupted that finished after all, in its thread (the orchestrator
+        waits until that is owed)."""
         record = event.record
         if event.kind == "finished_late" and event.task.thread is not None:
             watch = Watch(record.agent_id, event.task.thread, event.task.slug, record.role)
-            self.background.spawn(
-                self._announce_late(watch, record), name=f"late {record.agent_id}"
-            )
-            return
+            return self._announce_late(watch, record)
         stream = self._streams.get(record.parent_id) if record.parent_id else None
         if stream is not None:
             title = task_title(record.role, record.prompt)
             stream.task(TaskLine(record.agent_id, title, task_status(record.status)))
+        return None
 
     async def _announce_late(self, watch: Watch, record: DispatchRecord) -> None:
-        """The result of an agent whose thread was told it was interrupted, once."""
-        if await self.outbox.backlog.claim(f"late:{record.agent_id}"):
-            await self.settle(watch, record, late=True)
+        """The result of an agent whose thread was told it was interrupted, once: owed in
+        the step that claims it, in place of its interruption notice (withdrawn from the
+        outbox while it was still unsent)."""
+        withdrawn = await self.outbox.withdraw(interruption_key(record.agent_id))
+        try:
+            if withdrawn is not None:
+                place = place_of(withdrawn.data)  # type: ignore[arg-type]
+                watch = dataclasses.replace(
+                    watch, status_ts=place.status_ts, streaming=place.streaming,
+                    reply_to=place.reply_to,
+                )  # fmt: skip
+            await self.settle(watch, record, late=True, claims=f"late:{record.agent_id}",
+                              replaces=withdrawn)  # fmt: skip
+        finally:
+            if withdrawn is not None:
+                self.outbox.release(withdrawn)
 
     async def settle(
-        self, watch: Watch, record: DispatchRecord, *, late: bool = False, resumed: bool = False
-    ) -> None:
+        self,
+        watch: Watch,
+        record: DispatchRecord,
+        *,
+        late: bool = False,
+        resumed: bool = False,
+        claims: str | None = None,
+        replaces: Owed | None = None,
+    ) -> bool:
         """Owes the thread the agent's result in place of its status message, then the
         reaction on the person's message; the watch ends in the same step. ``late``: the
         thread was told the agent was interrupted, and it finished after all. ``resumed``:
         a bot before this one may have posted it (its watch outlived a full disk), so its
-        posts are looked for in the thread first."""
+        posts are looked for in the thread first. ``claims`` and ``replaces``: as
+        ``Outbox.owe`` takes them; False when ``claims`` was claimed before."""
         thread = watch.thread
         diff = await self.orchestrator.tasks.diff(watch.task_slug, record)
         messages = render_record(
@@ -297,7 +293,9 @@ class AgentWatcher:
         )
         # A late result takes the interruption notice's place: its *Run again* button would
         # offer to run an agent that finished.
-        notice, asked = await self._find_notice(watch) if late else (None, None)
+        # A withdrawn notice that was tried may have been posted, its answer lost.
+        find = late and (replaces is None or replaces.attempts > 0)
+        notice, asked = await self._find_notice(watch) if find else (None, None)
         reply_to = watch.reply_to or asked
         if late:
             messages = [late_notice(record), *messages]
@@ -344,13 +342,15 @@ class AgentWatcher:
                               "name": FAILED, "remove": True})  # fmt: skip
             steps.append({"op": "react", "channel": thread.channel, "ts": reply_to,
                           "name": name})  # fmt: skip
-        await self.outbox.owe(
+        return await self.outbox.owe(
             thread,
             steps,
             agent={"task_slug": watch.task_slug, "agent_id": record.agent_id},
             settles=record.agent_id,
             key=f"{record.agent_id}.{record.status}{'.late' if late else ''}",
             recheck=resumed,
+            claims=claims,
+            replaces=replaces,
         )
 
     async def resume(self, interrupted: Sequence[tuple[str, DispatchRecord]] = ()) -> int:
@@ -417,13 +417,10 @@ class AgentWatcher:
         except HarnessError as exc:
             logger.warning("cannot announce interrupted agent %s: %s", record.agent_id, exc)
             return False
-        if task.thread is None or not await self.outbox.backlog.claim(
-            f"announced:{record.agent_id}"
-        ):
+        if task.thread is None:
             return False
         watch = Watch(record.agent_id, task.thread, task_slug, record.role)
-        await self.settle(watch, record)
-        return True
+        return await self.settle(watch, record, claims=f"announced:{record.agent_id}")
 
 
 def _has_reaction(message: dict[str, Any], name: str) -> bool:

@@ -31,11 +31,12 @@ def _actions(*buttons: ButtonElement) -> Block:
 
 def offers_pull_request(record: DispatchRecord, task: Task, has_forge: bool) -> bool:
     """A completed agent's changes on a branch of a repository with a forge, when the task
-    has no pull request yet (once it has one, later work is pushed there by itself)."""
+    has no pull request yet (once it has one, later work is pushed there by itself). A task
+    with no change since its base (its stat all zeros: a review's) offers none."""
     return (
         has_forge
         and record.status == "completed"
-        and bool(record.branch and record.diff_stat)
+        and bool(record.branch and record.diff_stat and record.diff_file)
         and task.pull_request is None
     )
 

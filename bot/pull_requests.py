@@ -11,7 +11,8 @@ one ended instead)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, Literal
 
 from bot.background import Background
@@ -138,31 +139,42 @@ class PullRequestThreads:
     async def _open(self, click: KeptClick) -> None:
         """Opens the pull request (also one taken up after a restart: the open one of the
         branch is found, not opened again); its event answers in the thread."""
-        self._busy.add(click.key)
-        try:
+
+        async def open_it() -> None:
             link = await self.poster.permalink(click.thread)
             await self.pull_requests.open_pull_request(
                 click.subject, by=click.user, thread_url=link, request=click.key
             )
-        except ForgeError:
-            return  # said in the thread by its "failed" event, which settles the click
-        except HarnessError as exc:  # not theirs to open (any more): said to them alone
-            await self._refuse(click, refusal(exc))
-        except Exception:  # the top of a click's work: the thread must hear back
-            logger.exception("opening the pull request of %s failed", click.subject)
-            await self._sorry(click, "opening the pull request")
-        finally:
-            self._busy.discard(click.key)
+
+        # A forge's failure is said in the thread by its "failed" event, which settles it.
+        await self._carry_out(click, "opening the pull request", open_it, told=(ForgeError,))
 
     async def _fix(self, click: KeptClick) -> None:
+        fix = partial(self.pull_requests.fix_checks, click.subject, by=click.user,
+                      request=click.key)  # fmt: skip
+        await self._carry_out(click, "fixing the checks", fix)
+
+    async def _carry_out(
+        self,
+        click: KeptClick,
+        doing: str,
+        work: Callable[[], Awaitable[object]],
+        *,
+        told: tuple[type[HarnessError], ...] = (),
+    ) -> None:
+        """Runs a click's work and answers its failure: one of ``told`` is said in the
+        thread already; another of the harness's (not theirs to do, or not any more) to the
+        person alone; anything else is logged, and the thread hears it failed."""
         self._busy.add(click.key)
         try:
-            await self.pull_requests.fix_checks(click.subject, by=click.user, request=click.key)
+            await work()
+        except told:
+            return
         except HarnessError as exc:
             await self._refuse(click, refusal(exc))
         except Exception:  # the top of a click's work: the thread must hear back
-            logger.exception("fixing the checks of %s failed", click.subject)
-            await self._sorry(click, "fixing the checks")
+            logger.exception("%s of %s failed", doing, click.subject)
+            await self._sorry(click, doing)
         finally:
             self._busy.discard(click.key)
 

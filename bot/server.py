@@ -23,6 +23,7 @@ from bot.app import HarnessBot, create_app
 from bot.github_webhook import GITHUB_WEBHOOK_PATH, github_webhook
 from bot.http_intake import HttpIntake
 from bot.poster import slack_error
+from bot.routines import BotRoutines
 from bot.settings import BotOptions, Mode, SlackEnv
 from harness import health
 from harness.errors import HarnessError
@@ -62,6 +63,7 @@ class BotServer:
         self._socket: AsyncSocketModeHandler | None = None
         self._intake: HttpIntake | None = None
         self._stopped = False
+        self.routines: BotRoutines | None = None  # config.yaml's routines, when it has some
 
     @property
     def url(self) -> str:
@@ -72,15 +74,14 @@ class BotServer:
     async def start(self) -> None:
         await self._check_tokens()  # before the bot's first call to Slack
         await self.bot.start()
+        self.routines = await BotRoutines.start(self.bot)
         if self.mode == "http":
             self._intake = HttpIntake(
                 self.bot.app, self.bot.signing_secret, self.bot.orchestrator.clock
             )
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
-            web_app.router.add_post(
-                GITHUB_WEBHOOK_PATH, github_webhook(self.bot.orchestrator.pull_requests)
-            )
+            self._webhooks(web_app)
             health.add_routes(web_app, self.bot.metrics, self.checks())
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
@@ -98,10 +99,19 @@ class BotServer:
             self._socket = handler
             await handler.connect_async()  # type: ignore[no-untyped-call]
             if self.health_port is not None:
-                self._health = await health.serve(
-                    self.bot.metrics, self.checks(), host=self.host, port=self.health_port
-                )
+                self._health = await health.serve(self.bot.metrics, self.checks(),
+                    host=self.host, port=self.health_port, more=self._webhooks)  # fmt: skip
                 self.health_port = health.bound_port(self._health)
+
+    def _webhooks(self, app: web.Application) -> None:
+        """GitHub's webhook, and the routines' HTTP triggers."""
+        routines = self.routines
+        hook = github_webhook(
+            self.bot.orchestrator.pull_requests, routines.github if routines else None
+        )
+        app.router.add_post(GITHUB_WEBHOOK_PATH, hook)
+        if routines is not None:
+            routines.add_routes(app)
 
     def checks(self) -> dict[str, health.Check]:
         """What /readyz checks: Slack connected, the task store writable, and the agents'
@@ -179,6 +189,8 @@ class BotServer:
             await self._health.cleanup()
         if self._intake is not None:
             await self._intake.drain()  # events already acked are owed an answer
+        if self.routines is not None:
+            await self.routines.close()  # no firing starts once agents are being stopped
         self.bot.begin_shutdown()
         # Agents on workers (a NATS runtime) go on; the bot's next start follows them again.
         await self.bot.orchestrator.shutdown(reason, leave_remote_agents=True)

@@ -82,6 +82,7 @@ def register_surfaces(
     home: HomeTab,
 ) -> None:
     settings = orchestrator.config.slack
+    commands.home = home  # what /harness shows may have a section on the home tab too
     assistant = AsyncAssistant()
 
     @assistant.thread_started

@@ -34,10 +34,25 @@ logger = logging.getLogger(__name__)
 
 async def replay_intake(conversations: Conversations) -> int:
     """At start: handles each request taken on before a stop that no agent started on
-    (one that had started is announced as interrupted instead). How many it replayed."""
+    (one that had started is announced as interrupted instead), and each a full disk kept
+    from the ledger (bot/unrecorded.py) that it never took. How many it replayed."""
     ledger = conversations.ledger
     replayed = 0
-    for key, data, at in await ledger.intake():
+    intake = await ledger.intake()
+    for key, data in await conversations.unrecorded.kept():
+        if any(key == taken for taken, _data, _at in intake) or conversations.dedupe.seen(key):
+            await conversations.unrecorded.forget(key)  # the ledger has it (or had)
+            continue
+        try:
+            event, bot_user_id = data["event"], str(data["botUserId"])
+        except (KeyError, TypeError):
+            logger.warning("unreadable request %s kept off the ledger: dropped", key)
+            await conversations.unrecorded.handled(key)
+            continue
+        logger.info("handling %s: the bot stopped while the disk refused to record it", key)
+        conversations.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
+        replayed += 1
+    for key, data, at in intake:
         if is_click(key):
             continue  # a button's work: taken up by bot/clicks.py
         try:

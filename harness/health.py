@@ -50,14 +50,22 @@ def add_routes(app: web.Application, metrics: Metrics, checks: Mapping[str, Chec
 
 
 async def serve(
-    metrics: Metrics, checks: Mapping[str, Check], *, port: int, host: str = "0.0.0.0"
+    metrics: Metrics,
+    checks: Mapping[str, Check],
+    *,
+    port: int,
+    host: str = "0.0.0.0",
+    more: Callable[[web.Application], None] | None = None,
 ) -> web.AppRunner:
     """Serves the three endpoints on a port of their own (0: any free one; see
-    ``bound_port``) until the runner is cleaned up."""
+    ``bound_port``) until the runner is cleaned up; ``more`` adds routes of its own (the
+    bot's webhooks in Socket Mode, which has no other port)."""
     from aiohttp import web
 
     app = web.Application()
     add_routes(app, metrics, checks)
+    if more is not None:
+        more(app)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:

@@ -26,11 +26,14 @@ _LATENCIES = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class _AgentsNow(Collector):
-    """Agents running and queued by role, and questions waiting by kind, when scraped."""
+    """Agents running and queued by role, and questions waiting by kind, when scraped. Each
+    known role has its samples from the start, at 0: a dashboard or an alert on them sees
+    the series before the first agent runs, not a gap."""
 
     def __init__(self) -> None:
         # (role, queued) of each live agent.
         self.agents: Callable[[], Iterable[tuple[str, bool]]] | None = None
+        self.roles: Callable[[], Iterable[str]] = tuple
         self.questions: Callable[[], list[str]] | None = None
 
     def collect(self) -> Iterator[Metric]:
@@ -40,7 +43,7 @@ class _AgentsNow(Collector):
         queued = GaugeMetricFamily("harness_agents_queued", "Agents queued now", labels=["role"])
         if self.agents is not None:
             counts = Tally(self.agents())
-            for role in sorted({role for role, _ in counts}):
+            for role in sorted({role for role, _ in counts} | set(self.roles())):
                 running.add_metric([role], counts[(role, False)])
                 queued.add_metric([role], counts[(role, True)])
         yield running
@@ -98,21 +101,42 @@ class Metrics:
             "Posts the bot owes Slack threads and has not delivered yet",
             registry=r,
         )
+        # Routines (harness/routines/service.py): what fired, what did not and why, what failed.
+        self.routine_firings = Counter(
+            "harness_routine_firings", "Routine firings that started a task, by routine and "
+            "trigger", ["routine", "trigger"], registry=r,
+        )  # fmt: skip
+        self.routine_skips = Counter(
+            "harness_routine_skips", "Routine firings that started nothing, by routine and "
+            "reason", ["routine", "reason"], registry=r,
+        )  # fmt: skip
+        self.routine_failures = Counter(
+            "harness_routine_failures", "Routine runs that failed, by routine", ["routine"],
+            registry=r,
+        )  # fmt: skip
 
     def watch(
         self, orchestrator: _Watched, questions: Callable[[], Sequence[_Asked]] | None = None
     ) -> None:
         """Reads the agents of ``orchestrator`` (and the ``questions`` waiting) at scrape
         time and records the agents that finish."""
-        self.watch_agents(lambda: [(a.role, a.status == "queued") for a in orchestrator.agents()])
+        self.watch_agents(
+            lambda: [(a.role, a.status == "queued") for a in orchestrator.agents()],
+            roles=lambda: orchestrator.roles,
+        )
         if questions is not None:
             self._now.questions = lambda: [q.kind for q in questions()]
         orchestrator.subscribe(self.on_agent_event)
 
-    def watch_agents(self, agents: Callable[[], Iterable[tuple[str, bool]]]) -> None:
+    def watch_agents(
+        self,
+        agents: Callable[[], Iterable[tuple[str, bool]]],
+        roles: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         """Reads (role, queued) of each live agent at scrape time (a worker has no
-        orchestrator)."""
+        orchestrator), and the ``roles`` whose gauges show 0 with no agent of theirs."""
         self._now.agents = agents
+        self._now.roles = roles
 
     def on_agent_event(self, event: AgentEventView) -> None:
         """Records an agent that finished (the orchestrator's ``AgentEvent``)."""
@@ -172,6 +196,8 @@ class _Watched(Protocol):
     """What ``Metrics.watch`` reads: the orchestrator's facade."""
 
     def agents(self) -> Sequence[LiveAgent]: ...
+    @property
+    def roles(self) -> Iterable[str]: ...
     def subscribe(self, listener: Callable[[AgentEventView], None]) -> None: ...
 
 

@@ -20,10 +20,11 @@ from typing import Literal
 
 from harness.agents.orchestrator import Orchestrator
 from harness.clock import SYSTEM, Clock
-from harness.project import Project, build_orchestrator, configured_hosting
+from harness.project import Project, build_orchestrator, configured_hosting, task_store
 from harness.runtime.backends import runtime_backend
 from harness.runtime.model_access import require_model_access, scripted_env
 from harness.runtime.spec import AgentRuntime
+from harness.tasks.nats_store import NatsTaskStore
 from harness.workspaces.manager import Workspaces
 
 # What a front end opens the harness for:
@@ -96,8 +97,19 @@ async def open_harness(
             if not here:
                 say(f"connecting to {backend.where}")
             await hosting.connect()
+        store = task_store(config, clock)
+        if purpose != "read" and isinstance(store, NatsTaskStore):
+            # A task store out of reach is said now, with its fix, not at the first task.
+            stack.push_async_callback(store.close)
+            say(f"connecting to the task store, {store.where}")
+            await store.buckets()
         orchestrator = build_orchestrator(
-            project, hosting, workspaces=workspaces, simulated_costs=simulated_costs, clock=clock
+            project,
+            hosting,
+            workspaces=workspaces,
+            simulated_costs=simulated_costs,
+            clock=clock,
+            store=store,
         )
         stack.push_async_callback(orchestrator.shutdown)
         yield Harness(orchestrator, where="local" if here else backend.where)

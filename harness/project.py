@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from harness.clock import SYSTEM, Clock
 from harness.config import Config, Role, RuntimeSettings, load_config, load_roles
+from harness.config.routines_schema import check_routines
 from harness.config.routing import validate_routing
 from harness.errors import ConfigError, RoleError
 from harness.problems import closest
@@ -17,6 +18,9 @@ from harness.problems import closest
 if TYPE_CHECKING:
     from harness.agents.orchestrator import Orchestrator
     from harness.runtime.spec import AgentRuntime, Hosting
+    from harness.tasks.files import FileTaskStore
+    from harness.tasks.nats_store import NatsTaskStore
+    from harness.tasks.store import Store
     from harness.workspaces.manager import Workspaces
 
 # Categories that mean something without configuration: `conversational` is the default full
@@ -41,6 +45,7 @@ def load_project(config_path: Path) -> Project:
     config = load_config(config_path)
     roles = load_roles(config.roles_dir, base_dir=config.base_dir)
     validate_routing(config, roles)
+    check_routines(config.routines, list(roles), None, file=config.file)
     check_categories(config, roles)
     return Project(config=config, roles=roles)
 
@@ -115,6 +120,7 @@ def build_orchestrator(
     workspaces: Workspaces | None = None,
     simulated_costs: bool = False,
     clock: Clock = SYSTEM,
+    store: Store | None = None,
 ) -> Orchestrator:
     """The orchestrator over the project's task store, serving the harness tools. Its agents
     run where config.yaml's ``runtime:`` says, unless given: an ``AgentRuntime`` runs them on
@@ -122,12 +128,12 @@ def build_orchestrator(
     ends open it with ``harness.opening.open_harness``, which checks and connects the runtime
     first. ``workspaces``: those of the hosting given, when it is a host here. With
     ``simulated_costs`` (a scripted model) their records mark every cost as simulated.
-    ``clock`` gives every time and id the harness stamps or draws."""
+    ``clock`` gives every time and id the harness stamps or draws. ``store``: the task store,
+    when the caller made (and connected) it; else the one config.yaml's ``store:`` names."""
     # The agents' stack is imported when one is built, not with the project: a command
     # that only reads config.yaml (``harness --help``, ``doctor``) starts without it.
     from harness.agents.orchestrator import Orchestrator
     from harness.runtime.spec import Hosting
-    from harness.tasks.store import FileTaskStore
     from harness.tools.gateway import HarnessTools
     from harness.workspaces.manager import Workspaces
 
@@ -140,13 +146,25 @@ def build_orchestrator(
     return Orchestrator(
         config,
         project.roles,
-        FileTaskStore(config.tasks_dir, clock=clock),
+        store or task_store(config, clock),
         hosting,
         workspaces=workspaces,
         tools=HarnessTools,
         simulated_costs=simulated_costs,
         clock=clock,
     )
+
+
+def task_store(config: Config, clock: Clock = SYSTEM) -> FileTaskStore | NatsTaskStore:
+    """The task store config.yaml's ``store:`` names: the tasks folder, or JetStream on a
+    NATS server (connected on first use). The one place a store is chosen."""
+    if config.store.kind == "nats":
+        from harness.tasks.nats_store import NatsTaskStore
+
+        return NatsTaskStore(config.store, clock=clock)
+    from harness.tasks.files import FileTaskStore
+
+    return FileTaskStore(config.tasks_dir, clock=clock)
 
 
 def configured_hosting(

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.project import Project, load_project
-from harness.testing.fake_github import FakeGitHub
+from harness.testing.fake_github import FakeGitHub, PullRequest
 from tests.support import git, make_repository
 
 BOT_TOKEN = "ghp_bot_token_0123456789"
@@ -82,3 +83,43 @@ def commit_on_branch(repository: Path, branch: str, name: str, text: str) -> str
     head = git(worktree, "rev-parse", "HEAD")
     git(repository, "worktree", "remove", "--force", str(worktree))
     return head
+
+
+def open_pull(forge: Forge, branch: str, name: str, text: str, *, by: str = "alice") -> int:
+    """A pull request of ``branch`` (a commit adding ``name`` with ``text``, pushed to the
+    remote) into main, opened by ``by`` on the fake GitHub; its number. Pushing again to the
+    branch (``push_to_pull``) moves its head, as on GitHub."""
+    head = push_to_pull(forge, branch, name, text)
+    base = git(forge.remote, "rev-parse", "refs/heads/main")
+    repo = forge.github.repository(FULL_NAME)
+    pull = PullRequest(
+        id=forge.github.next_id(), number=repo.next_number, repo=FULL_NAME,
+        title=f"Add {name}", body="Please review.", head=branch, base="main",
+        head_sha=head, base_sha=base, draft=False, user=by, user_type="User",
+    )  # fmt: skip
+    repo.next_number += 1
+    forge.github.pull_requests[FULL_NAME.lower()].append(pull)
+    return pull.number
+
+
+def push_to_pull(forge: Forge, branch: str, name: str, text: str) -> str:
+    """A commit on ``branch`` writing ``name``, pushed to the remote from a contributor's
+    clone (the team's checkout never sees it); its id."""
+    clone = forge.remote.parent / "contributor"
+    if not clone.exists():
+        git(forge.remote.parent, "clone", "-q", str(forge.remote), str(clone))
+        git(clone, "config", "user.email", "alice@example.com")
+        git(clone, "config", "user.name", "Alice")
+    git(clone, "fetch", "-q", "origin")
+    exists = git(clone, "ls-remote", "--heads", "origin", branch)
+    git(clone, "checkout", "-q", "-B", branch, f"origin/{branch}" if exists else "origin/main")
+    (clone / name).write_text(text, encoding="utf-8")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", f"change {name}")
+    git(clone, "push", "-q", "origin", f"{branch}:{branch}")
+    return git(clone, "rev-parse", "HEAD")
+
+
+def posted_reviews(forge: Forge, number: int) -> list[dict[str, Any]]:
+    """The reviews posted on pull request ``number`` of the fake GitHub, oldest first."""
+    return [dict(review) for review in forge.github.reviews.get((FULL_NAME.lower(), number), [])]

@@ -36,6 +36,7 @@ ORDER = (
     "harness.runtime",
     "harness.agents",
     "harness.tools",
+    "harness.routines",  # tasks started by a schedule, a GitHub event or a call
     "harness.testing",
     "harness.project",
     "harness.opening",

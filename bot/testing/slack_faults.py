@@ -7,6 +7,7 @@ next fault of a method before answering it, and waits while the method is stalle
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,7 @@ class Faults:
         self._queued: dict[str, list[Fault]] = {}
         self._stalled: set[str] = set()
         self._unstalled = asyncio.Event()
+        self.waiting: list[str] = []  # the methods of the calls held by a stall now
 
     def fail_next(
         self,
@@ -90,6 +92,13 @@ class Faults:
         queued = self._queued.get(method)
         return queued.pop(0) if queued else None
 
-    async def wait_if_stalled(self, method: str) -> None:
+    async def wait_if_stalled(self, method: str, arrived: Callable[[], Awaitable[None]]) -> None:
+        """Holds a call of a stalled ``method`` until ``unstall``; ``arrived()`` once it is
+        held (``waiting`` names it meanwhile)."""
         if method in self._stalled:
-            await self._unstalled.wait()
+            self.waiting.append(method)
+            try:
+                await arrived()
+                await self._unstalled.wait()
+            finally:
+                self.waiting.remove(method)

@@ -236,7 +236,7 @@ class EmulatorServer:
         except ValueError:
             await self._record(method, {}, 200, {"ok": False, "error": "invalid_json"})
             return web.json_response({"ok": False, "error": "invalid_json"})
-        await self.faults.wait_if_stalled(method)
+        await self.faults.wait_if_stalled(method, self.changes.notify)
         auth = request.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else params.pop("token", None)
         params.pop("token", None)

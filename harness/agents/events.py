@@ -42,7 +42,10 @@ class Events(Generic[E]):
     def subscribe(self, listener: Callable[[E], Awaitable[None] | None]) -> None:
         self._listeners.append(listener)
 
-    def emit(self, event: E) -> None:
+    def emit(self, event: E) -> list[asyncio.Future[Any]]:
+        """Tells every listener; the tasks of those that are coroutines (awaited by an
+        emitter that must know they are done)."""
+        started: list[asyncio.Future[Any]] = []
         for listener in self._listeners:
             outcome = listener(event)
             if asyncio.iscoroutine(outcome):
@@ -50,6 +53,8 @@ class Events(Generic[E]):
                 self._pending.add(task)
                 task.add_done_callback(_log_failure)
                 task.add_done_callback(self._pending.discard)
+                started.append(task)
+        return started
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -196,6 +197,7 @@ class Orchestrator:
         requested_by: str | None = None,
         attachments: Sequence[Attachment] = (),
         left_out: Sequence[LeftOut] = (),
+        budget_usd: float | None = None,
     ) -> AgentHandle:
         """Start an agent and return once it is queued. Without task_slug a new task is
         created from the prompt (about ``repository``, if given; asked for by
@@ -203,8 +205,12 @@ class Orchestrator:
         the task's workspace unless its role names a folder of its own; the files attached
         to the request are written there and named in its prompt (with those ``left_out``).
         LimitError when the task spent its budget or the drafting agent (``parent_id``) nests
-        too deep, whoever asked."""
+        too deep, whoever asked. ``budget_usd`` caps this agent below its role's own cap (a
+        routine's ``budgetUsd``); the task's budget still holds."""
         role = self.role(role_name)
+        if budget_usd is not None:
+            cap = min(budget_usd, role.max_budget_usd or budget_usd)
+            role = dataclasses.replace(role, max_budget_usd=cap)
         if not prompt.strip():
             raise HarnessError("the prompt is empty", fix="say what the agent should do")
         return await self._dispatcher.draft(

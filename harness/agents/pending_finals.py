@@ -3,10 +3,10 @@
 When a dispatch ends and its task folder cannot be written (a full disk, a folder made
 read-only or immutable meanwhile), its final record (status, result, cost, error, where the
 work is) must not be lost: it is *spooled* to ``<tasks dir>/.pending/<agent id>.json``
-(outside the task's own folder, written atomically) and tried again with backoff until the
-store takes it, and then the spool file goes. A process that dies meanwhile leaves the spool
-file behind: the next start applies it before recovery marks anything interrupted, so an agent
-that finished is never announced as interrupted.
+(outside the task's own folder, a ``harness/spool.py`` spool) and tried again with
+backoff until the store takes it, and then the spool file goes. A process that dies meanwhile
+leaves the spool file behind: the next start applies it before recovery marks anything
+interrupted, so an agent that finished is never announced as interrupted.
 
 Until then, what the harness says of the dispatch comes from the pending record (``overlay``):
 the facade's reads of a task, a record or the listing, in this process and in any other
@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import serialise
-from harness.atomic import write_atomic
 from harness.errors import HarnessError, TaskNotFoundError
 from harness.retry import Backoff, retrying
+from harness.spool import Spool
 from harness.tasks.common import upsert
 from harness.tasks.model import DispatchRecord, Task, TaskSummary
 from harness.tasks.store import Store
@@ -42,7 +40,6 @@ from harness.tasks.store import Store
 logger = logging.getLogger(__name__)
 
 PENDING_FOLDER = ".pending"
-_SUFFIX = ".json"
 _DIFF_SUFFIX = ".diff"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 RETRY = Backoff(0.2, 30.0)  # after a failed store: soon, then at most every half minute
@@ -66,6 +63,7 @@ class PendingFinals:
         backoff: Backoff = RETRY,
     ) -> None:
         self.folder = folder
+        self._spool = Spool(folder)
         self._store = store
         self._on_stored = on_stored
         self._backoff = backoff
@@ -88,7 +86,7 @@ class PendingFinals:
             if diff is not None:
                 self._diffs[record.agent_id] = diff
             try:
-                await asyncio.to_thread(self._spool, slug, record, diff)
+                await self._put(slug, record, diff)
             except (OSError, ValueError) as exc:
                 logger.error(
                     "final record of agent %s kept in memory only: cannot spool it in %s: %s",
@@ -115,11 +113,11 @@ class PendingFinals:
     async def apply_spooled(self) -> set[str]:
         """At start: store each spooled record a stopped process left; those the store still
         refuses are retried from now on. The agent ids still pending."""
-        for slug, record in await asyncio.to_thread(self._read_spool):
+        for slug, record in await self._read_spool():
             if record.agent_id in self._pending:
                 continue
             self._pending[record.agent_id] = (slug, record)
-            diff = await asyncio.to_thread(self._read_diff, record.agent_id)
+            diff = await self._read_diff(record.agent_id)
             if diff is not None:
                 self._diffs[record.agent_id] = diff
             if not await self._try_store(slug, record):
@@ -193,10 +191,8 @@ class PendingFinals:
         async with self._files:  # an amended record's spool file is never removed
             if self._pending.get(record.agent_id, ("", None))[1] is not record:
                 return  # amended meanwhile: the newer record is still to be stored
-            try:
-                await asyncio.to_thread(self._unspool, record.agent_id)
-            except OSError as exc:  # applied again at the next start: the same, harmless
-                logger.warning("cannot remove the spooled record of %s: %s", record.agent_id, exc)
+            if _SAFE_ID.match(record.agent_id):  # not removable: applied again, harmless
+                await self._spool.drop(record.agent_id, beside=(_DIFF_SUFFIX,))
             del self._pending[record.agent_id]
             self._diffs.pop(record.agent_id, None)
 
@@ -232,7 +228,7 @@ class PendingFinals:
             return kept[1]
         if not _SAFE_ID.match(agent_id):
             return None
-        spooled = await asyncio.to_thread(self._read_one, self.folder / f"{agent_id}{_SUFFIX}")
+        spooled = _decoded(agent_id, await self._spool.get(agent_id))
         return spooled[1] if spooled is not None else None
 
     async def diff(self, agent_id: str) -> str | None:
@@ -241,78 +237,54 @@ class PendingFinals:
         kept = self._diffs.get(agent_id)
         if kept is not None or not _SAFE_ID.match(agent_id):
             return kept
-        return await asyncio.to_thread(self._read_diff, agent_id)
+        return await self._read_diff(agent_id)
 
     async def pending_of(self, slug: str | None = None) -> list[DispatchRecord]:
         """The pending final records (of task ``slug``): this process's and those spooled by
         any process on the same tasks folder."""
         found = dict(self._pending)
-        if await asyncio.to_thread(self.folder.is_dir):
-            for spooled in await asyncio.to_thread(self._read_spool):
-                found.setdefault(spooled[1].agent_id, spooled)
+        for spooled in await self._read_spool():
+            found.setdefault(spooled[1].agent_id, spooled)
         return [record for s, record in found.values() if slug is None or s == slug]
 
     async def slugs(self) -> set[str]:
         """The tasks with a pending final record."""
         found = {slug for slug, _ in self._pending.values()}
-        if await asyncio.to_thread(self.folder.is_dir):
-            found |= {slug for slug, _ in await asyncio.to_thread(self._read_spool)}
-        return found
+        return found | {slug for slug, _ in await self._read_spool()}
 
-    # ------------------------------------------------------------ the spool (threads)
+    # ------------------------------------------------------------ the spool
 
-    def _file(self, agent_id: str) -> Path:
-        if not _SAFE_ID.match(agent_id):
-            raise ValueError(f"not an agent id to name a file by: {agent_id!r}")
-        return self.folder / f"{agent_id}{_SUFFIX}"
-
-    def _spool(self, slug: str, record: DispatchRecord, diff: str | None) -> None:
-        file = self._file(record.agent_id)
-        self.folder.mkdir(parents=True, exist_ok=True)
+    async def _put(self, slug: str, record: DispatchRecord, diff: str | None) -> None:
+        if not _SAFE_ID.match(record.agent_id):
+            raise ValueError(f"not an agent id to name a file by: {record.agent_id!r}")
         if diff is not None:  # before the record that names it
-            write_atomic(file.with_suffix(_DIFF_SUFFIX), diff.encode("utf-8"))
+            await self._spool.put_beside(record.agent_id, _DIFF_SUFFIX, diff.encode("utf-8"))
         data = {"taskSlug": slug, "record": serialise.to_json(record)}
-        write_atomic(file, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+        await self._spool.put(record.agent_id, data)
 
-    def _unspool(self, agent_id: str) -> None:
-        if _SAFE_ID.match(agent_id):
-            self._file(agent_id).unlink(missing_ok=True)
-            self._file(agent_id).with_suffix(_DIFF_SUFFIX).unlink(missing_ok=True)
+    async def _read_diff(self, agent_id: str) -> str | None:
+        data = await self._spool.get_beside(agent_id, _DIFF_SUFFIX)
+        return data.decode("utf-8", "replace") if data is not None else None
 
-    def _read_diff(self, agent_id: str) -> str | None:
-        try:
-            data = self._file(agent_id).with_suffix(_DIFF_SUFFIX).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            logger.warning("unreadable spooled diff of agent %s: %s", agent_id, exc)
-            return None
-        return data.decode("utf-8", "replace")
-
-    def _read_spool(self) -> list[tuple[str, DispatchRecord]]:
-        try:
-            names = sorted(os.listdir(self.folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+    async def _read_spool(self) -> list[tuple[str, DispatchRecord]]:
+        """The records spooled (by any process): one that cannot be read is left as it is
+        (for a person to look at), as is every file when this is another process's read."""
         found = []
-        for name in names:
-            if name.endswith(_SUFFIX) and not name.startswith("."):
-                spooled = self._read_one(self.folder / name)
-                if spooled is not None:
-                    found.append(spooled)
+        for name, data in sorted(await self._spool.entries(set_aside=False)):
+            spooled = _decoded(name, data)
+            if spooled is not None:
+                found.append(spooled)
         return found
 
-    @staticmethod
-    def _read_one(file: Path) -> tuple[str, DispatchRecord] | None:
-        try:
-            data: Any = json.loads(file.read_bytes())
-            slug = data["taskSlug"]
-            record = serialise.from_json(DispatchRecord, data["record"])
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except (OSError, ValueError, KeyError, TypeError, serialise.DecodeError) as exc:
-            logger.warning("unreadable spooled final record %s (left as it is): %s", file, exc)
-            return None
-        if not isinstance(slug, str):
-            return None
-        return slug, record
+
+def _decoded(name: str, data: dict[str, Any] | None) -> tuple[str, DispatchRecord] | None:
+    """(task slug, record) of a spooled record; None when there is none (or it is not one)."""
+    if data is None:
+        return None
+    try:
+        slug = data["taskSlug"]
+        record = serialise.from_json(DispatchRecord, data["record"])
+    except (ValueError, KeyError, TypeError, serialise.DecodeError) as exc:
+        logger.warning("unreadable spooled final record %s (left as it is): %s", name, exc)
+        return None
+    return (slug, record) if isinstance(slug, str) else None

@@ -336,12 +336,18 @@ class AgentRuns:
     async def late_outcome(self, slug: str, agent_id: str, outcome: RunOutcome) -> None:
         """The outcome of an agent recorded ``interrupted`` (its worker judged lost, or not
         found at a restart) that ended on its worker after all: it takes the interruption's
-        place in the record, and is told as ``finished_late``. Any other record is left as
-        it is (ended otherwise)."""
+        place in the record, and is told as ``finished_late``; this returns once the
+        listeners that are coroutines are done with it (what they owe is kept), so the
+        outcome is awaited again after a stop before then. A record that holds that outcome
+        already (stored by a start that stopped before it was told) is told again; any other
+        is left as it is (ended otherwise)."""
         if self.is_live(agent_id):  # its interruption is being recorded: after it
             await self.wait(agent_id, None)
         record = await self._store.record(agent_id)
         if record.status != "interrupted":
+            if record.status == outcome.status:
+                await asyncio.gather(*self._events.emit(
+                    AgentEvent("finished_late", await self._store.get(slug), record)))  # fmt: skip
             return
         final = final_record(
             record, outcome, progress=record.progress, interrupted=False, kill_reason=None,
@@ -357,7 +363,7 @@ class AgentRuns:
             task = await self._store.save_dispatch(slug, final)
         log_finish(final, slug)
         if task is not None:
-            self._events.emit(AgentEvent("finished_late", task, final))
+            await asyncio.gather(*self._events.emit(AgentEvent("finished_late", task, final)))
 
     def stored_at_last(self, task: Task, final: DispatchRecord) -> None:
         """A pending final record is in the store: its end is told, unless it was already."""

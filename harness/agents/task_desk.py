@@ -27,6 +27,7 @@ from harness.tasks.model import (
     Task,
     TaskSummary,
     ThreadRef,
+    Trigger,
 )
 from harness.tasks.removal import busy_error, damaged_error
 from harness.tasks.store import DamagedTask, LogEntries, RepairReport, Store
@@ -85,9 +86,11 @@ class TaskDesk:
         repository: str | None = None,
         *,
         requester: str | None = None,
+        trigger: Trigger | None = None,
     ) -> Task:
-        """A new task; ``requester`` (a front end's user id) decides for it with the admins."""
-        return await self._store.create(description, thread, repository, requester)
+        """A new task; ``requester`` (a front end's user id) decides for it with the admins;
+        ``trigger``: the routine's firing that started it."""
+        return await self._store.create(description, thread, repository, requester, trigger)
 
     async def set_requester(self, slug: str, requester: str) -> Task:
         """Records who asked for a task made before requesters were kept."""

@@ -145,6 +145,11 @@ async def _pull_request(orchestrator: Orchestrator, slug: str, *, as_json: bool)
     try:
         pull = await orchestrator.pull_requests.open_pull_request(slug, by=None)
     except ForgeError as exc:
+        if exc.failure == "no-branch":  # the terminal's way to a task with a branch
+            exc.fix = (
+                'start the work as a task on a repository: `harness run "repo:NAME ..."` (NAME '
+                "from `workspaces.repositories` in config.yaml), then `harness pr` its slug"
+            )
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(render_pull_request_json(slug, pull) if as_json else render_pull_request(pull))

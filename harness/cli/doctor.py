@@ -1,6 +1,7 @@
-"""``harness doctor``: is this machine ready to run the harness? One line per check (✓ ok,
-! a warning that does not fail, ✗ a failure with a ``fix:`` line under it); exit code 1 on
-any failure, for scripts.
+"""``harness doctor``: is this set-up ready to run the harness? One line per check (✓ ok,
+- a part this set-up does not use, ! a warning that does not fail, ✗ a failure with a
+``fix:`` line under it); exit code 1 on any failure, for scripts. It checks what the set-up
+uses and nothing else: a terminal-only or MCP-only set-up passes without Slack.
 
 Each check is a small coroutine returning a ``Check``; they run concurrently, each bounded,
 so a server that does not answer never hangs the doctor. The Slack check talks to the Web
@@ -14,14 +15,15 @@ import asyncio
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import yaml
 
 from harness import health
+from harness.cli.doctor_check import NETWORK_SECONDS, Check, exit_code, render
+from harness.cli.doctor_setup import check_github, check_mcp_tokens
 from harness.cli.scaffold import DEFAULTS
 from harness.config.settings import Config
 from harness.errors import HarnessError
@@ -29,9 +31,6 @@ from harness.project import default_config_path, load_project
 from harness.runtime.backends import RuntimeBackend, runtime_backend
 from harness.runtime.model_access import model_access
 
-Status = Literal["ok", "warn", "fail"]
-
-NETWORK_SECONDS = 3.0  # each call to Slack, the model's API and NATS
 CHECK_SECONDS = 20.0  # any one check, all told (the sandbox probe starts a process)
 FAIL_BELOW_BYTES = 500 * 1024**2
 WARN_BELOW_BYTES = 2 * 1024**3
@@ -48,44 +47,37 @@ MODE_FIX = (
     "App-Level Tokens) and export SLACK_APP_TOKEN=xapp-...; for HTTP mode export "
     "SLACK_SIGNING_SECRET (Basic Information > Signing Secret)"
 )
+# Any of them set: this machine runs the Slack bot, and its Slack set-up is checked.
+SLACK_VARIABLES = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET")
 SANDBOX_OFF = "agents run without the OS sandbox (`sandbox: off`)"
-MARKS: Mapping[Status, str] = {"ok": "✓", "warn": "!", "fail": "✗"}
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-
-def render(checks: Sequence[Check]) -> str:
-    """One line per check, a ``fix:`` line under each failure or warning that has one."""
-    lines: list[str] = []
-    for check in checks:
-        lines.append(f"{MARKS[check.status]} {check.name}: {check.detail}")
-        if check.status != "ok" and check.fix:
-            lines.append(f"  fix: {check.fix}")
-    return "\n".join(lines)
-
-
-def exit_code(checks: Sequence[Check]) -> int:
-    return 1 if any(check.status == "fail" for check in checks) else 0
 
 
 def main(args: argparse.Namespace) -> int:
     config_path: Path = getattr(args, "config", None) or default_config_path()
-    checks = asyncio.run(run_checks(config_path, os.environ, Path.home()))
+    slack = True if getattr(args, "slack", False) else None
+    checks = asyncio.run(run_checks(config_path, os.environ, Path.home(), slack=slack))
     print(render(checks))
     return exit_code(checks)
 
 
-async def run_checks(config_path: Path, environ: Mapping[str, str], home: Path) -> list[Check]:
-    """Every check, in a fixed order, run concurrently."""
+async def run_checks(
+    config_path: Path, environ: Mapping[str, str], home: Path, *, slack: bool | None = None
+) -> list[Check]:
+    """The checks of what this set-up uses, in a fixed order, run concurrently. Slack is
+    checked where ``slack`` says, else where a Slack variable is set (a terminal-only or
+    MCP-only set-up sets none); GitHub for the repositories that open pull requests there;
+    the MCP HTTP server's tokens when config lists any; NATS with ``runtime: nats``."""
     config_check, config = await _bounded("config", lambda: check_config(config_path))
+    uses_slack = (
+        slack
+        if slack is not None
+        else any(environ.get(name, "").strip() for name in SLACK_VARIABLES)
+    )
+    slack_checks: Callable[[], Awaitable[list[Check] | Check]] = (
+        (lambda: check_slack(environ)) if uses_slack else _no_slack
+    )
     work: list[tuple[str, Callable[[], Awaitable[list[Check] | Check]]]] = [
-        ("Slack", lambda: check_slack(environ)),
+        ("Slack", slack_checks),
         ("model", lambda: check_model(environ, home, config)),
         ("git", check_git),
         ("sandbox", lambda: check_sandbox(config)),
@@ -95,7 +87,9 @@ async def run_checks(config_path: Path, environ: Mapping[str, str], home: Path) 
         reached = backend
         work.append((reached.name, lambda: check_runtime(reached)))
     if config is not None:
-        tasks_dir = config.tasks_dir
+        tasks_dir, used = config.tasks_dir, config
+        work.append(("GitHub", lambda: check_github(used, environ)))
+        work.append(("MCP tokens", lambda: _now(check_mcp_tokens(used, environ))))
         work.append(("disk", lambda: check_disk(tasks_dir)))
     results = await asyncio.gather(*(_bounded_checks(name, make) for name, make in work))
     checks = [config_check]
@@ -123,6 +117,19 @@ async def _bounded(
         return await asyncio.wait_for(make(), CHECK_SECONDS)
     except TimeoutError:
         return Check(name, "fail", f"no answer within {CHECK_SECONDS:g} s"), None
+
+
+async def _now(checks: list[Check]) -> list[Check]:
+    return checks
+
+
+async def _no_slack() -> Check:
+    return Check(
+        "Slack",
+        "skip",
+        "not set up here (no SLACK_BOT_TOKEN, SLACK_APP_TOKEN or SLACK_SIGNING_SECRET): the "
+        "terminal and MCP only; `harness doctor --slack` checks a Slack set-up",
+    )
 
 
 # ---------------------------------------------------------------------------- the checks

@@ -4,34 +4,63 @@ loads only what it uses (``harness --help`` no agent, ``harness worker`` no orch
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.cli.parser import build_parser
 from harness.errors import HarnessError
 
-if TYPE_CHECKING:
-    from harness.project import Project
+if TYPE_CHECKING:  # `harness --version` prints without argparse
+    import argparse
 
-logger = logging.getLogger(__name__)
+    from harness.project import Project
 
 # What the parsers that front ends add (``harness.cli.parser.COMMAND_GROUP``) set as their
 # handler.
-CommandHandler = Callable[["Project", argparse.Namespace], int]
+CommandHandler = Callable[["Project", "argparse.Namespace"], int]
 
 EXIT_USAGE = 2
 
 
+# What a shell reports for a program a closed pipe ended (128 + SIGPIPE), as `yes | head`.
+EXIT_PIPE_CLOSED = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command, ended quietly when its output's reader goes first (`harness tasks | head`):
+    no BrokenPipeError traceback, as Unix tools end."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a reader gone shows here, not as a traceback at exit
+    except BrokenPipeError:
+        import os
+
+        # The interpreter flushes stdout again as it exits: into /dev/null, not the pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE_CLOSED
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        from harness.cli.installed import version_line
+
+        # What argparse's version action prints, without building the parser: no command's
+        # module is imported, no plug-in looked up.
+        print(version_line())
+        return 0
+    from harness.cli.parser import build_parser
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `harness`: what it can do
         parser.print_help()
         return 0
+    import logging  # here, not at the top: `harness --version` prints without it
+
     configure_logging(
         verbose=getattr(args, "verbose", False),
         log_file=getattr(args, "log_file", None),
@@ -51,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.cli import doctor
 
             return doctor.main(args)
+        if args.command == "manifest":  # no config.yaml needed: for a pip install's Slack app
+            from harness.cli.manifest_command import print_manifest
+
+            return print_manifest()
         if args.command == "init":
             from harness.cli import scaffold
 
@@ -66,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tasks":  # a listing reads the store: no orchestrator to open
             from harness.cli.task_list import list_tasks
 
-            print(asyncio.run(list_tasks(project, as_json=args.json)))
+            print(asyncio.run(list_tasks(project, as_json=args.json, routine=args.routine)))
             return 0
         # Loaded here, not at the top: a command that opens no harness never loads its stack.
         from harness.cli import commands
@@ -87,6 +120,8 @@ _QUIET_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "asyncio", "mcp", "claud
 def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> None:
     """``level`` for everyone (commands pick their own: INFO for a server, WARNING for a
     one-shot command); ``-v`` turns on debug lines of the harness's own loggers only."""
+    import logging
+
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
     )
@@ -100,7 +135,9 @@ def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> No
 
 async def _worker(args: argparse.Namespace) -> int:
     import asyncio
+    import os
     import signal
+    import socket
 
     from harness.runtime.claude import ClaudeRuntime
     from harness.runtime.nats_link import NatsSettings, require_nats
@@ -114,6 +151,8 @@ async def _worker(args: argparse.Namespace) -> int:
     if args.slots < 1:
         raise HarnessError(f"--slots {args.slots}: at least 1", fix="pass --slots 1 or more")
     settings = NatsSettings(args.nats, args.credentials, args.tls_ca, args.prefix)
+    if args.name is None:
+        args.name = f"{socket.gethostname()}-{os.getpid()}"
     worker = Worker(
         settings,
         ClaudeRuntime(),

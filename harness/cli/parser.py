@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
-from importlib.metadata import entry_points
 from pathlib import Path
 
-from harness.version import DISTRIBUTION, installed_version
+from harness.cli import installed, manifest_command, routines_commands, store_commands
 
 # Entry points in this group are ``register(subparsers, common_parser)`` functions; the
 # parsers they add call ``set_defaults(handler=...)`` with a ``harness.cli.main.CommandHandler``.
@@ -51,9 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="New here? `harness init` writes a config.yaml and roles/ to start from; "
         '`harness run --scripted "plan: a settings page"` then tries it offline.',
     )
-    parser.add_argument(
-        "--version", action="version", version=f"harness {installed_version()} ({DISTRIBUTION})"
-    )
+    parser.add_argument("--version", action="version", version=installed.version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     init = sub.add_parser(
@@ -65,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("dir", nargs="?", type=Path, default=Path("."), help="where (default .)")
     init.add_argument("--force", action="store_true", help="overwrite those files if there")
+    manifest_command.register(sub)
 
     run = sub.add_parser(
         "run",
@@ -103,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show a task's reconstructed context and each dispatch with its result.",
     )
     tasks.add_argument("--json", action="store_true", help=_JSON_HELP)
+    tasks.add_argument("--routine", metavar="NAME", help="only the tasks this routine started")
     show.add_argument("slug", help="the task's slug (see `harness tasks`)")
     show.add_argument("--json", action="store_true", help=_JSON_HELP)
     pr = sub.add_parser(
@@ -110,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="push a task's branch and open (or update) its pull request",
         description="Push the task's branch (harness/<slug>) to its repository's remote with "
-        "the harness's own credentials (the token in the repository's github.tokenEnv, or "
-        "its GitHub App), then open its pull request, or update the open one, titled and "
+        "the harness's own credentials (the token in $GITHUB_TOKEN, or the variable the "
+        "repository's github.tokenEnv names, or its GitHub App), then open its pull "
+        "request, or update the open one, titled and "
         "described from the task's results. Prints the pull request's number and URL, its "
         "branch and who it was opened as. The task's repository needs `github: OWNER/NAME` "
         "in config.yaml. Exits 1 when pushing or GitHub refused, saying the fix; running it "
@@ -207,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--slots", type=int, default=4, help="agents run at once (default 4)")
     worker.add_argument(
         "--name",
-        default=f"{socket.gethostname()}-{os.getpid()}",
+        default=None,  # <host>-<pid>, made by the worker (socket waits for the command)
         help="how the harness names this worker (default: <host>-<pid>)",
     )
     worker.add_argument(
@@ -229,18 +228,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve /healthz, /readyz (NATS connected) and /metrics on this port (default: none)",
     )
     worker.set_defaults(log_level=logging.INFO)
-    sub.add_parser(
+    doctor = sub.add_parser(
         "doctor",
         parents=[common],
-        help="check this machine's setup: config, Slack, model, git, sandbox, NATS, disk",
-        description="Check config.yaml and roles, the Slack tokens and scopes, model access, "
-        "git, the OS sandbox, NATS (runtime: nats) and free disk space: one line each, ✓, ! "
+        help="check this set-up: config, repositories, model, git, sandbox, and what it uses",
+        description="Check config.yaml, its roles and repository paths, model access, git, "
+        "the OS sandbox and free disk space, and what the set-up uses: Slack (tokens, "
+        "scopes, connection mode) when a SLACK_* variable is set or with --slack, GitHub (each "
+        "repository's token, access, the webhook secret for `on: github` routines), the MCP "
+        "HTTP server's tokens, NATS (runtime: nats). One line each: ✓, - (not used here), ! "
         "(a warning) or ✗ with a fix. Exits 1 on any ✗.",
     )
+    doctor.add_argument(
+        "--slack",
+        action="store_true",
+        help="check the Slack set-up even where no SLACK_* variable is set",
+    )
+    routines_commands.register(sub, common)
+    store_commands.register(sub, common)
     # By name: a venv that still holds an older install under another distribution name
     # lists each entry point twice.
-    extensions = {extension.name: extension for extension in entry_points(group=COMMAND_GROUP)}
-    for extension in extensions.values():
+    extensions = dict(installed.entry_points(COMMAND_GROUP))
+    for value in extensions.values():
         # Front ends (the Slack bot) add their own commands; harness never imports them.
-        extension.load()(sub, common)
+        installed.load(value)(sub, common)
     return parser

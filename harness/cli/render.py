@@ -211,6 +211,11 @@ def render_task(task: Task, context: str, audit: Sequence[Mapping[str, Any]] = (
     ]
     if task.thread is not None:
         lines.append(f"Slack thread: {task.thread.channel} / {task.thread.thread_ts}")
+    if (trigger := task.trigger) is not None:  # a routine started it, not a person's message
+        extra = "".join(
+            f", {part}" for part in (trigger.link, trigger.by and f"by {trigger.by}") if part
+        )
+        lines.append(f"Trigger: routine {trigger.routine}, {trigger.why}, at {trigger.at}{extra}")
     if task.dispatches:
         last = task.dispatches[-1]
         branch = task_branch(task)

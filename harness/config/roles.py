@@ -17,7 +17,7 @@ import yaml
 from pydantic import Field
 
 from harness.config.role_env_schema import role_env
-from harness.config.yaml_errors import yaml_syntax_error
+from harness.config.yaml_errors import load_yaml, yaml_syntax_error
 from harness.errors import RoleError
 from harness.permissions.rules import InvalidRuleError, PermissionRule, parse_rule
 from harness.problems import Invalid, NonEmptyStr, describe, did_you_mean, keys_of, problems
@@ -267,7 +267,7 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
     """Parse one role file. ``base_dir`` (the config file's folder) anchors a relative cwd."""
     front, body = _split_front_matter(text, source)
     try:
-        loaded = yaml.safe_load(front) if front.strip() else {}
+        loaded = load_yaml(front) if front.strip() else {}
     except yaml.YAMLError as exc:
         # The front matter starts on the file's second line, below the opening `---`.
         raise yaml_syntax_error(

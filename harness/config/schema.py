@@ -19,12 +19,14 @@ from harness.config.mcp_schema import McpSection
 from harness.config.mcp_server_schema import McpServerSection
 from harness.config.metadata_schema import MetadataEntry
 from harness.config.repository_schema import unknown_repository_error
+from harness.config.routines_schema import RoutineEntry, check_names
 from harness.config.routing_schema import RuleEntry
 from harness.config.runtime_schema import RuntimeSection
 from harness.config.sandbox_schema import SandboxSection
 from harness.config.section import Section
 from harness.config.slack_schema import SlackSection
 from harness.config.spares_schema import Spares, check_spare_counts
+from harness.config.store_schema import StoreSection, check_store
 from harness.config.workspaces_schema import WorkspacesSection
 from harness.problems import Invalid, NonEmptyStr
 
@@ -81,6 +83,7 @@ class ConfigFile(Section):
         "(`sandbox.passEnv` adds to it), so there is nothing to withhold; remove it",
     )
     runtime: RuntimeSection = Field(default_factory=lambda: RuntimeSection.model_validate({}))
+    store: StoreSection = Field(default_factory=lambda: StoreSection.model_validate({}))
     sandbox: SandboxSection = Field(default_factory=lambda: SandboxSection.model_validate({}))
     github: GitHubSection = Field(default_factory=lambda: GitHubSection.model_validate({}))
     spares: Spares | None = Field(
@@ -110,7 +113,39 @@ class ConfigFile(Section):
         default_factory=lambda: McpServerSection.model_validate({}), alias="mcpServer"
     )
 
+    routines: list[RoutineEntry] = Field(
+        [],
+        examples=[[{"name": "nightly", "schedule": "0 2 * * *", "channel": "C0123456789"}]],
+        description="tasks started on a schedule, a GitHub event or an HTTP call",
+    )
+
     _spare_counts = pydantic.field_validator("spares", mode="before")(check_spare_counts)
+    _routine_names = pydantic.field_validator("routines", mode="before")(check_names)
+
+    @pydantic.model_validator(mode="after")
+    def _routines_name_repositories(self) -> Self:
+        known = sorted(self.workspaces.repositories)
+        for index, routine in enumerate(self.routines):
+            name = routine.repository
+            if name is not None and name not in self.workspaces.repositories:
+                instead = "leave `repository` out for the workspace a new task gets by default"
+                error = unknown_repository_error(name, known, instead, at=())
+                error.at = ("routines", index, "repository")
+                raise error
+            on_github = routine.on is not None and routine.on.github is not None
+            if on_github and name and self.workspaces.repositories[name].github is None:
+                raise Invalid(  # its events could never be told apart from others'
+                    f"repository {name!r} has no `github:`, so no GitHub event names it",
+                    fix=f"add `github: OWNER/NAME` to workspaces.repositories.{name}, or leave "
+                    "`repository` out to take the events of every repository",
+                    at=("routines", index, "repository"),
+                )
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _store_has_a_server(self) -> Self:
+        check_store(self.store, self.runtime)
+        return self
 
     @pydantic.model_validator(mode="after")
     def _no_secret_passed(self) -> Self:

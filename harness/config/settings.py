@@ -24,7 +24,9 @@ from harness.config.forge_schema import GitHubSettings, github_settings
 from harness.config.mcp_schema import McpSettings, mcp_settings
 from harness.config.mcp_server_schema import McpServerSettings, mcp_server_settings
 from harness.config.metadata_schema import MetadataField, metadata_fields
+from harness.config.repository_paths import check_repository_paths
 from harness.config.repository_schema import RepositorySettings
+from harness.config.routines_schema import Routine, routine_settings
 from harness.config.routing_schema import RoutingRule, routing_rules
 from harness.config.runtime_schema import RuntimeSettings, runtime_settings
 from harness.config.sandbox_schema import SandboxSettings, sandbox_settings
@@ -37,8 +39,9 @@ from harness.config.spares_schema import (
     role_counts,
     spare_limit,
 )
+from harness.config.store_schema import StoreSettings, store_settings
 from harness.config.workspaces_schema import WorkspaceSettings, workspace_settings
-from harness.config.yaml_errors import yaml_syntax_error
+from harness.config.yaml_errors import load_yaml, yaml_syntax_error
 from harness.errors import ConfigError
 from harness.problems import describe, keys_of, problems
 
@@ -54,6 +57,7 @@ __all__ = [
     "RuntimeSettings",
     "SandboxSettings",
     "SlackSettings",
+    "StoreSettings",
     "WorkspaceSettings",
     "load_config",
     "parse_config",
@@ -82,6 +86,8 @@ class Config:
     slack: SlackSettings = field(default_factory=SlackSettings)
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    # Where tasks are kept: the tasks folder, or JetStream on a NATS server.
+    store: StoreSettings = field(default_factory=StoreSettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
     # Agents started ahead per role (spares), in the workspace a new task gets by default
@@ -114,6 +120,8 @@ class Config:
 
     # Who may reach `harness mcp --transport http`: bearer tokens, each a Slack user's.
     mcp_server: McpServerSettings = field(default_factory=McpServerSettings)
+    # Tasks started by a schedule, a GitHub event or an HTTP call (``routines_schema``).
+    routines: tuple[Routine, ...] = ()
 
 
 def _settings(file: Path, raw: ConfigFile) -> Config:
@@ -136,6 +144,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         slack=slack_settings(raw.slack),
         workspaces=workspace_settings(base_dir, raw.workspaces, raw.github),
         runtime=runtime_settings(base_dir, raw.runtime),
+        store=store_settings(base_dir, raw.store, raw.runtime),
         sandbox=sandbox_settings(base_dir, raw.sandbox),
         spares=role_counts(raw.spares),
         follow_up_spares=raw.follow_up_spares,
@@ -143,6 +152,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         spares_max_memory_mb=spare_limit(raw.spares, "maxMemoryMb", DEFAULT_MAX_MEMORY_MB),
         github=github_settings(raw.github),
         mcp_server=mcp_server_settings(raw.mcp_server),
+        routines=routine_settings(raw.routines),
     )
 
 
@@ -199,7 +209,7 @@ def load_config(path: Path) -> Config:
             fix="make it a readable UTF-8 text file",
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise yaml_syntax_error(
             ConfigError,
@@ -218,6 +228,7 @@ def load_config(path: Path) -> Config:
             fix=f"write `key: value` lines with keys from: {', '.join(keys_of(ConfigFile))}",
         )
     config = parse_config(data, file=path)
+    check_repository_paths(config.file, config.workspaces.repositories)
     if config.tasks_dir.is_file():
         # The store creates the folder on first use; a file there would fail only then.
         raise ConfigError(

@@ -1,14 +1,51 @@
-"""A YAML syntax error said as one line, for config.yaml and a role's front matter alike."""
+"""Reading the YAML a user edits (config.yaml, a role's front matter): a key written twice in
+one mapping is refused, since PyYAML would keep the last silently (a second ``maxTurns:``
+further down would change a cap unseen); and a syntax error is said as one line."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Hashable
+from typing import Any, TypeVar
 
 import yaml
+import yaml.constructor
+import yaml.nodes
 
 from harness.errors import FileFieldError
 
 _E = TypeVar("_E", bound=FileFieldError)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names one key twice; the marks are the first and the second."""
+
+    def __init__(self, key: object, first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__("while constructing a mapping", first, f"duplicate key {key!r}", second)
+        self.key = key
+
+
+# PyYAML's own parser, as `yaml.safe_load` uses (libyaml's words its errors differently).
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key written twice in one mapping (merge keys aside)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Hashable, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.nodes.ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node)
+            if not isinstance(key, Hashable):
+                continue
+            if key in seen:
+                raise DuplicateKeyError(key, seen[key], key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that raises DuplicateKeyError on a key written twice in a mapping."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def yaml_syntax_error(
@@ -16,7 +53,22 @@ def yaml_syntax_error(
 ) -> _E:
     """A YAML syntax error as one line, ``file:line:column: problem``, not PyYAML's multi-line
     text about ``<unicode string>``. ``first_line`` is the file's line the parsed text starts at
-    (a role's front matter starts below its `---`)."""
+    (a role's front matter starts below its `---`). A duplicate key names the key and both
+    lines, with its own fix."""
+    if isinstance(exc, DuplicateKeyError):
+        first = exc.context_mark.line + first_line if exc.context_mark else 0
+        second = exc.problem_mark.line + first_line if exc.problem_mark else 0
+        column = exc.problem_mark.column + 1 if exc.problem_mark else 1
+        problem = f"duplicate key `{exc.key}` on lines {first} and {second}"
+        error = kind(
+            file,
+            field,
+            problem,
+            fix=f"keep one `{exc.key}:` (YAML would silently use the last one, line {second})",
+        )
+        error.message = f"{file}:{second}:{column}: {problem}"
+        error.args = (error.message,)
+        return error
     problem = "YAML syntax error"
     where = file
     if isinstance(exc, yaml.MarkedYAMLError):

@@ -20,6 +20,7 @@ import gidgethub
 from harness.clock import SYSTEM, Clock
 from harness.config.forge_schema import GitHubAppSettings, GitHubRepository
 from harness.errors import ForgeError
+from harness.forge.reviews import PullDetail, PullFile
 from harness.retry import Backoff, retrying
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ SHORT_WAIT_SECONDS = 10.0
 # Only a rate limit is tried again, after the wait it asks for: no wait of the harness's own.
 _NO_BACKOFF = Backoff(first=0.0, cap=0.0)
 LOG_TAIL_CHARS = 12_000
+DIFF_MEDIA_TYPE = "application/vnd.github.v3.diff"
+# GitHub lists at most 3,000 files of a pull request, 100 a page.
+_FILE_PAGES = 30
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,89 @@ class GitHubRepo:
             f"commenting on pull request #{number}",
             lambda: self._api.post(f"{self._path}/issues/{number}/comments", data={"body": body}),
         )
+
+    async def pull_detail(self, number: int) -> PullDetail:
+        """Pull request ``number`` with its head and base; ForgeError "not-found" when this
+        identity sees no such pull request."""
+        doing = f"reading pull request #{number}"
+        try:
+            data = await self._call(
+                doing, lambda: self._api.getitem(f"{self._path}/pulls/{number}")
+            )
+        except ForgeError as exc:
+            if exc.failure != "not-found":
+                raise
+            raise ForgeError(
+                "not-found",
+                f"{self.repo.full_name} has no pull request #{number} that the harness's "
+                "GitHub identity can see",
+                fix="check the pull request's address, and that the bot's token (or App) can "
+                "read the repository",
+                status=exc.status,
+            ) from exc
+        head, base = data.get("head") or {}, data.get("base") or {}
+        return PullDetail(
+            number=int(data["number"]),
+            url=str(data.get("html_url", "")),
+            title=str(data.get("title") or ""),
+            body=str(data.get("body") or ""),
+            state=str(data.get("state", "open")),
+            head_sha=str(head.get("sha", "")),
+            head_ref=str(head.get("ref", "")),
+            head_repo=str((head.get("repo") or {}).get("full_name", "")),
+            base_ref=str(base.get("ref", "")),
+            base_sha=str(base.get("sha", "")),
+            author=str((data.get("user") or {}).get("login", "")),
+        )
+
+    async def pull_files(self, number: int) -> list[PullFile]:
+        """The files of pull request ``number``'s diff, with their patches."""
+        files: list[PullFile] = []
+        for page in range(1, _FILE_PAGES + 1):
+            url = f"{self._path}/pulls/{number}/files?per_page=100&page={page}"
+
+            async def listed(url: str = url) -> Any:
+                return await self._api.getitem(url)
+
+            data = await self._call(f"reading the files of pull request #{number}", listed)
+            items = data if isinstance(data, list) else []
+            files += [
+                PullFile(str(item.get("filename", "")), str(item.get("status", "")),
+                         item.get("patch") if isinstance(item.get("patch"), str) else None)
+                for item in items if isinstance(item, dict)
+            ]  # fmt: skip
+            if len(items) < 100:
+                break
+        return files
+
+    async def pull_diff(self, number: int) -> str:
+        """Pull request ``number``'s diff, as text."""
+        data = await self._call(
+            f"reading the diff of pull request #{number}",
+            lambda: self._api.getitem(f"{self._path}/pulls/{number}", accept=DIFF_MEDIA_TYPE),
+        )
+        return data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+
+    async def review_urls(self, number: int) -> list[tuple[str, str]]:
+        """The reviews of pull request ``number``: (body, address) of each, oldest first."""
+        data = await self._call(
+            f"reading the reviews of pull request #{number}",
+            lambda: self._api.getitem(f"{self._path}/pulls/{number}/reviews?per_page=100"),
+        )
+        items = data if isinstance(data, list) else []
+        return [(str(r.get("body") or ""), str(r.get("html_url") or "")) for r in items]
+
+    async def post_review(
+        self, number: int, *, commit: str, body: str, comments: list[dict[str, Any]]
+    ) -> str:
+        """Posts one review (a comment, neither approving nor blocking) on the pull request
+        at ``commit``; its address."""
+        data = {"commit_id": commit, "body": body, "event": "COMMENT", "comments": comments}
+        made = await self._call(
+            f"posting a review on pull request #{number}",
+            lambda: self._api.post(f"{self._path}/pulls/{number}/reviews", data=data),
+        )
+        return str(made.get("html_url") or "")
 
     async def check_runs(self, sha: str) -> list[CheckRun]:
         data = await self._call(

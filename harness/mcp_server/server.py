@@ -88,7 +88,7 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
                 f"no harness tool {params.name!r}",
                 f"the tools are: {', '.join(TOOLS)}",
             )
-            return _result(error.to_json(), True)
+            return tool_result(error.to_json(), True)
         step = 0
 
         async def report(line: str) -> None:
@@ -100,7 +100,7 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
                 logger.debug("progress not sent: %s", exc)
 
         payload, failed = await service.call(tool, params.arguments or {}, person(ctx), report)
-        return _result(payload, failed)
+        return tool_result(payload, failed)
 
     async def on_list_resource_templates(
         ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
@@ -180,7 +180,7 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
     )
 
 
-def _result(payload: Mapping[str, Any], failed: bool) -> mt.CallToolResult:
+def tool_result(payload: Mapping[str, Any], failed: bool) -> mt.CallToolResult:
     text = json.dumps(payload, ensure_ascii=False)
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=failed)
 

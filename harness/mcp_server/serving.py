@@ -22,8 +22,12 @@ from harness.errors import HarnessError
 from harness.mcp_server.announce import load_announcer
 from harness.mcp_server.server import bind, build_server, endpoint_url, http_app, serve_http
 from harness.mcp_server.service import McpService
+from harness.mcp_server.unready import unready_server
 from harness.opening import open_harness
 from harness.project import Project
+
+# The exit code of a stdio server whose harness could not open, once its client leaves.
+EXIT_NOT_READY = 2
 
 
 async def serve(project: Project, args: argparse.Namespace) -> int:
@@ -44,7 +48,12 @@ async def serve(project: Project, args: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as stack:
         # Where its agents run is checked and connected now: what is missing is said at once.
         opening = open_harness(project, purpose="run", scripted=args.scripted)
-        harness = await stack.enter_async_context(opening)
+        try:
+            harness = await stack.enter_async_context(opening)
+        except HarnessError as exc:
+            if sock is not None:  # a service: its operator reads the error at start
+                raise
+            return await _serve_unready(exc)
         service = McpService(harness.orchestrator, load_announcer(os.environ))
         stack.push_async_callback(service.close)
         await service.start()
@@ -60,6 +69,18 @@ async def serve(project: Project, args: argparse.Namespace) -> int:
             await serve_http(app, sock)
         print("harness mcp: stopping", file=sys.stderr, flush=True)
     return 0
+
+
+async def _serve_unready(exc: HarnessError) -> int:
+    """Over stdio, a harness that cannot open still answers its client: each tool call says
+    why and the fix (a client shows only "connection closed" of a server that exits)."""
+    print(f"harness mcp: {exc}", file=sys.stderr, flush=True)
+    print("harness mcp: serving over stdio, every tool answering why it cannot run",
+          file=sys.stderr, flush=True)  # fmt: skip
+    server = unready_server(exc)
+    async with stdio_server() as (read, write):
+        await _until_signal(server.run(read, write, server.create_initialization_options()))
+    return EXIT_NOT_READY
 
 
 async def _until_signal(serving: Coroutine[Any, Any, None]) -> None:

@@ -6,11 +6,13 @@
   queue, or its outcome is stored (it ended anyway);
 - runs recorded interrupted while their worker may still run them (judged lost, or not found
   by a restarted harness): a worker that was only cut off stores the outcome when its link
-  comes back, and the listeners get it then, once (the orchestrator puts it in place of the
-  interruption).
+  comes back, and the listeners get it then (the orchestrator puts it in place of the
+  interruption). The run is forgotten only once every listener returned (what it owes for
+  the outcome is kept by then): a stop before that leaves it to the next start, which tells
+  it again, so listeners take a repeat as one.
 
 Both are kept as long as JetStream keeps a run's events, at most. Once ``resume`` names a
-folder, each is also kept there (``harness/runtime/spool.py``) until it is done, so a harness
+folder, each is also kept there (``harness/spool.py``) until it is done, so a harness
 stopped meanwhile, however it stopped, leaves it to the next start: ``resume`` takes up what a
 run no longer alive left, and leaves alone what a live harness process keeps.
 """
@@ -31,7 +33,7 @@ from harness.errors import HarnessError
 from harness.retry import Backoff
 from harness.runtime.nats_link import EVENTS_MAX_AGE_SECONDS, NatsLink, nats_errors
 from harness.runtime.spec import RunOutcome
-from harness.runtime.spool import Spool
+from harness.spool import Spool
 
 logger = logging.getLogger(__name__)
 
@@ -279,20 +281,24 @@ class Aftercare:
                 if outcome is not None:
                     logger.warning("agent %s, recorded interrupted, %s after all", agent_id,
                                    outcome.status)  # fmt: skip
-                    for listener in self._listeners:
-                        await self._tell(listener, owed.task_slug, agent_id, outcome)
-                    await self._done(owed)
+                    told = [await self._tell(listener, owed.task_slug, agent_id, outcome)
+                            for listener in self._listeners]  # fmt: skip
+                    if all(told):  # else kept: the next start tells it again
+                        await self._done(owed)
                     return
         finally:
             self._late.pop(agent_id, None)
 
     async def _tell(
         self, listener: LateListener, task_slug: str, agent_id: str, outcome: RunOutcome
-    ) -> None:
+    ) -> bool:
+        """Whether ``listener`` took the outcome (it returns once what it owes is kept)."""
         try:
             await listener(task_slug, agent_id, outcome)
         except Exception:  # top of a background task: one listener's failure is logged
             logger.exception("a late outcome's listener failed for agent %s", agent_id)
+            return False
+        return True
 
     def _wall(self) -> float:
         return self._clock.now().timestamp()

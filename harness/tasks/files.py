@@ -54,6 +54,7 @@ from harness.tasks.model import (
     Task,
     TaskSummary,
     ThreadRef,
+    Trigger,
 )
 from harness.tasks.repair import salvage, set_aside
 from harness.tasks.task_json import write_task_file
@@ -86,8 +87,11 @@ class FileTaskStore:
         thread: ThreadRef | None = None,
         repository: str | None = None,
         requester: str | None = None,
+        trigger: Trigger | None = None,
     ) -> Task:
-        return await asyncio.to_thread(self._create, description, thread, repository, requester)
+        return await asyncio.to_thread(
+            self._create, description, thread, repository, requester, trigger
+        )
 
     async def get(self, slug: str) -> Task:
         validate_slug(slug)
@@ -240,6 +244,7 @@ class FileTaskStore:
         thread: ThreadRef | None,
         repository: str | None,
         requester: str | None,
+        trigger: Trigger | None = None,
     ) -> Task:
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
         taken: set[str] = set()
@@ -259,6 +264,7 @@ class FileTaskStore:
             thread=thread,
             repository=repository,
             requester=requester,
+            trigger=trigger,
         )
         with self._locked(slug):
             self._commit(task)

@@ -247,10 +247,37 @@ class Ledger:
     ) -> int:
         """Store an entry, due now; with ``settles``, that agent's watch ends in the same
         transaction, and with ``handles`` that request is handled. The entry's id."""
+        entry_id = await self.owe_once(None, lane, data, settles=settles, handles=handles)
+        assert entry_id is not None
+        return entry_id
 
-        def insert(db: sqlite3.Connection) -> int:
+    async def owe_once(
+        self,
+        claim: str | None,
+        lane: str,
+        data: JSON,
+        *,
+        settles: str | None = None,
+        handles: str | None = None,
+        drops: Sequence[int] = (),
+    ) -> int | None:
+        """``owe``, claiming ``claim`` in the same transaction: None (nothing stored) when
+        it was claimed before, so a stop can never leave it claimed and not owed. The
+        pending entries ``drops`` go in that step too, whichever way (it takes their place)."""
+
+        def insert(db: sqlite3.Connection) -> int | None:
             now = self._now()
             with db:
+                db.executemany("DELETE FROM outbox WHERE id = ? AND state = 'pending'",
+                               [(entry_id,) for entry_id in drops])  # fmt: skip
+                if (
+                    claim is not None
+                    and db.execute(
+                        "INSERT OR IGNORE INTO seen (key, at) VALUES (?, ?)", (claim, now)
+                    ).rowcount
+                    != 1
+                ):
+                    return None
                 cursor = db.execute(
                     "INSERT INTO outbox (lane, data, due, created) VALUES (?, ?, ?, ?)",
                     (lane, _dump(data), now, now),

@@ -99,6 +99,18 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Trigger:
+    """What started a task other than a person's message: a routine's firing."""
+
+    routine: str
+    kind: str  # schedule, github, http or run (`harness routines run`)
+    at: str  # when it fired (a schedule's slot)
+    why: str  # in words: "schedule `0 2 * * 1-5` (Europe/Paris)", the GitHub event...
+    link: str | None = None  # the GitHub event's page
+    by: str | None = None  # who called it
+
+
+@dataclass(frozen=True)
 class Feedback:
     """A person's verdict on an agent's result (the feedback buttons under it)."""
 
@@ -197,6 +209,8 @@ class Task:
     allowed: tuple[str, ...] = field(default=(), kw_only=True)
     # The pull request the task's branch was pushed to, once one was opened.
     pull_request: PullRequest | None = field(default=None, kw_only=True)
+    # What started it when no person's message did (a routine); None for a person's request.
+    trigger: Trigger | None = field(default=None, kw_only=True)
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
 

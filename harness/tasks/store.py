@@ -47,6 +47,7 @@ from harness.tasks.model import (
     Task,
     TaskSummary,
     ThreadRef,
+    Trigger,
 )
 from harness.tasks.run_lock import RUN_ID_BYTES
 
@@ -77,8 +78,10 @@ class TaskStore(Protocol):
         thread: ThreadRef | None = None,
         repository: str | None = None,
         requester: str | None = None,
+        trigger: Trigger | None = None,
     ) -> Task:
-        """A new task with a readable slug made unique from the description."""
+        """A new task with a readable slug made unique from the description; ``trigger``:
+        the routine's firing that started it, if one did."""
         ...
 
     async def get(self, slug: str) -> Task:
@@ -249,6 +252,7 @@ class MemoryTaskStore:
         thread: ThreadRef | None = None,
         repository: str | None = None,
         requester: str | None = None,
+        trigger: Trigger | None = None,
     ) -> Task:
         with self._lock:
             slug = make_slug(description, self._tasks)
@@ -259,6 +263,7 @@ class MemoryTaskStore:
                 thread=thread,
                 repository=repository,
                 requester=requester,
+                trigger=trigger,
             )
             return self._put(task)
 

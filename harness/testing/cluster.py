@@ -22,6 +22,7 @@ async def local_cluster(
     env: Mapping[str, str],
     *,
     workers: Sequence[str] = ("worker-a", "worker-b"),
+    slots: int = SLOTS,
     say: Callable[[str], None] = lambda _line: None,
 ) -> AsyncIterator[RuntimeSettings]:
     """NATS keeping its data in ``folder``, and ``workers`` (each with ``env``, its workspaces
@@ -29,12 +30,12 @@ async def local_cluster(
     each step, in words."""
     async with NatsServer(folder / "nats") as nats:
         say(f"NATS with JetStream at {nats.url}")
-        started = await start_workers(workers, nats.url, env, workspaces, slots=SLOTS)
+        started = await start_workers(workers, nats.url, env, workspaces, slots=slots)
         # Their logs are not shown; read so that they never block on a full pipe.
         logs = [asyncio.ensure_future(_drained(worker)) for worker in started.values()]
         try:
             for name in workers:
-                say(f"{name} ready (harness worker, {SLOTS} slots, workspaces in "
+                say(f"{name} ready (harness worker, {slots} slot(s), workspaces in "
                     f"{workspaces / name})")  # fmt: skip
             yield RuntimeSettings(kind="nats", url=nats.url)
         finally:

@@ -53,6 +53,7 @@ from harness.testing.fake_github_model import (
     parse_body,
     reason,
 )
+from harness.testing.fake_github_reviews import add_review_routes
 from harness.testing.fake_github_routes import add_api_routes
 
 __all__ = ["CheckRun", "FakeGitHub", "Hold", "PullRequest", "RecordedRequest"]
@@ -105,6 +106,7 @@ class FakeGitHub:
         self.issue_comments: dict[tuple[str, int], list[JSON]] = {}
         self.check_runs: dict[tuple[str, str], list[StoredRun]] = {}
         self.job_logs: dict[int, tuple[str, str]] = {}  # job id -> (URL secret, log text)
+        self.reviews: dict[tuple[str, int], list[JSON]] = {}  # (repo, number) -> reviews
         self._ids = itertools.count(1)
         self._stable_ids: dict[str, int] = {}
         self._requests: list[RecordedRequest] = []
@@ -125,6 +127,7 @@ class FakeGitHub:
         app = web.Application(middlewares=[self._middleware])
         add_auth_routes(app, self.credentials, self._prefix, lambda: self.web_url)
         add_api_routes(app, self, self._prefix)
+        add_review_routes(app, self, self._prefix)
         app.router.add_get("/_fake/logs/{job:\\d+}/{secret}", self._serve_log)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()

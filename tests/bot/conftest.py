@@ -213,13 +213,18 @@ def free_port() -> int:
 SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
 
-def bot_env(model: ScriptedModel, slack: SlackEmulator) -> dict[str, str]:
-    """The environment of a ``harness bot`` process on ``slack`` and ``model``: this one's,
-    without its own Slack variables or model key."""
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without its own Slack variables or model key, and
+    ``extra``: what a ``harness`` process started by a test gets."""
     env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
     env.pop("ANTHROPIC_API_KEY", None)
+    return {**env, **extra}
+
+
+def bot_env(model: ScriptedModel, slack: SlackEmulator) -> dict[str, str]:
+    """The environment of a ``harness bot`` process on ``slack`` and ``model``."""
     return {
-        **env,
+        **clean_env(),
         **model.env(),
         "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_SIGNING_SECRET": SECRET,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,24 +19,23 @@ from bot.server import BotServer, describe
 from bot.testing.slack_emulator import SlackEmulator
 from harness.project import load_project
 from harness.testing.processes import claude_children
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
-from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, bot_process, message_text
+from harness.testing.scripted_model import ModelRequest, Turn, demo_script
+from tests.bot.conftest import (
+    BOT_TOKEN,
+    WAIT,
+    bot_outside,
+    bot_process,
+    clean_env,
+    message_text,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
-
-SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
 
 def script(request: ModelRequest) -> Turn:
     if "fix it slowly" in request.first_user_text:
         return Turn(text="working on it", stall_seconds=120)
     return demo_script(request)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SLACK_VARS}
-    env.pop("ANTHROPIC_API_KEY", None)
-    return {**env, **extra}
 
 
 def start_bot(project_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -70,56 +68,47 @@ async def test_harness_bot_in_http_mode_plans_in_the_dm_thread_and_stops_cleanly
     project_dir: Path,
 ) -> None:
     async with (
-        ScriptedModel(script) as model,
-        SlackEmulator(signing_secret=SECRET, bot_token=BOT_TOKEN) as slack,
+        bot_outside(script) as (model, slack, env),
+        bot_process(project_dir / "config.yaml", slack, env) as bot,
     ):
-        env = clean_env(
-            **model.env(),
-            SLACK_BOT_TOKEN=BOT_TOKEN,
-            SLACK_SIGNING_SECRET=SECRET,
-            SLACK_API_URL=slack.api_url,
+        sent = await slack.user_message("U1", "D1", "plan: a settings page")
+        ts = sent.event["ts"]
+        assert sent.status == 200
+        assert await slack.wait_for(lambda: final_reaction(slack, "D1", ts), 90) == (
+            "white_check_mark"
         )
-        async with bot_process(project_dir / "config.yaml", slack, env) as bot:
-            sent = await slack.user_message("U1", "D1", "plan: a settings page")
-            ts = sent.event["ts"]
-            assert sent.status == 200
-            assert await slack.wait_for(lambda: final_reaction(slack, "D1", ts), 90) == (
-                "white_check_mark"
-            )
-            shown = [message_text(m) for m in slack.thread("D1", ts) if m.get("bot_id")]
-            assert "*developer* finished" in "\n".join(shown)
-            # The analyst's reply streamed from the start, so its result closes the message
-            # above the developer's.
-            [analyst] = [text for text in shown if "*product-analyst* finished" in text]
-            assert "drafted developer a" in analyst and "which reported: Done:" in analyst
+        shown = [message_text(m) for m in slack.thread("D1", ts) if m.get("bot_id")]
+        assert "*developer* finished" in "\n".join(shown)
+        # The analyst's reply streamed from the start, so its result closes the message
+        # above the developer's.
+        [analyst] = [text for text in shown if "*product-analyst* finished" in text]
+        assert "drafted developer a" in analyst and "which reported: Done:" in analyst
 
-            retry = await slack.deliver_event(sent.event, retry_of=sent)
-            assert retry.status == 200
+        retry = await slack.deliver_event(sent.event, retry_of=sent)
+        assert retry.status == 200
 
-            # A slow request: to prove the retry started nothing, and to stop mid-run.
-            slow = await slack.user_message("U1", "D1", "fix it slowly")
-            await model.wait_for_request(
-                lambda r: "fix it slowly" in r.first_user_text, timeout=WAIT
-            )
-            children = claude_children(bot.pid)
-            assert children
-            tasks_dir = project_dir / ".agents" / "tasks"
-            tasks = [json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json")]
-            assert sorted(len(t["dispatches"]) for t in tasks) == [1, 2]  # one run per message
+        # A slow request: to prove the retry started nothing, and to stop mid-run.
+        slow = await slack.user_message("U1", "D1", "fix it slowly")
+        await model.wait_for_request(lambda r: "fix it slowly" in r.first_user_text, timeout=WAIT)
+        children = claude_children(bot.pid)
+        assert children
+        tasks_dir = project_dir / ".agents" / "tasks"
+        tasks = [json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json")]
+        assert sorted(len(t["dispatches"]) for t in tasks) == [1, 2]  # one run per message
 
-            bot.send_signal(signal.SIGTERM)
-            _, errors = await asyncio.wait_for(bot.communicate(), WAIT)
-            assert bot.returncode == 0, errors.decode()
-            assert not [pid for pid in children if alive(pid)]
-            slow_task = next(
-                t
-                for t in (json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json"))
-                if t["description"] == "fix it slowly"
-            )
-            assert [d["status"] for d in slow_task["dispatches"]] == ["interrupted"]
-            stopped = [message_text(m) for m in slack.thread("D1", slow.event["ts"])]
-            assert any("*developer* was interrupted" in text for text in stopped)
-            assert final_reaction(slack, "D1", slow.event["ts"]) == "x"
+        bot.send_signal(signal.SIGTERM)
+        _, errors = await asyncio.wait_for(bot.communicate(), WAIT)
+        assert bot.returncode == 0, errors.decode()
+        assert not [pid for pid in children if alive(pid)]
+        slow_task = next(
+            t
+            for t in (json.loads(p.read_text()) for p in tasks_dir.glob("*/task.json"))
+            if t["description"] == "fix it slowly"
+        )
+        assert [d["status"] for d in slow_task["dispatches"]] == ["interrupted"]
+        stopped = [message_text(m) for m in slack.thread("D1", slow.event["ts"])]
+        assert any("*developer* was interrupted" in text for text in stopped)
+        assert final_reaction(slack, "D1", slow.event["ts"]) == "x"
 
 
 def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:

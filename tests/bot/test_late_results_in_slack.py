@@ -66,3 +66,45 @@ async def test_a_late_result_leaves_no_run_again_button_for_the_agent_that_finis
     assert "white_check_mark" in reactions and "x" not in reactions
     assert not [m for m in shown if "was interrupted" in message_text(m)]
     assert len([m for m in shown if "Done: fix it remotely" in message_text(m)]) == 1
+
+
+async def test_a_late_result_takes_the_place_of_an_interruption_notice_slack_had_not_taken(
+    rig: RigFactory, tmp_path: Path
+) -> None:
+    release = asyncio.Event()
+
+    async def held(request: ModelRequest) -> Turn:
+        await release.wait()
+        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+
+    def tried(needle: str) -> list[object]:
+        return [c for c in r.slack.calls() if needle in str(c.params)]
+
+    async with cut_off_rig(rig, tmp_path, held) as cut:
+        r, model, proxy = cut.rig, cut.model, cut.proxy
+        ts = (await r.say("fix it remotely")).event["ts"]
+        await model.wait_for_request(timeout=WAIT)  # at work on the worker
+        await r.slack.wait_for(lambda: r.bot_messages("D1", ts) or None, WAIT)  # its status
+        # Slack refuses every edit from now on: the interruption notice stays in the outbox.
+        r.slack.faults.fail_next("chat.update", times=100_000, status=500)
+        await proxy.cut()
+        await r.slack.wait_for(lambda: tried("was interrupted") or None, WAIT)
+        release.set()  # the CLI finishes while its worker cannot say so
+        await proxy.restore()
+        await r.slack.wait_for(lambda: tried("finished after all") or None, WAIT)
+        r.slack.faults.clear()
+        await r.slack.wait_for(
+            lambda: "white_check_mark" in r.slack.reactions("D1", ts) or None, WAIT
+        )
+        await r.bot.outbox.settled(WAIT)
+        shown = r.bot_messages("D1", ts)
+        reactions = r.slack.reactions("D1", ts)
+        applied = [c for c in r.slack.calls() if c.status == 200 and c.response.get("ok")]
+
+    # The notice never reached the thread: no ⏸️, no *Run again*, no ❌ at any moment.
+    assert not [c for c in applied if RERUN_ACTION in str(c.params)]
+    assert not [c for c in applied if "was interrupted" in str(c.params)]
+    assert "x" not in reactions and "white_check_mark" in reactions
+    assert rerun_buttons(shown) == []
+    assert len([m for m in shown if "Done: fix it remotely" in message_text(m)]) == 1
+    assert len([m for m in shown if "finished after all" in message_text(m)]) == 1

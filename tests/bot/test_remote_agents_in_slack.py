@@ -1,8 +1,8 @@
 """A Slack thread whose agent runs on a ``harness worker``: the real Bolt app on the emulator,
-a real nats-server with JetStream, two worker processes running the real Claude Code CLI
-against the scripted model. The thread works as with a local agent: the agent's question and
-its command approval are answered in the thread, ``/harness list`` names the worker, and
-``/harness kill`` stops the CLI on the worker."""
+a real nats-server with JetStream, one worker process (one agent a test) running the real
+Claude Code CLI against the scripted model. The thread works as with a local agent: the
+agent's question and its command approval are answered in the thread, ``/harness list``
+names the worker, and ``/harness kill`` stops the CLI on the worker."""
 
 from __future__ import annotations
 
@@ -41,13 +41,13 @@ RemoteRig = Callable[[Script], contextlib.AbstractAsyncContextManager[Remote]]
 
 @pytest.fixture
 def remote_rig(rig: RigFactory, tmp_path: Path) -> RemoteRig:
-    """``async with remote_rig(script) as remote:`` the bot, its agents on two workers."""
+    """``async with remote_rig(script) as remote:`` the bot, its agents on a worker."""
 
     @contextlib.asynccontextmanager
     async def start(script: Script) -> AsyncIterator[Remote]:
         async with NatsServer(tmp_path / "nats") as nats, ScriptedModel(script) as model:
             env = worker_env(model.env())
-            workers = await start_workers(("worker-a", "worker-b"), nats.url, env, tmp_path)
+            workers = await start_workers(("worker-a",), nats.url, env, tmp_path)
             try:
                 runtime = NatsHosting(NatsSettings(nats.url), lost_after=3.0)
                 async with rig(runtime=runtime) as r:

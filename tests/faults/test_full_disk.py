@@ -245,3 +245,36 @@ async def test_a_bot_restarted_on_a_full_task_store_starts_tells_each_thread_onc
     assert len(done_quick) == 1, bot_texts(slack, "D2", quick)
     assert len(notices) == 1
     assert "Traceback" not in logs, logs
+
+
+async def test_a_request_the_full_disk_kept_out_is_handled_once_after_the_bot_was_killed(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    script = HeldUntilReleased()
+    script.release.set()
+    config = project_dir / "config.yaml"
+    async with (
+        bot_outside(script) as (_model, slack, env),
+        tmpfs_volume(project_dir / ".agents" / "tasks") as volume,
+    ):
+        env = {**env, "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+        (tmp_path / "runtime").mkdir(mode=0o700)
+        async with bot_on(volume, config, slack, env) as first:
+            await volume.fill()
+            await until_ready(first, ready=False)
+            asked = (await slack.user_message("U1", "D2", "a quick job")).event["ts"]
+            await slack.wait_for(lambda: saying(slack, "D2", asked, NOT_RECORDED), WAIT)
+            first.process.send_signal(signal.SIGKILL)  # before the disk frees
+            await asyncio.wait_for(first.process.wait(), WAIT)
+
+        await volume.free()
+        async with bot_on(volume, config, slack, env) as second:
+            await slack.wait_for(lambda: "white_check_mark" in slack.reactions("D2", asked), WAIT)
+            done = saying(slack, "D2", asked, "Done: a quick job")
+            notices = saying(slack, "D2", asked, NOT_RECORDED)
+        logs = "".join(first.log + second.log)
+
+    assert len(done) == 1, bot_texts(slack, "D2", asked)
+    assert len(notices) == 1 and "please send it again" not in notices[0]
+    assert list((tmp_path / "runtime").rglob("*.json")) == []  # its kept copy is gone
+    assert "Traceback" not in logs, logs

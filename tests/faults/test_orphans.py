@@ -207,9 +207,11 @@ def test_a_sigkill_of_the_harness_takes_its_claude_child_along(
 def test_a_launcher_removed_while_the_harness_runs_is_written_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A cache cleaner (or another home) removes it: the next agent's start must not fail with
-    # "Claude Code not found" for the rest of the harness's life.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # A cleaner removes it: the next agent's start must not fail with "Claude Code not
+    # found" for the rest of the harness's life. A virtualenv of this test's own: the
+    # launcher goes in the environment the harness runs from.
+    (tmp_path / "venv").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
     forget_launcher()
     first = guarded_cli()
     assert first is not None and os.access(first, os.X_OK)
@@ -218,4 +220,5 @@ def test_a_launcher_removed_while_the_harness_runs_is_written_again(
     again = guarded_cli()
 
     assert again == first and os.access(again, os.X_OK)
-    forget_launcher()  # not this test's cache folder for the tests after
+    assert Path(first).parent == tmp_path / "venv" / "var" / "harness"
+    forget_launcher()  # not this test's folder for the tests after

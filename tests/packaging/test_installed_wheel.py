@@ -143,6 +143,15 @@ def test_the_doctor_finds_the_slack_manifest_s_scopes_in_the_wheel(installed: In
     assert shown.stdout.splitlines() == manifest["oauth_config"]["scopes"]["bot"]
 
 
+def test_harness_manifest_prints_the_slack_app_manifest_outside_a_checkout(
+    installed: Installed,
+) -> None:
+    shown = installed.run(installed.home, "harness", "manifest")
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == (REPO / "manifest.yml").read_text("utf-8")
+
+
 def test_version_and_bare_harness_work_anywhere(installed: Installed) -> None:
     shown = installed.run(installed.home, "harness", "--version")
     assert shown.returncode == 0, shown.stderr

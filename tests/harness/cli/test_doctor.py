@@ -4,6 +4,7 @@ NATS port, the rendering with literals, and the command end to end."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from aiohttp import web
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.cli import doctor
-from harness.cli.doctor import Check, render
+from harness.cli.doctor_check import Check, exit_code, render
 from harness.cli.scaffold import DEFAULTS
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
@@ -74,8 +75,8 @@ def test_render_marks_each_line_and_puts_the_fix_under_failures_and_warnings() -
 
 
 def test_exit_code_is_1_on_a_failure_only() -> None:
-    assert doctor.exit_code([Check("a", "ok", ""), Check("b", "warn", "")]) == 0
-    assert doctor.exit_code([Check("a", "ok", ""), Check("b", "fail", "", "x")]) == 1
+    assert exit_code([Check("a", "ok", ""), Check("b", "warn", "")]) == 0
+    assert exit_code([Check("a", "ok", ""), Check("b", "fail", "", "x")]) == 1
 
 
 def test_scopes_missing_from_the_token_are_listed() -> None:
@@ -166,7 +167,7 @@ async def test_a_good_setup_passes_every_check(
     assert "developer" in named["config"].detail
     assert "bot user @" in named["Slack bot token"].detail
     assert named["git"].detail.startswith("git version")
-    assert doctor.exit_code(checks) == 0
+    assert exit_code(checks) == 0
     assert slack.calls("auth.test")
     assert model.requests == []  # no paid call
 
@@ -224,7 +225,8 @@ async def test_unreachable_services_fail_naming_the_url(project_dir: Path, home:
 @pytest.mark.anyio
 async def test_sandbox_off_is_a_warning(project_dir: Path, home: Path) -> None:
     config = project_dir / "config.yaml"
-    config.write_text(config.read_text() + "\nsandbox: off\n")
+    text = config.read_text("utf-8")
+    config.write_text(re.sub(r"(?m)^sandbox:\n(?:[ ].*\n|\n)*", "sandbox: off\n\n", text))
     named = by_name(await doctor.run_checks(config, {}, home))
     assert named["sandbox"] == Check("sandbox", "warn", doctor.SANDBOX_OFF)
 
@@ -271,7 +273,7 @@ def test_doctor_command_on_a_broken_setup(
     lines = done.stdout.splitlines()
     assert lines[0].startswith("✗ config: ") and "noSuchSetting" in lines[0]
     assert lines[1].startswith("  fix: ")
-    assert "✗ Slack bot token: SLACK_BOT_TOKEN is not set" in lines
+    assert any(line.startswith("- Slack: not set up here") for line in lines)
     assert any(line.startswith("✗ model access: ") for line in lines)
     assert any(line.startswith("✓ git: git version") for line in lines)
     fails = sum(line.startswith("✗") for line in lines)

@@ -1,6 +1,8 @@
 """Agents on other machines: the orchestrator sends them over a real nats-server with
-JetStream to two ``harness worker`` processes, which run the real Claude Code CLI against the
-scripted model. Everything an agent does locally works the same remotely."""
+JetStream to ``harness worker`` processes, which run the real Claude Code CLI against the
+scripted model. Everything an agent does locally works the same remotely. Only the tests
+about which worker an agent goes to (spread, on the other, not run again) start a second
+worker: each is about 1.5 CPU-seconds to start."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
 WAIT = 60.0
 ASK = "mcp__harness__ask_human"
+ONE = ("worker-a",)
+BOTH = ("worker-a", "worker-b")
 
 
 @dataclass
@@ -44,29 +48,32 @@ ClusterFactory = Callable[..., contextlib.AbstractAsyncContextManager[Cluster]]
 
 @pytest.fixture
 def cluster(project: Project, tmp_path: Path) -> ClusterFactory:
-    """``async with cluster(script, slots=2) as c:`` NATS, the scripted model, workers
-    ``worker-a`` and ``worker-b``, and an orchestrator sending its agents to them."""
+    """``async with cluster(script, slots=2) as c:`` NATS, the scripted model, worker
+    ``worker-a`` (and ``worker-b`` with ``workers=BOTH``), and an orchestrator sending its
+    agents to them."""
 
     @contextlib.asynccontextmanager
     async def start(
-        script: Script, *, slots: int = 2, config: Project | None = None
+        script: Script,
+        *,
+        slots: int = 2,
+        config: Project | None = None,
+        workers: tuple[str, ...] = ONE,
     ) -> AsyncIterator[Cluster]:
         async with (
             NatsServer(tmp_path / "nats") as server,
             ScriptedModel(script) as model,
         ):
             env = worker_env(model.env())
-            workers = await start_workers(
-                ("worker-a", "worker-b"), server.url, env, tmp_path, slots=slots
-            )
+            started = await start_workers(workers, server.url, env, tmp_path, slots=slots)
             runtime = NatsHosting(NatsSettings(server.url), lost_after=3.0)
             orchestrator = build_orchestrator(config or project, runtime)
             try:
-                yield Cluster(server, model, orchestrator, workers)
+                yield Cluster(server, model, orchestrator, started)
             finally:
                 await orchestrator.shutdown()
                 await runtime.close()
-                await stop_workers(workers.values())
+                await stop_workers(started.values())
 
     return start
 
@@ -99,7 +106,9 @@ async def test_ten_agents_spread_over_both_workers_and_report_back(
     config = dataclasses.replace(
         project.config, mcp=dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
     )
-    async with cluster(held_until(10), slots=5, config=Project(config, project.roles)) as c:
+    async with cluster(
+        held_until(10), slots=5, config=Project(config, project.roles), workers=BOTH
+    ) as c:
         orchestrator = c.orchestrator
         handles = [await orchestrator.draft("developer", f"job {n}") for n in range(10)]
         await until(lambda: sum(1 for a in orchestrator.agents() if a.worker) == 10)
@@ -119,7 +128,7 @@ async def test_ten_agents_spread_over_both_workers_and_report_back(
 async def test_an_analyst_on_one_worker_drafts_and_awaits_a_developer_on_the_other(
     cluster: ClusterFactory,
 ) -> None:
-    async with cluster(demo_script, slots=1) as c:
+    async with cluster(demo_script, slots=1, workers=BOTH) as c:
         record = await asyncio.wait_for(
             c.orchestrator.run("product-analyst", "plan: a settings page"), WAIT
         )
@@ -176,7 +185,8 @@ async def test_killing_a_remote_agent_stops_its_cli_on_the_worker(cluster: Clust
 async def test_a_worker_killed_mid_agent_ends_it_interrupted_and_not_run_again(
     cluster: ClusterFactory,
 ) -> None:
-    async with cluster(lambda request: Turn(stall_seconds=120)) as c:
+    # Two workers: the one left is where the agent would run again.
+    async with cluster(lambda request: Turn(stall_seconds=120), workers=BOTH) as c:
         handle, worker_name = await slow_agent_on_a_worker(c)
         await c.model.wait_for_request(timeout=WAIT)  # the agent is at work
         c.workers[worker_name].kill()

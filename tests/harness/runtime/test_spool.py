@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.runtime.aftercare import Aftercare, Owed
-from harness.runtime.spool import Spool
+from harness.spool import Spool
 
 pytestmark = pytest.mark.anyio
 

@@ -192,6 +192,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         "requester",
         "allowed",
         "pullRequest",
+        "trigger",
         "dispatches",
         "decisions",
     ]

@@ -1,0 +1,136 @@
+"""The firing ledger: each firing of a routine (a schedule's slot, a GitHub delivery, a call)
+is claimed once, first one wins, so it starts one task whatever the number of bot processes,
+restarts or re-deliveries.
+
+``FileFiringLedger`` claims by creating a file with O_EXCL (one machine, or a folder the bot's
+processes share); ``NatsFiringLedger`` by ``kv.create`` on a JetStream key-value bucket, which
+fails when the key exists (bot processes on several machines, `runtime: nats`). Claims are kept
+``KEEP_DAYS``: a firing older than that is never claimed again anyway (no catch-up reaches it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
+
+    from harness.config.settings import RuntimeSettings
+    from harness.runtime.nats_link import NatsLink
+
+KEEP_DAYS = 30
+
+
+class FiringLedger(Protocol):
+    async def claim(self, routine: str, firing_key: str) -> bool:
+        """True for the one caller that claims this firing first; False for every other."""
+        ...
+
+
+def _digest(routine: str, firing_key: str) -> str:
+    # Keys come from outside (a delivery id): hashed, they are safe as a file or a NATS key.
+    return hashlib.sha256(f"{routine}\0{firing_key}".encode()).hexdigest()[:40]
+
+
+class FileFiringLedger:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _claim(self, routine: str, firing_key: str) -> bool:
+        folder = self.folder / routine
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(
+                folder / _digest(routine, firing_key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+            )
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise HarnessError(
+                f"cannot record a firing of routine {routine} in {folder}: {exc}",
+                fix="free space or fix the permissions of the task store's folder",
+            ) from exc
+        try:
+            os.write(fd, firing_key.encode("utf-8", "replace")[:500])
+        finally:
+            os.close(fd)
+        return True
+
+    def _prune(self, routine: str) -> None:
+        cutoff = time.time() - KEEP_DAYS * 86400
+        try:
+            entries = list(os.scandir(self.folder / routine))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+    async def claim(self, routine: str, firing_key: str) -> bool:
+        return await asyncio.to_thread(self._claim, routine, firing_key)
+
+    async def prune(self, routine: str) -> None:
+        await asyncio.to_thread(self._prune, routine)
+
+
+class NatsFiringLedger:
+    def __init__(self, bucket: KeyValue) -> None:
+        self.bucket = bucket
+
+    @classmethod
+    async def open(cls, js: object, name: str) -> NatsFiringLedger:
+        """The ledger on bucket ``name`` (made on first use, its keys kept ``KEEP_DAYS``)."""
+        from nats.js.api import KeyValueConfig
+        from nats.js.client import JetStreamContext
+        from nats.js.errors import BucketNotFoundError
+
+        assert isinstance(js, JetStreamContext)
+        try:
+            bucket = await js.key_value(name)
+        except BucketNotFoundError:
+            bucket = await js.create_key_value(
+                KeyValueConfig(bucket=name, history=1, ttl=KEEP_DAYS * 86400.0)
+            )
+        return cls(bucket)
+
+    async def claim(self, routine: str, firing_key: str) -> bool:
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        try:
+            await self.bucket.create(
+                f"{routine}.{_digest(routine, firing_key)}", firing_key.encode()[:500]
+            )
+        except KeyWrongLastSequenceError:
+            return False
+        return True
+
+
+async def open_ledger(
+    runtime: RuntimeSettings, folder: Path
+) -> tuple[FiringLedger, NatsLink | None]:
+    """The ledger the bot's processes share, and the connection to close after it: with
+    `runtime: nats` the bot may run on several machines, so firings are claimed in NATS's
+    key-value store (its own connection, bucket ``<PREFIX>_ROUTINES``); else in ``folder``."""
+    if runtime.kind != "nats":
+        return FileFiringLedger(folder), None
+    from harness.runtime.nats_link import NatsLink, NatsSettings
+
+    assert runtime.url is not None  # the config's validation requires it for `nats`
+    settings = NatsSettings(runtime.url, runtime.credentials, runtime.tls_ca, runtime.prefix)
+    link = await NatsLink.connect(settings, name="harness-routines")
+    bucket = runtime.prefix.upper().replace(".", "_").replace("-", "_") + "_ROUTINES"
+    try:
+        return await NatsFiringLedger.open(link.js, bucket), link
+    except BaseException:
+        await link.close()
+        raise

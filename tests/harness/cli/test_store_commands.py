@@ -1,0 +1,101 @@
+"""``harness store migrate`` and the task commands on a NATS store, as a user runs them:
+subprocesses against a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.tasks.files import FileTaskStore
+from harness.tasks.model import ThreadRef
+from harness.testing.records import make_record
+from tests.harness.tasks.nats_fixtures import module_server, settings_for
+
+pytestmark = [pytest.mark.nats, pytest.mark.subprocess]
+server = module_server()
+
+
+def harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+        check=False,
+    )
+
+
+async def two_tasks(tasks_dir: Path) -> None:
+    store = FileTaskStore(tasks_dir)
+    try:
+        for name in ("Fix the login", "Add a settings page"):
+            slug = (await store.create(name, ThreadRef("C1", "1.1"))).slug
+            await store.save_dispatch(slug, make_record(f"{slug}-dev", status="completed"))
+            store.append_jsonl(slug, "audit.jsonl", {"tool": "Bash", "decision": "allow"})
+    finally:
+        await store.close()
+
+
+def use_store(project_dir: Path, kind: str, url: str, prefix: str) -> None:
+    config = project_dir / "config.yaml"
+    text = config.read_text(encoding="utf-8").split("\nstore:")[0]
+    store = f"\nstore: {{kind: {kind}, url: '{url}', prefix: {prefix}}}\n"
+    config.write_text(text + store, encoding="utf-8")
+
+
+def test_tasks_migrated_to_nats_are_listed_shown_and_removed_there(
+    project_dir: Path, nats_url: str
+) -> None:
+    asyncio.run(two_tasks(project_dir / ".agents" / "tasks"))
+    prefix = settings_for(nats_url).prefix
+    use_store(project_dir, "file", nats_url, prefix)
+
+    migrated = harness(project_dir, "store", "migrate", "--to", "nats")
+
+    assert migrated.returncode == 0, migrated.stderr
+    assert "2 task(s) copied, 0 already there" in migrated.stdout
+    use_store(project_dir, "nats", nats_url, prefix)
+    listed = harness(project_dir, "tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    slugs = sorted(task["slug"] for task in json.loads(listed.stdout)["tasks"])
+    assert slugs == ["add-a-settings-page", "fix-the-login"]
+    shown = harness(project_dir, "show", "fix-the-login")
+    assert shown.returncode == 0 and "Fix the login" in shown.stdout, shown.stderr
+    audit = harness(project_dir, "audit", "fix-the-login")
+    assert audit.returncode == 0 and "Bash" in audit.stdout, audit.stderr
+    removed = harness(project_dir, "rm", "fix-the-login", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    listed = harness(project_dir, "tasks", "--json")
+    assert [task["slug"] for task in json.loads(listed.stdout)["tasks"]] == ["add-a-settings-page"]
+    # The folder still has both: the source of a migration is never changed.
+    assert (project_dir / ".agents" / "tasks" / "fix-the-login" / "task.json").exists()
+
+
+def test_a_nats_store_whose_server_is_down_says_so_with_the_fix(project_dir: Path) -> None:
+    use_store(project_dir, "nats", "nats://127.0.0.1:1", "down")
+
+    listed = harness(project_dir, "tasks")
+
+    assert listed.returncode != 0
+    assert "the task store at NATS nats://127.0.0.1:1 cannot be reached" in listed.stderr
+    assert "nats-server" in listed.stderr and "Traceback" not in listed.stderr
+
+
+def test_a_nats_store_without_a_server_is_refused_with_the_field_and_fix(
+    project_dir: Path,
+) -> None:
+    config = project_dir / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8") + "\nstore: {kind: nats}\n", "utf-8")
+
+    listed = harness(project_dir, "tasks")
+
+    assert listed.returncode != 0
+    assert "store.url" in listed.stderr and "runtime.url" in listed.stderr
+    assert "Traceback" not in listed.stderr
