@@ -16,13 +16,12 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import yaml
 
 from harness import health
 from harness.cli.doctor_check import NETWORK_SECONDS, Check, exit_code, render
+from harness.cli.doctor_http import call
 from harness.cli.doctor_setup import check_github, check_mcp_tokens
 from harness.cli.scaffold import DEFAULTS
 from harness.config.settings import Config
@@ -166,24 +165,13 @@ async def check_slack(environ: Mapping[str, str]) -> list[Check]:
 async def _auth_test(token: str, api_url: str) -> list[Check]:
     url = api_url.rstrip("/") + "/auth.test"
     name = "Slack bot token"
-    try:
-        timeout = aiohttp.ClientTimeout(total=NETWORK_SECONDS)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(url, headers={"Authorization": f"Bearer {token}"}) as response,
-        ):
-            body: Any = await response.json(content_type=None)
-            scopes_header = response.headers.get("x-oauth-scopes")
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-        return [
-            Check(
-                name,
-                "fail",
-                f"cannot reach {url} within {NETWORK_SECONDS:g} s: {why}",
-                "check the network (or unset SLACK_API_URL unless it points at a Slack emulator)",
-            )
-        ]
+    answer = await call(
+        "POST", url, {"Authorization": f"Bearer {token}"}, check=name, json_when=(),
+        fix="check the network (or unset SLACK_API_URL unless it points at a Slack emulator)",
+    )  # fmt: skip
+    if isinstance(answer, Check):
+        return [answer]
+    body, scopes_header = answer.body, answer.headers.get("x-oauth-scopes")
     if not isinstance(body, dict) or not body.get("ok"):
         error = body.get("error", "no answer") if isinstance(body, dict) else "not JSON"
         return [
@@ -276,21 +264,11 @@ async def check_model(environ: Mapping[str, str], home: Path, config: Config | N
     if len(headers) == 1 and not base:  # an OAuth token, a cloud provider, a login: not probed
         return Check(name, "ok", f"through {access} (not probed)")
     url = (base or ANTHROPIC_API_URL).rstrip("/") + "/v1/models"
-    try:
-        timeout = aiohttp.ClientTimeout(total=NETWORK_SECONDS)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(url, headers=headers) as response,
-        ):
-            status = response.status
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-        return Check(
-            name,
-            "fail",
-            f"cannot reach {url} within {NETWORK_SECONDS:g} s: {why}",
-            "check the network, or ANTHROPIC_BASE_URL",
-        )
+    answer = await call("GET", url, headers, check=name,
+                        fix="check the network, or ANTHROPIC_BASE_URL")  # fmt: skip
+    if isinstance(answer, Check):
+        return answer
+    status = answer.status
     if status in (401, 403):
         return Check(
             name,

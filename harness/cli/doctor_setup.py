@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from harness.cli.doctor_check import NETWORK_SECONDS, Check
+from harness.cli.doctor_check import Check
+from harness.cli.doctor_http import call
 from harness.config.forge_schema import GitHubRepository
 from harness.config.mcp_server_schema import resolve_tokens
 from harness.config.settings import Config
@@ -87,23 +86,11 @@ async def check_github_repository(
         "Accept": "application/vnd.github+json",
         "User-Agent": "harness-doctor",
     }
-    try:
-        timeout = aiohttp.ClientTimeout(total=NETWORK_SECONDS)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(url, headers=headers) as response,
-        ):
-            status = response.status
-            scopes = response.headers.get("x-oauth-scopes")
-            body: Any = await response.json(content_type=None) if status == 200 else None
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-        return Check(
-            label,
-            "fail",
-            f"cannot reach {url} within {NETWORK_SECONDS:g} s: {why}",
-            "check the network, or `github.apiUrl` in config.yaml",
-        )
+    answer = await call("GET", url, headers, check=label, json_when=(200,),
+                        fix="check the network, or `github.apiUrl` in config.yaml")  # fmt: skip
+    if isinstance(answer, Check):
+        return answer
+    status, scopes, body = answer.status, answer.headers.get("x-oauth-scopes"), answer.body
     return github_answer(label, repo, status, scopes, body)
 
 

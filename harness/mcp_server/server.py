@@ -12,7 +12,7 @@ import logging
 import re
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import mcp.types as mt
@@ -63,20 +63,7 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
             raise MCPError(code=mt.INVALID_REQUEST, message="no bearer token")
         return Person(None, local_name)
 
-    offered = [
-        mt.Tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=input_schema(tool.input),
-            annotations=mt.ToolAnnotations(read_only_hint=tool.read_only),
-        )
-        for tool in TOOLS.values()
-    ]
-
-    async def on_list_tools(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
-    ) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=offered)
+    on_list_tools = tool_lister()
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
@@ -178,6 +165,29 @@ def build_server(service: McpService, *, local_name: str) -> Server[Any]:
         on_list_resource_templates=on_list_resource_templates,
         on_read_resource=on_read_resource,
     )
+
+
+def tool_lister() -> Callable[
+    [ServerRequestContext[Any, Any], mt.PaginatedRequestParams | None],
+    Awaitable[mt.ListToolsResult],
+]:
+    """The handler that lists the harness's tools (built once: the list never changes)."""
+    offered = [
+        mt.Tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=input_schema(tool.input),
+            annotations=mt.ToolAnnotations(read_only_hint=tool.read_only),
+        )
+        for tool in TOOLS.values()
+    ]
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
+        return mt.ListToolsResult(tools=offered)
+
+    return on_list_tools
 
 
 def tool_result(payload: Mapping[str, Any], failed: bool) -> mt.CallToolResult:

@@ -13,8 +13,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from harness.errors import HarnessError, ToolError
-from harness.mcp_server.server import SERVER_NAME, TOOLS, tool_result
-from harness.tools.validation import input_schema
+from harness.mcp_server.server import SERVER_NAME, tool_lister, tool_result
 from harness.version import installed_version
 
 NOT_READY = "HARNESS_NOT_READY"
@@ -34,20 +33,7 @@ def not_ready_error(exc: HarnessError) -> ToolError:
 def unready_server(exc: HarnessError) -> Server[Any]:
     """An MCP server whose every tool call says why the harness is not there."""
     error = not_ready_error(exc)
-    offered = [
-        mt.Tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=input_schema(tool.input),
-            annotations=mt.ToolAnnotations(read_only_hint=tool.read_only),
-        )
-        for tool in TOOLS.values()
-    ]
-
-    async def on_list_tools(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
-    ) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=offered)
+    on_list_tools = tool_lister()
 
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams

@@ -1,6 +1,7 @@
 """What is owed across a NATS outage survives the restart of the process that owes it. The
 bot restarted after it judged a cut-off worker lost: the late result still replaces the
-interruption in the thread, once. The bot stopped after a kill it could not deliver: the
+interruption in the thread, once, also when the bot was killed while it announced the result
+(after task.json took it). The bot stopped after a kill it could not deliver: the
 next bot delivers it, and the worker's CLI stops. A worker stopped (SIGTERM) during an
 outage after its agent finished: the next worker with its workspaces publishes the result,
 and the thread gets it once. Real processes: nats-server, ``harness worker``, ``harness bot
@@ -62,6 +63,54 @@ async def test_a_late_result_replaces_the_interruption_once_after_the_bot_restar
     [dispatch] = c.dispatches()
     assert len(late) == 1 and len(results) == 1
     assert dispatch["status"] == "completed" and dispatch["error"] is None
+    assert len(script.sessions) == 1  # the same run, never started again
+
+
+async def test_a_late_result_whose_announcement_a_kill_cut_short_is_told_once_after_the_restart(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    script = HeldUntilReleased()
+    async with (
+        nats_bot(project_dir, tmp_path, script, lost_after=LOST_AFTER) as c,
+        CuttableProxy(c.nats.port) as proxy,
+    ):
+        worker = await c.worker(proxy.url)
+        try:
+            async with bot_process(c.config, c.slack, c.env) as bot:
+                asked = (await c.slack.user_message("U1", "D1", "fix it remotely")).event["ts"]
+                await c.model.wait_for_request(timeout=WAIT)  # at work on the worker
+                await proxy.cut()
+                await c.until_said("D1", asked, "was interrupted")
+                # Announcing the result, the bot looks for the notice in the thread: it
+                # waits there, the result already in task.json, when it is killed.
+                c.slack.faults.stall("conversations.replies")
+                script.release.set()
+                await proxy.restore()
+
+                def held_after_storing() -> bool:
+                    if "conversations.replies" not in c.slack.faults.waiting:
+                        return False
+                    return [d["status"] for d in c.dispatches()] == ["completed"]
+
+                await c.slack.wait_for(held_after_storing, WAIT)
+                bot.send_signal(signal.SIGKILL)
+                await bot.wait()
+            c.slack.faults.unstall()
+
+            async with bot_process(c.config, c.slack, c.env):
+                await c.until_said("D1", asked, "finished after all")
+                await c.until_said("D1", asked, "Done: fix it remotely")
+                await c.slack.wait_for(
+                    lambda: "white_check_mark" in c.slack.reactions("D1", asked) or None, WAIT
+                )
+                late = c.said("D1", asked, "finished after all")
+                results = c.said("D1", asked, "Done: fix it remotely")
+                interrupted = c.said("D1", asked, "was interrupted")
+        finally:
+            await worker.stop()
+
+    assert len(late) == 1 and len(results) == 1
+    assert interrupted == []  # the result took the notice's place
     assert len(script.sessions) == 1  # the same run, never started again
 
 
