@@ -95,3 +95,6 @@ class RoutineState:
     failures: int = 0  # consecutive failed runs
     runs: tuple[RunRecord, ...] = ()  # newest last
     skipped: tuple[Skip, ...] = ()  # newest last
+    # Firings waiting for the running one to end (``overlap: queue``), oldest first: kept here
+    # so that a restart starts them rather than drops them.
+    queued: tuple[Firing, ...] = ()

@@ -81,7 +81,6 @@ class RoutineService:
         self.metrics = metrics
         self.tick_seconds = tick_seconds
         self._running: dict[str, LaunchedRun] = {}
-        self._queued: dict[str, list[Firing]] = {}
         self._watchers: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one firing decided at a time
@@ -103,6 +102,8 @@ class RoutineService:
                     launched = LaunchedRun(run.slug, run.thread or "", run.agent_id)
                     self._running[routine.name] = launched
                     self._follow(routine, run.firing, launched)
+            if state.queued and routine.name not in self._running:
+                await self._next_queued(routine)  # its run ended while no one watched
         self._loop = asyncio.create_task(self._ticking(), name="routines")
 
     async def close(self) -> None:
@@ -214,7 +215,9 @@ class RoutineService:
                     why = f"{firing.kind}: its last run `{running.slug}` was still working"
                     await self._skip(routine, Skip(firing.at, why), "overlap")
                     return f"not started: the last run `{running.slug}` is still working"
-                self._queued.setdefault(routine.name, []).append(firing)
+                await self._update(
+                    routine.name, lambda s: dataclasses.replace(s, queued=(*s.queued, firing))
+                )
                 return f"queued: it starts when the last run `{running.slug}` ends"
             return await self._launch(routine, firing)
 
@@ -267,14 +270,29 @@ class RoutineService:
             if self._running.get(routine.name) == run:
                 del self._running[routine.name]
             await self._ended(routine, record)
-            queued = self._queued.get(routine.name)
-            if queued:
-                async with self._lock:
-                    await self._launch(routine, queued.pop(0))
+            await self._next_queued(routine)
 
         task = asyncio.create_task(follow(), name=f"routine {routine.name}")
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
+
+    async def _next_queued(self, routine: Routine) -> None:
+        """Starts the oldest firing queued behind the run that ended (taken off the queue
+        as it starts, as a firing is claimed as it starts)."""
+        async with self._lock:
+            if routine.name in self._running:
+                return
+            taken: list[Firing] = []
+
+            def take(state: RoutineState) -> RoutineState:
+                taken[:] = state.queued[:1]
+                return dataclasses.replace(state, queued=state.queued[1:])
+
+            state = await asyncio.to_thread(self.states.read, routine.name)
+            if state.queued:
+                await self._update(routine.name, take)
+            if taken:
+                await self._launch(routine, taken[0])
 
     async def _ended(self, routine: Routine, record: RunRecord) -> None:
         failed = record.status == "failed"

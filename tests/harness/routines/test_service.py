@@ -162,6 +162,33 @@ async def test_overlap_skip_records_the_firing_and_queue_runs_it_after(tmp_path:
         await scheduler.close()
 
 
+async def test_a_firing_queued_behind_a_run_is_started_after_a_restart(tmp_path: Path) -> None:
+    clock = FakeClock(START)
+    routine = hourly(kind="http", schedule=None, overlap="queue")
+    now = "2026-01-01T10:00:00.000Z"
+    before = service(tmp_path, clock, Launches(), routine)
+    await before.start()
+    try:
+        assert isinstance(await before.fire(routine, Firing("hourly", "http", "a", now, "call")),
+                          LaunchedRun)  # fmt: skip
+        queued = Firing("hourly", "http", "b", now, "call", fields={"payload": {"version": "7"}})
+        said = await before.fire(routine, queued)
+        assert isinstance(said, str) and said.startswith("queued")
+    finally:
+        await before.close()  # stopped while run-1 works and b waits behind it
+
+    launches = Launches()
+    after = service(tmp_path, clock, launches, routine)
+    await after.start()  # run-1 ended meanwhile: b starts
+    try:
+        await asyncio.wait_for(_until(lambda: len(launches.fired) == 1), 5)
+        [started] = launches.fired
+        assert (started.key, started.fields) == ("b", {"payload": {"version": "7"}})
+        assert after.states.read("hourly").queued == ()
+    finally:
+        await after.close()
+
+
 async def _until(check: object) -> None:
     while not check():  # type: ignore[operator]
         await asyncio.sleep(0.01)
