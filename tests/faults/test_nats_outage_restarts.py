@@ -10,7 +10,10 @@ and the thread gets it once. Real processes: nats-server, ``harness worker``, ``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ from harness.testing.processes import claude_children
 from harness.testing.scripted_model import Turn
 from tests.bot.conftest import WAIT, bot_process
 from tests.faults.cuttable_proxy import CuttableProxy
-from tests.faults.nats_bot import HeldUntilReleased, nats_bot
+from tests.faults.nats_bot import HeldUntilReleased, NatsBot, nats_bot
 
 pytestmark = [
     pytest.mark.anyio,
@@ -32,9 +35,19 @@ pytestmark = [
 LOST_AFTER = 3.0  # a few heartbeats (one a second) of a loaded machine
 
 
-async def test_a_late_result_replaces_the_interruption_once_after_the_bot_restarted(
-    project_dir: Path, tmp_path: Path
-) -> None:
+@dataclass
+class JudgedLost:
+    c: NatsBot
+    proxy: CuttableProxy
+    script: HeldUntilReleased  # the agent works until it is released
+    bot: asyncio.subprocess.Process
+    asked: str  # the DM's ts
+
+
+@contextlib.asynccontextmanager
+async def judged_lost(project_dir: Path, tmp_path: Path) -> AsyncIterator[JudgedLost]:
+    """A DM's agent at work on a worker whose link to NATS is cut until the bot (a process,
+    still running) told the thread the agent was interrupted."""
     script = HeldUntilReleased()
     async with (
         nats_bot(project_dir, tmp_path, script, lost_after=LOST_AFTER) as c,
@@ -47,71 +60,67 @@ async def test_a_late_result_replaces_the_interruption_once_after_the_bot_restar
                 await c.model.wait_for_request(timeout=WAIT)  # at work on the worker
                 await proxy.cut()
                 await c.until_said("D1", asked, "was interrupted")
-                bot.send_signal(signal.SIGKILL)
-                await bot.wait()
-            script.release.set()  # it finishes while nobody hears its worker
-
-            async with bot_process(c.config, c.slack, c.env):
-                await proxy.restore()
-                await c.until_said("D1", asked, "finished after all")
-                await c.until_said("D1", asked, "Done: fix it remotely")
-                late = c.said("D1", asked, "finished after all")
-                results = c.said("D1", asked, "Done: fix it remotely")
+                yield JudgedLost(c, proxy, script, bot, asked)
         finally:
             await worker.stop()
+
+
+async def test_a_late_result_replaces_the_interruption_once_after_the_bot_restarted(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    async with judged_lost(project_dir, tmp_path) as lost:
+        c, asked = lost.c, lost.asked
+        lost.bot.send_signal(signal.SIGKILL)
+        await lost.bot.wait()
+        lost.script.release.set()  # it finishes while nobody hears its worker
+
+        async with bot_process(c.config, c.slack, c.env):
+            await lost.proxy.restore()
+            await c.until_said("D1", asked, "finished after all")
+            await c.until_said("D1", asked, "Done: fix it remotely")
+            late = c.said("D1", asked, "finished after all")
+            results = c.said("D1", asked, "Done: fix it remotely")
 
     [dispatch] = c.dispatches()
     assert len(late) == 1 and len(results) == 1
     assert dispatch["status"] == "completed" and dispatch["error"] is None
-    assert len(script.sessions) == 1  # the same run, never started again
+    assert len(lost.script.sessions) == 1  # the same run, never started again
 
 
 async def test_a_late_result_whose_announcement_a_kill_cut_short_is_told_once_after_the_restart(
     project_dir: Path, tmp_path: Path
 ) -> None:
-    script = HeldUntilReleased()
-    async with (
-        nats_bot(project_dir, tmp_path, script, lost_after=LOST_AFTER) as c,
-        CuttableProxy(c.nats.port) as proxy,
-    ):
-        worker = await c.worker(proxy.url)
-        try:
-            async with bot_process(c.config, c.slack, c.env) as bot:
-                asked = (await c.slack.user_message("U1", "D1", "fix it remotely")).event["ts"]
-                await c.model.wait_for_request(timeout=WAIT)  # at work on the worker
-                await proxy.cut()
-                await c.until_said("D1", asked, "was interrupted")
-                # Announcing the result, the bot looks for the notice in the thread: it
-                # waits there, the result already in task.json, when it is killed.
-                c.slack.faults.stall("conversations.replies")
-                script.release.set()
-                await proxy.restore()
+    async with judged_lost(project_dir, tmp_path) as lost:
+        c, asked = lost.c, lost.asked
+        # Announcing the result, the bot looks for the notice in the thread: it waits
+        # there, the result already in task.json, when it is killed.
+        c.slack.faults.stall("conversations.replies")
+        lost.script.release.set()
+        await lost.proxy.restore()
 
-                def held_after_storing() -> bool:
-                    if "conversations.replies" not in c.slack.faults.waiting:
-                        return False
-                    return [d["status"] for d in c.dispatches()] == ["completed"]
+        def held_after_storing() -> bool:
+            if "conversations.replies" not in c.slack.faults.waiting:
+                return False
+            return [d["status"] for d in c.dispatches()] == ["completed"]
 
-                await c.slack.wait_for(held_after_storing, WAIT)
-                bot.send_signal(signal.SIGKILL)
-                await bot.wait()
-            c.slack.faults.unstall()
+        await c.slack.wait_for(held_after_storing, WAIT)
+        lost.bot.send_signal(signal.SIGKILL)
+        await lost.bot.wait()
+        c.slack.faults.unstall()
 
-            async with bot_process(c.config, c.slack, c.env):
-                await c.until_said("D1", asked, "finished after all")
-                await c.until_said("D1", asked, "Done: fix it remotely")
-                await c.slack.wait_for(
-                    lambda: "white_check_mark" in c.slack.reactions("D1", asked) or None, WAIT
-                )
-                late = c.said("D1", asked, "finished after all")
-                results = c.said("D1", asked, "Done: fix it remotely")
-                interrupted = c.said("D1", asked, "was interrupted")
-        finally:
-            await worker.stop()
+        async with bot_process(c.config, c.slack, c.env):
+            await c.until_said("D1", asked, "finished after all")
+            await c.until_said("D1", asked, "Done: fix it remotely")
+            await c.slack.wait_for(
+                lambda: "white_check_mark" in c.slack.reactions("D1", asked) or None, WAIT
+            )
+            late = c.said("D1", asked, "finished after all")
+            results = c.said("D1", asked, "Done: fix it remotely")
+            interrupted = c.said("D1", asked, "was interrupted")
 
     assert len(late) == 1 and len(results) == 1
     assert interrupted == []  # the result took the notice's place
-    assert len(script.sessions) == 1  # the same run, never started again
+    assert len(lost.script.sessions) == 1  # the same run, never started again
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
