@@ -100,9 +100,8 @@ class SlackReviews:
         return take
 
     async def in_new_thread(
-        self, channel: str, url: str, *, requested_by: str | None, why: str,
-        head_sha: str | None = None,
-    ) -> ThreadRef | None:  # fmt: skip
+        self, channel: str, url: str, *, requested_by: str | None, why: str
+    ) -> ThreadRef | None:
         """Starts a thread in ``channel`` saying ``why`` (who or what asked), and reviews
         there in the background; the thread, None when Slack refused the post."""
         try:
@@ -117,7 +116,7 @@ class SlackReviews:
             return None
         thread = ThreadRef(channel, ts)
         self.background.spawn(
-            self.in_thread(thread, url, requested_by=requested_by, head_sha=head_sha),
+            self.in_thread(thread, url, requested_by=requested_by),
             name=f"review of {url}",
         )
         return thread
@@ -146,32 +145,3 @@ class ReviewingConversations(Conversations):
         if self.reviews is not None and await self.reviews.taking(self.index)(decision.message):
             return
         await super()._start(decision, bot_user_id, repository=repository)
-
-
-async def review_pull_request_event(
-    reviews: SlackReviews,
-    *,
-    url: str,
-    head_sha: str,
-    channel: str,
-    routine: str,
-    thread: ThreadRef | None = None,
-) -> ThreadRef | None:
-    """A routine's ``pull_request`` event: reviews the pull request at ``url`` (its head
-    ``head_sha``, from the payload) as the bot, in the background, in ``thread`` when the
-    caller opened one, else in a new thread of ``channel`` that names the routine; that
-    thread. None when it starts nothing: the head's review is posted or under way already
-    (an event delivered again), or Slack refused the thread. ReviewError when ``url`` is not
-    a pull request of a configured repository."""
-    known = await reviews.reviews.known_review(url, head_sha)
-    if known is not None:
-        logger.info("%s at %s: reviewed or under way already (%s)", url, head_sha, known.state)
-        return None
-    if thread is not None:
-        reviews.background.spawn(
-            reviews.in_thread(thread, url, requested_by=None, head_sha=head_sha),
-            name=f"review of {url}",
-        )
-        return thread
-    why = f"Routine `{escape(routine)}`: a review of {escape(url)} at `{head_sha[:12]}`"
-    return await reviews.in_new_thread(channel, url, requested_by=None, why=why, head_sha=head_sha)

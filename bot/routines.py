@@ -14,7 +14,7 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from aiohttp import web
@@ -163,8 +163,8 @@ class SlackLauncher:
     ) -> LaunchedRun:
         """Reviews the pull request in the firing's thread as the bot: the run once its
         reviewer is drafted (or at once when that head's review is there already)."""
-        assert self.reviews is not None
-        index = self.conversations.index
+        reviews, index = self.reviews, self.conversations.index
+        assert reviews is not None
         drafted: asyncio.Future[AgentHandle | None] = asyncio.get_running_loop().create_future()
 
         def on_reviewer(handle: AgentHandle) -> None:
@@ -173,7 +173,10 @@ class SlackLauncher:
 
         async def review() -> ReviewOutcome | None:
             try:
-                return await self.reviews_in_thread(thread, url, head, trigger, on_reviewer)
+                return await reviews.in_thread(
+                    thread, url, requested_by=None, head_sha=head, trigger=trigger,
+                    on_task=lambda slug: index.bind(thread, slug), on_reviewer=on_reviewer,
+                )  # fmt: skip
             finally:
                 if not drafted.done():
                     drafted.set_result(None)
@@ -193,17 +196,6 @@ class SlackLauncher:
             raise error
         self._reviews[link] = job
         return LaunchedRun(done.task_slug or "", link)
-
-    async def reviews_in_thread(
-        self, thread: ThreadRef, url: str, head: str, trigger: Trigger,
-        on_reviewer: Callable[[AgentHandle], None],
-    ) -> ReviewOutcome | None:  # fmt: skip
-        assert self.reviews is not None
-        index = self.conversations.index
-        return await self.reviews.in_thread(
-            thread, url, requested_by=None, head_sha=head, trigger=trigger,
-            on_task=lambda slug: index.bind(thread, slug), on_reviewer=on_reviewer,
-        )  # fmt: skip
 
     async def outcome(self, routine: Routine, run: LaunchedRun) -> RunOutcome:
         review = self._reviews.pop(run.thread, None)

@@ -125,13 +125,6 @@ class Reviews:
         pull, name = parse_pull_url(url, known)
         return pull, repos[name]
 
-    async def known_review(self, url: str, head_sha: str) -> ReviewRecord | None:
-        """The record of ``head_sha`` of the pull request at ``url`` when its review is
-        posted or under way (an event delivered again then starts nothing)."""
-        pull, _ = self.repository_of(url)
-        found = await self.records.find(str(pull), head_sha)
-        return found if found is not None and found.state in ("running", "posted") else None
-
     async def start_review(
         self,
         url: str,

@@ -6,16 +6,15 @@ the real CLI against the scripted model, reaching NATS through a proxy cut and r
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from bot.blocks import RERUN_ACTION
 from bot.settings import BotOptions
-from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, RigFactory, message_text
 from tests.bot.cut_off import cut_off_rig
+from tests.faults.nats_bot import HeldUntilReleased
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
@@ -35,11 +34,7 @@ def rerun_buttons(messages: list[dict[str, object]]) -> list[str]:
 async def test_a_late_result_leaves_no_run_again_button_for_the_agent_that_finished(
     rig: RigFactory, tmp_path: Path, streaming: bool
 ) -> None:
-    release = asyncio.Event()
-
-    async def held(request: ModelRequest) -> Turn:
-        await release.wait()
-        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+    held = HeldUntilReleased()
 
     options = BotOptions(status_interval=0.5, stream_replies=streaming)
     async with cut_off_rig(rig, tmp_path, held, options=options) as cut:
@@ -53,7 +48,7 @@ async def test_a_late_result_leaves_no_run_again_button_for_the_agent_that_finis
             return [t for t in texts if needle in t] or None
 
         await r.slack.wait_for(lambda: rerun_buttons(r.bot_messages("D1", ts)) or None, WAIT)
-        release.set()  # the CLI finishes while its worker cannot say so
+        held.release.set()  # the CLI finishes while its worker cannot say so
         await proxy.restore()
         await r.slack.wait_for(lambda: said("Done: fix it remotely"), WAIT)
         await r.slack.wait_for(lambda: said("finished after all"), WAIT)
@@ -71,11 +66,7 @@ async def test_a_late_result_leaves_no_run_again_button_for_the_agent_that_finis
 async def test_a_late_result_takes_the_place_of_an_interruption_notice_slack_had_not_taken(
     rig: RigFactory, tmp_path: Path
 ) -> None:
-    release = asyncio.Event()
-
-    async def held(request: ModelRequest) -> Turn:
-        await release.wait()
-        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+    held = HeldUntilReleased()
 
     def tried(needle: str) -> list[object]:
         return [c for c in r.slack.calls() if needle in str(c.params)]
@@ -89,7 +80,7 @@ async def test_a_late_result_takes_the_place_of_an_interruption_notice_slack_had
         r.slack.faults.fail_next("chat.update", times=100_000, status=500)
         await proxy.cut()
         await r.slack.wait_for(lambda: tried("was interrupted") or None, WAIT)
-        release.set()  # the CLI finishes while its worker cannot say so
+        held.release.set()  # the CLI finishes while its worker cannot say so
         await proxy.restore()
         await r.slack.wait_for(lambda: tried("finished after all") or None, WAIT)
         r.slack.faults.clear()

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from harness.testing.processes import claude_children
-from harness.testing.scripted_model import ModelRequest, Turn
+from harness.testing.scripted_model import Turn
 from tests.bot.conftest import WAIT, RigFactory, message_text
 from tests.bot.cut_off import cut_off_rig
+from tests.faults.nats_bot import HeldUntilReleased
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 
@@ -24,11 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
 async def test_a_late_result_from_a_worker_judged_lost_reaches_its_thread_once(
     rig: RigFactory, tmp_path: Path
 ) -> None:
-    release = asyncio.Event()
-
-    async def held(request: ModelRequest) -> Turn:
-        await release.wait()
-        return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+    held = HeldUntilReleased()
 
     async with cut_off_rig(rig, tmp_path, held, lost_after=3.0) as c:
         r = c.rig
@@ -41,7 +38,7 @@ async def test_a_late_result_from_a_worker_judged_lost_reaches_its_thread_once(
             return [t for t in texts if needle in t] or None
 
         await r.slack.wait_for(lambda: said("was interrupted"), WAIT)
-        release.set()  # the CLI finishes while its worker cannot say so
+        held.release.set()  # the CLI finishes while its worker cannot say so
         await c.proxy.restore()
         await r.slack.wait_for(lambda: said("finished after all"), WAIT)
         await r.slack.wait_for(lambda: said("Done: fix it remotely"), WAIT)
