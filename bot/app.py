@@ -30,6 +30,8 @@ from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.drafted import DraftedAgents
 from bot.home import HomeTab
+from bot.limits import wire_limits
+from bot.memory import RememberingConversations, wire_memory
 from bot.outbox import AgentRef, Outbox
 from bot.parsing import (
     Decision,
@@ -51,7 +53,8 @@ from bot.questions import (
     closed_notice,
     parse_button_value,
 )
-from bot.reviews import ReviewingConversations, SlackReviews
+from bot.replica_intake import before_deciding
+from bot.reviews import SlackReviews
 from bot.sessions import STOP_EVENT, AgentSessions
 from bot.settings import BotOptions, SlackEnv
 from bot.shared_files import SlackFileChannel
@@ -62,7 +65,8 @@ from harness.agents.reviews import Reviews
 from harness.agents.visibility import is_direct_message
 from harness.errors import NotAllowedError
 from harness.metrics import Metrics
-from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.project import task_ledger
+from harness.tasks.ledger import Ledger
 from harness.tasks.model import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -177,8 +181,6 @@ class HarnessBot:
             self.client.session = aiohttp.ClientSession(timeout=timeout)
         await self.conversations.load()
         self.outbox.start()
-        # The bot says how pull requests' checks go, whoever opened them.
-        self.orchestrator.pull_requests.keep_following_pull_requests()
         await self.orchestrator.keep_warm()  # spare agents: requests start at once
         settled = await self.conversations.watcher.resume(self.interrupted)
         if self.sessions is not None:
@@ -232,7 +234,7 @@ def create_app(
     background = Background()
     poster = Poster(client)
     # The orchestrator's clock: the ledger's times, and so the dedupe's and the outbox's.
-    ledger = Ledger(config.tasks_dir / LEDGER_FILE, orchestrator.clock)
+    ledger = task_ledger(config, orchestrator.clock)
 
     async def read_diff(task_slug: str, agent_id: str) -> str | None:
         return await orchestrator.tasks.diff(task_slug, await orchestrator.record(agent_id))
@@ -258,16 +260,10 @@ def create_app(
         interval=options.status_interval,
         streaming=options.stream_replies,
     )
-    conversations = ReviewingConversations(
-        orchestrator,
-        poster,
-        watcher,
-        background,
-        ledger,
-        outbox,
-        settings=config.slack,
-        options=options,
-    )
+    conversations = RememberingConversations(
+        orchestrator, poster, watcher, background, ledger, outbox,
+        settings=config.slack, options=options,
+    )  # fmt: skip
     DraftedAgents(orchestrator, watcher, background)
     reviews = SlackReviews(Reviews.of(orchestrator), poster, watcher, background)
     conversations.reviews = reviews
@@ -284,11 +280,11 @@ def create_app(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
     ) -> None:
         started = time.perf_counter()
-        event_id = body.get("event_id")
+        event_id = body.get("event_id") if isinstance(body.get("event_id"), str) else None
+        # Replicas: what the others saw first (this delivery, the thread's task) counts here.
+        await before_deciding(conversations, event, event_id, context.bot_user_id or "")
         decision = conversations.on_message_event(
-            event,
-            event_id=event_id if isinstance(event_id, str) else None,
-            bot_user_id=context.bot_user_id or "",
+            event, event_id=event_id, bot_user_id=context.bot_user_id or ""
         )
         edited = event.get("message")  # an edit carries its author in the edited message
         user = event.get("user") or (edited.get("user") if isinstance(edited, dict) else None)
@@ -421,6 +417,8 @@ def create_app(
     app.action(OPEN_PR_ACTION)(thread_button(pulls.open, "pull request of"))
     app.action(FIX_CHECKS_ACTION)(thread_button(pulls.fix, "fix the checks of"))
     commands.reviews = reviews
+    wire_memory(app, conversations, commands, clicks)  # remember, /harness memory, proposals
+    wire_limits(app, conversations, clicks)  # the spend limits' *Raise for this task* button
     app.action(ACTION_PATTERN)(on_answer_button)
     app.action(re.compile(rf"^{REPOSITORY_ACTION_PREFIX}\d+$"))(
         thread_button(choose_repository, "repository")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from harness.retry import Backoff
-from harness.tasks.ledger import Ledger, LedgerUnwritableError
+from harness.tasks.ledger import Ledger, LedgerClaimLostError, LedgerUnwritableError
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,10 @@ class Backlog:
                     await asyncio.wait_for(self._wake.wait(), self._backoff.delay(failures))
                 failures += 1
                 continue
+            except LedgerClaimLostError as exc:  # another replica finishes that entry
+                logger.info("kept ledger write %s dropped: %s", first.name, exc)
+                if first.done is not None:
+                    first.done()  # nothing of it is this process's to keep
             except Exception:  # a write that can never succeed must not hold up the rest
                 logger.exception("kept ledger write %s failed: dropped", first.name)
             else:

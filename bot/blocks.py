@@ -48,10 +48,25 @@ class ButtonElement(TypedDict):
     style: NotRequired[Literal["primary", "danger"]]
 
 
+class OptionObject(TypedDict):
+    text: TextObject
+    value: str
+
+
+class SelectElement(TypedDict):
+    """A menu (a plan's model menu): its pick is read from the state of a button's click."""
+
+    type: Literal["static_select"]
+    action_id: str
+    placeholder: TextObject
+    options: list[OptionObject]
+    initial_option: NotRequired[OptionObject]
+
+
 class ActionsBlock(TypedDict):
     type: Literal["actions"]
     block_id: str
-    elements: list[ButtonElement]
+    elements: list[ButtonElement | SelectElement]
 
 
 class FeedbackButton(TypedDict):
@@ -197,6 +212,8 @@ def usage_line(record: DispatchRecord, task_slug: str | None = None) -> str:
     parts = [f"agent `{escape(record.agent_id)}`"]
     if task_slug:
         parts.append(f"task `{escape(task_slug)}`")
+    if record.model:  # the model it ran (its role's, or the one its request picked)
+        parts.append(f"model `{escape(record.model)}`")
     return " · ".join([*parts, *usage_parts(record)])
 
 
@@ -350,22 +367,32 @@ def failure_message(what: str, *, next_step: str, agent_id: str | None = None) -
 
 
 RERUN_ACTION = "harness_rerun"
+# A menu beside *Run again*: picking a model runs it again with that one (value "<id> <model>").
+RERUN_MODEL_ACTION = "harness_rerun_model"
 
 
-def with_rerun_button(messages: list[SlackMessage], agent_id: str) -> list[SlackMessage]:
-    """``messages`` with a *Run again* button (for an interrupted agent) under the last one."""
-    button: Block = {
-        "type": "actions",
-        "block_id": "harness_rerun",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": RERUN_ACTION,
-                "text": {"type": "plain_text", "text": "Run again"},
-                "value": agent_id,
-            }
-        ],
-    }
+def with_rerun_button(
+    messages: list[SlackMessage], agent_id: str, models: Sequence[str] = ()
+) -> list[SlackMessage]:
+    """``messages`` with a *Run again* button (for an interrupted agent) under the last one,
+    and a menu to run it again with another of ``models`` (its role's) when there are some."""
+    elements: list[ButtonElement | SelectElement] = [
+        {
+            "type": "button",
+            "action_id": RERUN_ACTION,
+            "text": {"type": "plain_text", "text": "Run again"},
+            "value": agent_id,
+        }
+    ]
+    if len(models) > 1:
+        options: list[OptionObject] = [
+            {"text": {"type": "plain_text", "text": m[:75]}, "value": f"{agent_id} {m}"}
+            for m in models
+        ]
+        elements.append({"type": "static_select", "action_id": RERUN_MODEL_ACTION,
+                         "placeholder": {"type": "plain_text", "text": "Run again with…"},
+                         "options": options})  # fmt: skip
+    button: Block = {"type": "actions", "block_id": "harness_rerun", "elements": elements}
     last = messages[-1]
     return [*messages[:-1], {"text": last["text"], "blocks": [*last["blocks"], button]}]
 

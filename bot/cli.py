@@ -31,8 +31,22 @@ def register(
         "--health-port",
         type=int,
         metavar="N",
-        help="Socket Mode: serve /healthz, /readyz and /metrics on this port (default: none; "
-        "HTTP mode serves them on --port)",
+        help="serve /healthz, /readyz, /metrics, /github/webhook and /routines/NAME on this "
+        "port (default: none; HTTP mode also serves them on --port)",
+    )
+    parser.add_argument(
+        "--emulator",
+        action="store_true",
+        help="no Slack workspace needed: run the bot against a local Slack emulator and serve "
+        "a page at http://127.0.0.1:PORT/ (--port, default 3000; loopback only) to use it in "
+        "a browser: DMs, threads, buttons, the Home tab, /harness commands. Its agents use the "
+        "scripted model (offline, costs simulated) unless --real",
+    )
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="with --emulator: the agents use the model the environment names (an API key, "
+        "a Claude Code login; it costs money)",
     )
     # A server's log is how its operators follow it: one line per Slack request and per agent
     # start and finish (INFO); the one-shot commands keep to warnings.
@@ -44,6 +58,17 @@ def run(project: Project, args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    if args.real and not args.emulator:
+        from harness.errors import HarnessError
+
+        raise HarnessError(
+            "--real is for --emulator",
+            fix="add --emulator, or drop --real (`harness bot` always uses the real model)",
+        )
+    if args.emulator:  # before the tokens: the emulator needs none
+        from bot.emulator_run import run_emulator
+
+        return asyncio.run(run_emulator(project, port=args.port, real=args.real))
     from bot.server import serve
     from bot.settings import SlackEnv, check_token_shapes, choose_mode
 

@@ -27,7 +27,7 @@ from harness.tasks.model import DispatchRecord, ThreadRef
 logger = logging.getLogger(__name__)
 
 CLICK_PREFIX = "click:"
-ClickKind = Literal["open", "fix", "rerun", "link"]
+ClickKind = Literal["open", "fix", "rerun", "link", "plan", "note", "limits"]
 _KINDS: dict[str, ClickKind] = {kind: kind for kind in get_args(ClickKind)}
 NOT_KEPT = "Sorry, I could not note that click down ({problem}); press it again in a moment."
 

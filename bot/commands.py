@@ -1,5 +1,6 @@
-"""``/harness list | kill <agentId> | tasks | connect github | disconnect github | help``:
-acked at once, work done after (connect and disconnect: ``forge_commands.py``).
+"""``/harness list | kill <agentId> | tasks | connect github | disconnect github | memory |
+help``: acked at once, work done after (connect and disconnect: ``forge_commands.py``;
+memory: ``memory.py``).
 
 Answers are ephemeral (only the person who typed the command sees them). ``kill`` is allowed
 to the task's requester and to the admins in config.slack.admins (the core decides); the
@@ -22,6 +23,7 @@ from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt, mention
 from bot.forge_commands import ForgeCommands
 from bot.home import HomeTab
+from bot.memory import SlackMemory
 from bot.parsing import BadCommand, parse_command
 from bot.poster import CALL_ERRORS, Poster
 from bot.progress import AgentWatcher
@@ -58,6 +60,8 @@ HELP = (
     "• `/harness disconnect github`: unlink it (the bot opens your pull requests again)\n"
     "• `/harness review <pull request URL>`: review it; the findings are posted on GitHub as "
     "one review (as you, when you linked your account), its link in a thread here\n"
+    "• `/harness memory`: the notes every agent in this channel (and its repository) gets, "
+    "with Remove; add one with `@harness remember <note>` (`remember repo:<name> <note>`)\n"
     "• `/harness routines`: the routines (schedules, GitHub events, calls), with Run now and "
     "Pause for their owners and the admins\n"
     "• `/harness help`: this help\n"
@@ -175,6 +179,7 @@ class Commands:
         self.reviews: SlackReviews | None = None  # `/harness review <url>`, set by the app
         self.routines: RoutineViews | None = None  # `/harness routines`, set when there are some
         self.home: HomeTab | None = None  # the App Home tab, set by the app
+        self.memory: SlackMemory | None = None  # `/harness memory`, set by the app
 
     async def handle(self, ack: AsyncAck, respond: AsyncRespond, command: Mapping[str, Any]) -> str:
         """Answers the command; returns what was done, in a few words, for the request log."""
@@ -193,6 +198,9 @@ class Commands:
             return "bad input, answered with the help"
         if parsed.name == "help":
             await ack(text=HELP)
+        elif parsed.name == "memory":
+            listing = await self.memory.answer(user, channel) if self.memory else None
+            await ack(**(listing or {"text": "Memory is not set up on this bot."}))
         elif parsed.name == "kill" and parsed.agent_id is not None:
             answer, outcome = await self.kill(parsed.agent_id, user)
             await ack(text=answer)

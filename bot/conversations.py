@@ -21,7 +21,6 @@ from bot.assistant import FIRST_STATUS
 from bot.attachments import SlackFile, files_of, left_out_text, with_files_text
 from bot.background import Background
 from bot.blocks import (
-    UNSEEN,
     cut_notice,
     failure_message,
     mention,
@@ -30,6 +29,7 @@ from bot.blocks import (
 )
 from bot.dedupe import Dedupe
 from bot.downloads import FileDownloads
+from bot.limits import over_limit, refused_request
 from bot.outbox import Outbox
 from bot.parsing import (
     MAX_TEXT_CHARS,
@@ -44,6 +44,7 @@ from bot.parsing import (
     parse_message_event,
     thread_task_description,
 )
+from bot.plans import draft_request, unseen
 from bot.poster import Poster
 from bot.progress import FAILED, AgentWatcher
 from bot.questions import approval_refusal, names_an_agent, pick_question
@@ -142,7 +143,7 @@ class Conversations:
             # Its task was made before the stop, but no agent started on it: go on there.
             decision = FollowUp(parsed)
         if isinstance(decision, Ignore):
-            if decision.kind == "invisible":
+            if decision.kind in ("invisible", "directives only"):
                 self._say_unseen(parsed)
             return decision
         if not self.dedupe.first_time(intake_key(parsed)) and not replay:
@@ -212,16 +213,16 @@ class Conversations:
         return run
 
     def _say_unseen(self, message: UserMessage) -> None:
-        """A message addressed to the bot with nothing visible in it: say so, to its
-        person only (a mention and a message event of one mention say it once)."""
+        """A message addressed to the bot with nothing to do in it (nothing visible, or only
+        directives): say so, to its person only (a mention and its message event say it once)."""
         if not self.dedupe.first_time(intake_key(message)):
             return
         if check_access(self.settings, message.user, message.channel, is_dm=message.is_dm):
             return
-        self._spawn(
-            self.poster.ephemeral(message.channel, message.user, UNSEEN, message.thread_ts),
-            "invisible",
+        said = self.poster.ephemeral(
+            message.channel, message.user, unseen(message), message.thread_ts
         )
+        self._spawn(said, "nothing to do")
 
     def wait_again_for_repository(self, message: UserMessage, bot_user_id: str) -> bool:
         """Waits again for the repository of a request asked about before a stop (see
@@ -367,6 +368,9 @@ class Conversations:
             earlier = earlier_messages(replies, message.ts, bot_user_id)
             description = thread_task_description(choice.text, earlier)
             prompt = choice.text or description
+        role = self.orchestrator.route(prompt)
+        if await refused_request(self, message, role):  # nothing made: the thread stays free
+            return
         try:
             task = await self.orchestrator.tasks.create_task(
                 description, thread, repository or choice.repository, requester=message.user
@@ -384,7 +388,7 @@ class Conversations:
             raise
         self.index.bind(thread, task.slug)
         self._spawn(self.watcher.thread_status.title(thread, prompt), "title")
-        await self._run(message, task.slug, self.orchestrator.route(prompt), prompt)
+        await self._run(message, task.slug, role, prompt)
 
     async def _follow_up(self, message: UserMessage) -> None:
         slug = self.index.slug(message.thread)
@@ -416,15 +420,12 @@ class Conversations:
         if left_out:  # the request goes on with what could be had: its person hears what not
             await self.poster.post(message.thread, left_out_text(left_out, kept=len(attachments)))
         try:
-            handle = await self.orchestrator.draft(
-                role,
-                prompt,
-                task_slug=slug,
-                requested_by=message.user,
-                attachments=attachments,
-                left_out=left_out,
-            )
+            handle = await draft_request(self.orchestrator, message.directives, role, prompt,
+                                         task_slug=slug, requested_by=message.user,
+                                         attachments=attachments, left_out=left_out)  # fmt: skip
         except (HarnessError, OSError) as exc:  # OSError: the task store's disk, say full
+            if await over_limit(self, message, slug, role, exc):  # with a button to raise it
+                return
             why, fix = (exc.message, exc.fix) if isinstance(exc, HarnessError) else (exc, "")
             await self._fail(message, f"I could not start {role}: {why}", fix or TRY_AGAIN)
             return

@@ -3,17 +3,27 @@
 Keys (event ids, handled messages) are answered from memory at once, so a duplicate never
 slips in between two awaits, and kept in the ledger, so a delivery that comes again after a
 restart is still recognised.
+
+With a ledger bot replicas share, a retry (or the ``app_mention`` of a ``message``) may reach
+another replica than the first delivery: ``claim`` creates each key there first, atomically,
+before the event is decided, and a key another replica created first counts as seen here.
+Memory stays the fast path for repeats within one process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
+from bot.parsing import UserMessage, parse_message_event
+from bot.unrecorded import intake_key
 from harness.clock import SYSTEM, Clock
 from harness.tasks.ledger import Ledger, LedgerUnwritableError
+
+logger = logging.getLogger(__name__)
 
 
 class TtlSet:
@@ -66,6 +76,8 @@ class Dedupe:
         self._unsaved: list[str] = []
         self._intake: dict[str, dict[str, Any]] = {}
         self._saving = asyncio.Lock()
+        # Keys being claimed in the shared ledger now: a second delivery waits for the first.
+        self._claiming: dict[str, asyncio.Future[None]] = {}
 
     async def load(self) -> None:
         """What the ledger remembers of the last ``keep`` seconds."""
@@ -81,6 +93,33 @@ class Dedupe:
             return False
         self._unsaved.append(key)
         return True
+
+    async def claim(self, keys: Iterable[str]) -> None:
+        """With a shared ledger: each of ``keys`` not seen here is claimed there (created, or
+        found created by another replica: then it counts as seen, and ``first_time`` says
+        so). Nothing with a ledger of one process. A ledger out of reach answers nothing:
+        the keys are decided here alone, as with one process, rather than dropped."""
+        if not self.ledger.shared:
+            return
+        for key in keys:
+            if key in self._seen:
+                continue
+            claiming = self._claiming.get(key)
+            if claiming is not None:  # a repeat in this process: memory decides after it
+                await asyncio.shield(claiming)
+                continue
+            self._claiming[key] = claiming = asyncio.get_running_loop().create_future()
+            try:
+                won = await self.ledger.claim(key)
+            except LedgerUnwritableError as exc:
+                logger.warning("could not claim %s across replicas: %s", key, exc.message)
+                won = True
+            finally:
+                del self._claiming[key]
+                if not claiming.done():
+                    claiming.set_result(None)
+            if not won:  # another replica has it
+                self._seen.add(key)
 
     def seen(self, key: str) -> bool:
         """Whether ``key`` was seen (in this process, or in the ledger at ``load``)."""
@@ -111,3 +150,13 @@ class Dedupe:
                 self._intake = {**intake, **self._intake}
                 return False
             return True
+
+
+def event_keys(event: Mapping[str, Any], event_id: str | None, bot_user_id: str) -> list[str]:
+    """The keys ``Conversations.on_message_event`` decides a message event by: its event id,
+    and the message it carries (one message comes as ``message`` and ``app_mention``)."""
+    keys = [f"event:{event_id}"] if event_id else []
+    parsed = parse_message_event(event, bot_user_id)
+    if isinstance(parsed, UserMessage):
+        keys.append(intake_key(parsed))
+    return keys

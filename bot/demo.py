@@ -43,6 +43,7 @@ from harness.errors import HarnessError
 from harness.opening import Harness, open_harness
 from harness.project import Project, load_project
 from harness.runtime.model_access import model_access, scripted_env
+from harness.tasks.model import Task
 from harness.testing.cluster import local_cluster
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
@@ -124,7 +125,7 @@ async def run_demo(
 ) -> int:
     # NATS's data goes with the demo; the workers' workspaces stay, as the dispatches in the
     # task records point at them (a dot folder never passes for a task's workspace).
-    workspaces = project.config.workspaces.root / ".demo-workers"
+    workspaces = _workers_root(project)
     with tempfile.TemporaryDirectory(prefix="harness-cluster-") as tmp:
         async with _harness(project, cluster, Path(tmp), workspaces, real) as harness:
             return await _converse(project, harness.orchestrator, request, timeout)
@@ -179,6 +180,12 @@ async def _converse(
                 _print(f"demo: no result within {timeout:g} s")
                 return 1
             _shown_task.extend(t.slug for t in (await orchestrator.tasks.task_summaries())[:1])
+            # An agent shorter than the gap between two events was not seen live: its record
+            # says where it ran (a worker's folder holds its workspace).
+            done = [await orchestrator.tasks.task(slug) for slug in _shown_task[-1:]]
+            for role, agent_id, worker in _placements(done, _workers_root(project)):
+                if agent_id not in placed:
+                    _print(f"demo: {role} {agent_id} ran on {worker}")
             for text in _results(slack.thread(CHANNEL, ts)):  # each result, in full
                 _print("\n".join(f"    {row}" for row in text.splitlines()))
         finally:
@@ -188,6 +195,22 @@ async def _converse(
         return 1
     _print("demo: done, the analyst's result is in the thread")
     return 0
+
+
+def _workers_root(project: Project) -> Path:
+    """Where the cluster's workers keep their workspaces, one folder per worker."""
+    return project.config.workspaces.root / ".demo-workers"
+
+
+def _placements(tasks: Sequence[Task], workers: Path) -> list[tuple[str, str, str]]:
+    """(role, agent id, worker) of each agent a worker of the cluster ran: its record keeps
+    the folder the worker placed it in, under ``workers``/NAME."""
+    found = []
+    for record in (d for task in tasks for d in task.dispatches):
+        with contextlib.suppress(ValueError, IndexError):
+            worker = Path(record.cwd).relative_to(workers).parts[0]
+            found.append((record.role, record.agent_id, worker))
+    return found
 
 
 def _results(thread: Sequence[dict[str, Any]]) -> list[str]:

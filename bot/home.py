@@ -21,11 +21,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.background import Background
 from bot.blocks import STATUS_EMOJI, escape, excerpt
 from bot.poster import CALL_ERRORS, Poster, classify
+from bot.spend_home import spend_blocks
 from bot.visibility import visible_tasks
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.questions import Question
+from harness.agents.spend_limits import earliest_day
 from harness.config.settings import SlackSettings
 from harness.errors import HarnessError
 from harness.tasks.model import PullRequest, Task, TaskSummary
@@ -179,9 +181,17 @@ class HomeTab:
                 tasks.append(task_line(task, link))
         waiting = list(zip(mine, links, strict=True))
         view = render_home(self.orchestrator.agents(), waiting, tasks)
+        view["blocks"] += await self._spend(user)
         if self.more is not None:
             view["blocks"] += await self.more(user)
         return view
+
+    async def _spend(self, user: str) -> list[dict[str, Any]]:
+        """This person's spend against their limits (an admin's: the team's too)."""
+        now = self.orchestrator.clock.now()
+        rows = await self.orchestrator.tasks.spending(earliest_day(now))
+        limits = self.orchestrator.config.limits
+        return spend_blocks(user, rows, limits, now, admin=user in self.settings.admins)
 
     async def _link(self, task_slug: str) -> str | None:
         try:

@@ -54,7 +54,7 @@ from bot.poster import DeliveryError, Poster
 from bot.slack_steps import SlackSteps
 from harness.clock import Clock
 from harness.retry import Backoff
-from harness.tasks.ledger import Ledger, LedgerUnwritableError, Owed
+from harness.tasks.ledger import Ledger, LedgerClaimLostError, LedgerUnwritableError, Owed
 from harness.tasks.model import ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,9 @@ __all__ = ["AgentRef", "DeleteStep", "Entry", "Held", "Outbox", "PostStep", "Rea
            "Step", "StopStreamStep", "UpdateStep", "UploadStep", "backoff", "lane_of"]  # fmt: skip
 
 _LANES = 8  # threads delivered at once
+# A ledger other replicas share is read again this often while nothing is due here: what a
+# replica that died owed comes due once its claim on the thread expires.
+POLL = Backoff(first=0.25, cap=2.0)
 _MESSAGE_STEPS = ("post", "update", "stop_stream")  # the steps that show a message
 
 
@@ -216,7 +219,11 @@ class Outbox:
         if self._undelivered is not None:
             self._undelivered.dec()
         if replaced.id < 0 or not written:
-            await self._progress(replaced, None, partial(self.ledger.delivered, replaced.id))
+            try:
+                await self._progress(replaced, None, partial(self.ledger.delivered, replaced.id))
+            except LedgerClaimLostError as exc:  # another replica delivers the thread now
+                self._newer.pop(replaced.id, None)
+                logger.info("a withdrawn entry is another replica's now: %s", exc)
 
     def start(self) -> None:
         if self._task is None:
@@ -256,6 +263,7 @@ class Outbox:
     # ------------------------------------------------------------------ the delivery loop
 
     async def _run(self) -> None:
+        quiet = 0  # passes in a row with nothing owed here
         while True:
             self._wake.clear()
             try:
@@ -265,6 +273,9 @@ class Outbox:
                 wait = self.max_delay
             if wait is None and not self._wake.is_set():
                 self._idle.set()
+            if self.ledger.shared:  # another replica's entries come due here if it dies
+                quiet = quiet + 1 if wait is None else 0
+                wait = min(wait if wait is not None else self.max_delay, POLL.delay(quiet))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
 
@@ -309,6 +320,14 @@ class Outbox:
             self._busy[owed.id] = busy = asyncio.Event()
             try:
                 outcome = await self._deliver(owed)
+            except LedgerClaimLostError as exc:
+                # Another replica took the thread over (this one was too slow to renew its
+                # claim): its entries are that replica's to finish, which looks for the posts
+                # made here before it makes them again.
+                logger.info("thread %s is delivered by another replica now: %s", owed.lane, exc)
+                for entry in entries:
+                    self._newer.pop(entry.id, None)
+                return None
             finally:
                 del self._busy[owed.id]
                 busy.set()

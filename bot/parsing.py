@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.assistant import GREETING
 from bot.blocks import escape
+from harness.agents.directives import Directives, parse_directives
 from harness.agents.visibility import is_direct_message
 from harness.tasks.model import ThreadRef
 
@@ -32,7 +33,13 @@ AGENT_ID_RE = re.compile(r"^a[0-9a-f]{1,16}$")
 
 # Why an event starts nothing, as the bot acts on it; ``Ignore.reason`` says it for the log.
 IgnoreKind = Literal[
-    "not for the bot", "empty", "invisible", "already handled", "duplicate", "not allowed"
+    "not for the bot",
+    "empty",
+    "invisible",
+    "directives only",
+    "already handled",
+    "duplicate",
+    "not allowed",
 ]
 
 
@@ -57,6 +64,8 @@ class UserMessage:
     cut: int = 0
     # It had characters, none of them visible (zero-width spaces and the like): no text.
     invisible: bool = False
+    # `plan first:` and `model:<name>` it started with (taken off ``text``).
+    directives: Directives = field(default_factory=Directives)
 
     @property
     def top_level(self) -> bool:
@@ -136,7 +145,7 @@ def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessa
     is_dm = event.get("channel_type") == "im" or (
         "channel_type" not in event and is_direct_message(channel)
     )
-    text = unescape(strip_mention(raw, bot_user_id))
+    directives, text = parse_directives(unescape(strip_mention(raw, bot_user_id)))
     invisible = bool(text) and not visible(text)
     if invisible:
         text = ""
@@ -153,6 +162,7 @@ def parse_message_event(event: Mapping[str, Any], bot_user_id: str) -> UserMessa
         is_dm=is_dm,
         cut=cut,
         invisible=invisible,
+        directives=directives,
     )
 
 
@@ -188,6 +198,8 @@ def decide(message: UserMessage, *, bound: bool) -> Decision:
 def _empty(message: UserMessage) -> Ignore:
     if message.invisible:
         return Ignore("invisible", "a message of invisible characters only")
+    if message.directives != Directives():  # `model:opus` alone: its person hears what is missing
+        return Ignore("directives only", "directives and no request")
     return Ignore("empty", "empty message")
 
 
@@ -261,7 +273,7 @@ def thread_task_description(
 # ------------------------------------------------------------------ /harness
 
 
-CommandName = Literal["list", "kill", "tasks", "help", "connect", "disconnect", "review"]
+CommandName = Literal["list", "kill", "tasks", "help", "connect", "disconnect", "review", "memory"]
 # The forges a person can link an account of (`/harness connect github`).
 FORGES = ("github",)
 
@@ -284,8 +296,8 @@ def parse_command(text: str) -> Command | BadCommand:
     if not words or words[0].lower() == "help":
         return Command("help")
     name, args = words[0].lower(), words[1:]
-    if name in ("list", "tasks"):
-        return Command("list" if name == "list" else "tasks")
+    if name in ("list", "tasks", "memory"):
+        return Command("list" if name == "list" else "tasks" if name == "tasks" else "memory")
     if name == "kill":
         if len(args) != 1:
             return BadCommand("Usage: `/harness kill <agentId>` (the ids are in `/harness list`).")
@@ -326,3 +338,27 @@ def review_request(text: str) -> str | None:
     """The pull request's address when ``text`` is ``review <url>``, else None."""
     match = _REVIEW.match(text)
     return match["url"] if match is not None else None
+
+
+# `remember <note>`: a note for the thread's channel; `remember repo:<name> <note>`: for that
+# repository. Only at the very start of a message to the bot.
+_REMEMBER = re.compile(r"^\s*remember\b[:,]?\s*(?P<rest>.*)$", re.I | re.S)
+_REPOSITORY_WORD = re.compile(r"^repo(?:sitory)?:(?P<name>\S+)\s*(?P<text>.*)$", re.S)
+
+
+@dataclass(frozen=True)
+class Remember:
+    text: str  # "" when nothing followed the word
+    repository: str | None = None  # named with repo:<name>; None: the thread's channel
+
+
+def remember_request(text: str) -> Remember | None:
+    """The note when ``text`` is ``remember [repo:<name>] <note>``, else None."""
+    match = _REMEMBER.match(text)
+    if match is None:
+        return None
+    rest = match["rest"].strip()
+    named = _REPOSITORY_WORD.match(rest)
+    if named is not None:
+        return Remember(named["text"].strip(), named["name"])
+    return Remember(rest)

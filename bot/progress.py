@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -28,7 +28,9 @@ from bot.blocks import (
     with_rerun_button,
 )
 from bot.late_results import interruption_key, late_notice, place_of, rerun_buttons
+from bot.memory_views import proposal_messages
 from bot.outbox import Outbox, Step, StopStreamStep
+from bot.plans import models_of, plan_buttons_for
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.pull_request_views import result_buttons_for
 from bot.streaming import (
@@ -300,7 +302,10 @@ class AgentWatcher:
         if late:
             messages = [late_notice(record), *messages]
         if record.status == "interrupted":
-            messages = with_rerun_button(messages, record.agent_id)
+            models = models_of(self.orchestrator.roles, record)  # a menu to pick another
+            messages = with_rerun_button(messages, record.agent_id, models)
+        messages = plan_buttons_for(messages, record, self.orchestrator.roles)
+        messages += proposal_messages(record, watch.task_slug)  # Keep / Discard, bot/memory.py
         if record.status == "completed" and record.diff_stat:
             task = await self.orchestrator.tasks.task(watch.task_slug)
             has_forge = self.orchestrator.pull_requests.forge_of(task) is not None
@@ -353,13 +358,20 @@ class AgentWatcher:
             replaces=replaces,
         )
 
-    async def resume(self, interrupted: Sequence[tuple[str, DispatchRecord]] = ()) -> int:
+    async def resume(
+        self,
+        interrupted: Sequence[tuple[str, DispatchRecord]] = (),
+        only: Collection[str] | None = None,
+    ) -> int:
         """At start: settles every watched agent that ended while the bot was away (a result
         that came in, or an interruption), and announces in its task's thread each agent of
-        ``interrupted`` (marked so at this start) that no watch covered. How many it did."""
+        ``interrupted`` (marked so at this start) that no watch covered. How many it did.
+        ``only``: the watches of these agents alone (another replica's, taken over)."""
         done = 0
         watched = set()
         for agent_id, data in await self.ledger.watches():
+            if only is not None and agent_id not in only:
+                continue
             watched.add(agent_id)
             try:
                 watch = Watch.from_json(agent_id, data)

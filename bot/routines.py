@@ -105,7 +105,8 @@ class SlackLauncher:
         thread = await self._open_thread(routine, opening_text(routine, firing))
         link = await self.poster.permalink(thread) or f"{thread.channel}/{thread.thread_ts}"
         self.conversations.index.reserve(thread)
-        trigger = Trigger(routine.name, firing.kind, firing.at, firing.why, firing.link, firing.by)
+        trigger = Trigger(routine.name, firing.kind, firing.at, firing.why, firing.link,
+                          firing.by, firing=firing.key)  # fmt: skip
         if pull is not None:
             return await self._review(routine, thread, link, trigger, *pull)
         try:
@@ -212,6 +213,18 @@ class SlackLauncher:
         if status == "running":
             status = "interrupted"
         return RunOutcome(status, cost_usd=record.cost_usd, error=record.error)
+
+    async def find(self, routine: Routine, firing: Firing) -> LaunchedRun | None:
+        for task in await self.orchestrator.tasks.tasks():
+            trigger = task.trigger
+            if trigger is None or (trigger.routine, trigger.firing) != (routine.name, firing.key):
+                continue
+            link = await self.poster.permalink(task.thread) if task.thread else None
+            if link is None and task.thread is not None:
+                link = f"{task.thread.channel}/{task.thread.thread_ts}"
+            agent = task.dispatches[-1].agent_id if task.dispatches else None
+            return LaunchedRun(task.slug, link or "", agent)
+        return None
 
     async def notify(self, routine: Routine, text: str) -> None:
         places = [routine.channel] + ([routine.owner] if routine.owner else [])

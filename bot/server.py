@@ -23,14 +23,19 @@ from bot.app import HarnessBot, create_app
 from bot.github_webhook import GITHUB_WEBHOOK_PATH, github_webhook
 from bot.http_intake import HttpIntake
 from bot.poster import slack_error
+from bot.replica_jobs import following_pull_requests, taking_over
 from bot.routines import BotRoutines
 from bot.settings import BotOptions, Mode, SlackEnv
+from bot.singletons import Singletons
 from harness import health
+from harness.agents.orchestrator import Orchestrator
+from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 from harness.opening import Harness, open_harness
-from harness.project import Project
+from harness.project import Project, open_leases
 from harness.runtime.backends import runtime_backend
 from harness.runtime.spec import AgentRuntime
+from harness.tasks.leases import LeaseKeeper
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +59,8 @@ class BotServer:
         self.app_token = app_token
         self.host = host
         self.port = port
-        # Socket Mode: /healthz, /readyz and /metrics on a port of their own (None: not served;
-        # HTTP mode serves them next to /slack/events).
+        # /healthz, /readyz, /metrics, GitHub's webhook and the routines' HTTP triggers on a
+        # port of their own (None: not served; HTTP mode serves them next to /slack/events too).
         self.health_port = health_port
         self._health: web.AppRunner | None = None
         self.workspace = ""  # the Slack workspace's name, from auth.test at start
@@ -64,6 +69,10 @@ class BotServer:
         self._intake: HttpIntake | None = None
         self._stopped = False
         self.routines: BotRoutines | None = None  # config.yaml's routines, when it has some
+        # The singletons, and the leases this replica holds on them (on NATS with a NATS
+        # store, where every replica contends for them).
+        self.singletons = Singletons(lease_keeper(bot.orchestrator))
+        self.leases = self.singletons.keeper
 
     @property
     def url(self) -> str:
@@ -74,6 +83,11 @@ class BotServer:
     async def start(self) -> None:
         await self._check_tokens()  # before the bot's first call to Slack
         await self.bot.start()
+        self.singletons.add(following_pull_requests(self.bot))
+        if self.bot.ledger.shared:  # replicas: one follows the agents of a stopped one
+            self.singletons.add(taking_over(self.bot))
+        self.singletons.metrics(self.bot.metrics)
+        await self.singletons.start()
         self.routines = await BotRoutines.start(self.bot)
         if self.mode == "http":
             self._intake = HttpIntake(
@@ -82,7 +96,7 @@ class BotServer:
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
             self._webhooks(web_app)
-            health.add_routes(web_app, self.bot.metrics, self.checks())
+            health.add_routes(web_app, self.bot.metrics, self.checks(), self._leases_held)
             runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=2.0)
             await runner.setup()
             try:
@@ -98,10 +112,18 @@ class BotServer:
             handler = AsyncSocketModeHandler(self.bot.app, self.app_token)
             self._socket = handler
             await handler.connect_async()  # type: ignore[no-untyped-call]
-            if self.health_port is not None:
-                self._health = await health.serve(self.bot.metrics, self.checks(),
-                    host=self.host, port=self.health_port, more=self._webhooks)  # fmt: skip
-                self.health_port = health.bound_port(self._health)
+        if self.health_port is not None:
+            # In HTTP mode too: a health check or a webhook set up for one mode keeps working
+            # when the bot is switched to the other.
+            self._health = await health.serve(self.bot.metrics, self.checks(),
+                host=self.host, port=self.health_port, more=self._webhooks,
+                held=self._leases_held)  # fmt: skip
+            self.health_port = health.bound_port(self._health)
+
+    def _leases_held(self) -> list[str]:
+        """For /readyz: the leases this replica holds (none shown with one process's store,
+        where every lease is its own)."""
+        return self.leases.held() if self.bot.ledger.shared else []
 
     def _webhooks(self, app: web.Application) -> None:
         """GitHub's webhook, and the routines' HTTP triggers."""
@@ -130,12 +152,17 @@ class BotServer:
             return orchestrator.runtime_problem()
 
         async def ledger() -> str | None:  # what the bot owes is held in memory meanwhile
-            if self.bot.ledger.problem is not None:  # asked again: the disk may have room now
+            # Asked again after a refusal (the disk may have room now), and each time when
+            # the ledger is on a server (NATS): whether this replica reaches it.
+            late = None
+            if self.bot.ledger.problem is not None or self.bot.ledger.file is None:
                 with contextlib.suppress(HarnessError):
-                    await self.bot.ledger.probe()
-            problem = self.bot.ledger.problem
+                    late = await health.bounded(self.bot.ledger.probe)
+            problem = self.bot.ledger.problem or late
+            if problem is None or self.bot.ledger.file is None:
+                return problem
             volume = health.volume_of(orchestrator.config.tasks_dir)
-            return f"{problem} (on the volume mounted at {volume})" if problem else None
+            return f"{problem} (on the volume mounted at {volume})"
 
         return {
             "slack": slack,
@@ -191,10 +218,17 @@ class BotServer:
             await self._intake.drain()  # events already acked are owed an answer
         if self.routines is not None:
             await self.routines.close()  # no firing starts once agents are being stopped
+        await self.singletons.close()  # another replica takes the singletons at once
         self.bot.begin_shutdown()
         # Agents on workers (a NATS runtime) go on; the bot's next start follows them again.
         await self.bot.orchestrator.shutdown(reason, leave_remote_agents=True)
         await self.bot.close()
+
+
+def lease_keeper(orchestrator: Orchestrator) -> LeaseKeeper:
+    """The leases of this process on the singletons, beside its task store."""
+    config, clock = orchestrator.config, orchestrator.clock
+    return LeaseKeeper(lambda: open_leases(config, clock), clock=clock)
 
 
 def describe(server: BotServer, project: Project, runtime: str | None = None) -> str:
@@ -205,6 +239,8 @@ def describe(server: BotServer, project: Project, runtime: str | None = None) ->
     where = f"HTTP mode, listening on {server.url}" if server.mode == "http" else "Socket Mode"
     runtime = runtime or runtime_backend(config.runtime).where
     sandbox = "" if config.sandbox.enabled else "; sandbox off"
+    if server.health_port is not None:
+        where += f", health, metrics and webhooks on port {server.health_port}"
     return (
         f"{where}, connected to Slack workspace {server.workspace or '(unnamed)'}; "
         f"config {config.file}, roles {', '.join(sorted(project.roles))}; "
@@ -236,12 +272,14 @@ async def serve(
     runtime: AgentRuntime | None = None,
     options: BotOptions | None = None,
     health_port: int | None = None,
+    clock: Clock = SYSTEM,
 ) -> int:
     """Runs the bot until SIGTERM or SIGINT; 0 after a clean shutdown. Its agents run where
     config.yaml says (on ``runtime`` here, when given), opened before the first event: the
     runtime is loaded (importing it at the first agent would hold every ack back) and the
-    workers are connected (/readyz is ready only once agents can be sent to them)."""
-    async with open_harness(project, purpose="serve", runtime=runtime) as harness:
+    workers are connected (/readyz is ready only once agents can be sent to them). ``clock``:
+    the time and ids of everything it builds (a test's clock moves it across a firing time)."""
+    async with open_harness(project, purpose="serve", runtime=runtime, clock=clock) as harness:
         return await _serve(
             harness, project, env=env, mode=mode, port=port, host=host, options=options,
             health_port=health_port,

@@ -1,7 +1,8 @@
 """Slack's surfaces for agent apps, wired into the Bolt app: the assistant thread (Bolt's
 ``AsyncAssistant``: a greeting and suggested prompts when it starts), the App Home tab with its
-*Kill* buttons, the "Send to harness" message shortcut, and the feedback buttons under a
-streamed result.
+*Kill* buttons, the "Send to harness" and "Plan with harness" message shortcuts, the feedback
+buttons under a streamed result, and a plan's *Approve and implement* and *Request changes*
+(``bot/plans.py``).
 
 Messages in assistant threads are not taken by the assistant: they reach the app's ``message``
 listener like any DM, so a thread works the same in the split view and in the DM tab.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_bolt.app.async_app import AsyncApp
@@ -24,13 +25,16 @@ from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import
 )
 from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 
+from bot import plans, unfinished
 from bot.access import check_access
 from bot.assistant import GREETING, suggested_prompts
 from bot.attachments import files_of, with_files_text
+from bot.blocks import RERUN_MODEL_ACTION
 from bot.commands import Commands
 from bot.conversations import Conversations
 from bot.home import KILL_ACTION, HomeTab
 from bot.parsing import MAX_TEXT_CHARS, Ignore, clicked_thread
+from bot.plans import APPROVE_ACTION, CHANGES_ACTION, MODEL_ACTION
 from bot.poster import CALL_ERRORS, Poster, classify
 from bot.streaming import FEEDBACK_ACTION, parse_feedback
 from harness.agents.orchestrator import Orchestrator
@@ -41,6 +45,9 @@ from harness.tasks.model import ThreadRef
 logger = logging.getLogger(__name__)
 
 SHORTCUT = "send_to_harness"
+# The same, asking for a plan to approve before any change (``plan first:``).
+PLAN_SHORTCUT = "plan_with_harness"
+PlanAct = Callable[[Conversations, ThreadRef, str, str, Mapping[str, Any]], Awaitable[str | None]]
 
 
 def shortcut_request(text: str, author: str | None, permalink: str | None) -> str:
@@ -137,8 +144,17 @@ def register_surfaces(
         except HarnessError as exc:
             logger.info("feedback on %s not recorded: %s", agent_id, exc)
 
-    async def on_shortcut(
+    async def on_plan_shortcut(
         ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, respond: AsyncRespond
+    ) -> None:
+        await on_shortcut(ack, body, context, respond, plan=True)
+
+    async def on_shortcut(
+        ack: AsyncAck,
+        body: dict[str, Any],
+        context: AsyncBoltContext,
+        respond: AsyncRespond,
+        plan: bool = False,
     ) -> None:
         started = time.perf_counter()
         await ack()
@@ -155,6 +171,7 @@ def register_surfaces(
         link = await poster.permalink(ThreadRef(channel, ts))
         request = shortcut_request(with_files_text(text.strip(), files_of(message)),
                                    message.get("user"), link)  # fmt: skip
+        request = f"plan first: {request}" if plan else request
         event = shortcut_event(body, request, context.bot_user_id or "")
         decision = conversations.on_message_event(
             event, event_id=None, bot_user_id=context.bot_user_id or ""
@@ -173,3 +190,44 @@ def register_surfaces(
     app.action(KILL_ACTION)(on_home_kill)
     app.action(FEEDBACK_ACTION)(on_feedback)
     app.shortcut(SHORTCUT)(on_shortcut)
+    app.shortcut(PLAN_SHORTCUT)(on_plan_shortcut)
+
+    def plan_button(act: PlanAct) -> Callable[..., Awaitable[None]]:
+        """A plan's button: the click is kept (an approval, in the ledger) before it is
+        acked; a refusal reaches the clicker alone."""
+
+        async def on_click(
+            ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+        ) -> None:
+            user = str((body.get("user") or {}).get("id", ""))
+            picked = action.get("selected_option") or {}  # a menu's pick, else a button's
+            agent_id = str(picked.get("value") or action.get("value", ""))
+            refused = await act(conversations, clicked_thread(body), agent_id, user, body)
+            await ack()
+            logger.info("%s on plan %s by %s: %s", action.get("action_id"), agent_id, user,
+                        refused or "taken")  # fmt: skip
+            if refused is not None:
+                await respond(text=refused, response_type="ephemeral", replace_original=False)
+
+        return on_click
+
+    async def on_model_picked(ack: AsyncAck) -> None:
+        await ack()  # read from the click's state when a plan's button is pressed
+
+    async def rerun_with(
+        conversations: Conversations, thread: ThreadRef, value: str, user: str,
+        body: Mapping[str, Any],
+    ) -> str | None:  # fmt: skip
+        """A model picked in the menu beside *Run again*: run it again with that one."""
+        agent_id, _, model = value.partition(" ")
+        message = body.get("message")
+        notice = message if isinstance(message, dict) else None
+        return await unfinished.run_again(conversations, thread, agent_id, user, notice, model)
+
+    app.action(APPROVE_ACTION)(plan_button(plans.approve))
+    app.action(CHANGES_ACTION)(plan_button(plans.request_changes))
+    app.action(MODEL_ACTION)(on_model_picked)
+    app.action(RERUN_MODEL_ACTION)(plan_button(rerun_with))
+    clicks = commands.forges.clicks  # set by the app before the surfaces are registered
+    if clicks is not None:
+        clicks.on("plan", lambda click: plans.resume_approval(conversations, clicks, click))

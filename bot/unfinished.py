@@ -96,10 +96,11 @@ async def run_again(
     agent_id: str,
     user: str,
     notice: Mapping[str, Any] | None,
+    model: str | None = None,
 ) -> str | None:
     """*Run again* was pressed under the notice that ``agent_id`` was interrupted: the same
-    role starts over on the same request, in the same task, once. Why not, when it
-    cannot (None when it started)."""
+    role starts over on the same request, in the same task, once, with its model (or the
+    ``model`` picked in the menu beside it). Why not, when it cannot (None when it started)."""
     orchestrator = conversations.orchestrator
     slug = conversations.index.slug(thread)
     try:
@@ -118,7 +119,10 @@ async def run_again(
     if conversations.closing:
         return "I am shutting down; press it again once I am back."
     shown = _shown(notice)
-    key, data = click_record("rerun", agent_id, user, thread, {"notice": shown} if shown else None)
+    extra: dict[str, Any] = {"model": model or record.model, "plan": record.plan}  # or picked
+    if shown:
+        extra["notice"] = shown
+    key, data = click_record("rerun", agent_id, user, thread, extra)
     try:  # claimed and kept in one step: a stop in between cannot lose the click
         if not await conversations.ledger.claim(f"rerun:{agent_id}", intake=(key, data)):
             return "It has already been run again."
@@ -178,7 +182,9 @@ def _enqueue(
         if conversations.closing:
             return  # still kept: the next start runs it
         try:
-            handle = await orchestrator.draft(role, prompt, task_slug=slug, requested_by=click.user)
+            handle = await orchestrator.draft(role, prompt, task_slug=slug, requested_by=click.user,
+                                              model=click.extra.get("model"),
+                                              plan=bool(click.extra.get("plan")))  # fmt: skip
         except HarnessError as exc:  # e.g. the task's budget is spent: the thread hears why
             text = f"⚠️ Not run again: {exc.message}." + (f" {exc.fix}." if exc.fix else "")
             await conversations.outbox.owe(thread, [{"op": "post", "message": text}],

@@ -146,7 +146,7 @@ class ToolError(HarnessError):
         }
 
 
-LimitCode = Literal["BUDGET_EXCEEDED", "DEPTH_LIMIT_EXCEEDED"]
+LimitCode = Literal["BUDGET_EXCEEDED", "DEPTH_LIMIT_EXCEEDED", "SPEND_LIMIT_EXCEEDED"]
 
 
 class LimitError(HarnessError):

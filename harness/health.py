@@ -2,8 +2,8 @@
 for workers.
 
 ``/healthz`` says "ok" while the process serves; ``/readyz`` runs its checks and answers 200,
-or 503 with one line per failing check; ``/metrics`` is the process's registry in the
-Prometheus text format.
+or 503 with one line per failing check, then a line naming the leases the process holds (its
+singletons), if any; ``/metrics`` is the process's registry in the Prometheus text format.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import errno
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,10 +23,14 @@ if TYPE_CHECKING:  # imported where served: a worker with no health port never l
 
 # A check: None when fine, else why not (one line).
 Check = Callable[[], Awaitable[str | None]]
+# The names of the leases the process holds now.
+Held = Callable[[], Sequence[str]]
 WRITE_TIMEOUT = 2.0
 
 
-def add_routes(app: web.Application, metrics: Metrics, checks: Mapping[str, Check]) -> None:
+def add_routes(
+    app: web.Application, metrics: Metrics, checks: Mapping[str, Check], held: Held | None = None
+) -> None:
     from aiohttp import web
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -36,9 +40,11 @@ def add_routes(app: web.Application, metrics: Metrics, checks: Mapping[str, Chec
         names = list(checks)
         outcomes = await asyncio.gather(*(checks[name]() for name in names))
         failing = [f"{name}: {why}" for name, why in zip(names, outcomes, strict=True) if why]
+        leases = list(held()) if held is not None else []
+        note = f"leases held: {', '.join(leases)}\n" if leases else ""
         if failing:
-            return web.Response(status=503, text="\n".join(failing) + "\n")
-        return web.Response(text="ready\n")
+            return web.Response(status=503, text="\n".join(failing) + "\n" + note)
+        return web.Response(text="ready\n" + note)
 
     async def metrics_page(_request: web.Request) -> web.Response:
         body = metrics.exposition()
@@ -56,14 +62,15 @@ async def serve(
     port: int,
     host: str = "0.0.0.0",
     more: Callable[[web.Application], None] | None = None,
+    held: Held | None = None,
 ) -> web.AppRunner:
     """Serves the three endpoints on a port of their own (0: any free one; see
     ``bound_port``) until the runner is cleaned up; ``more`` adds routes of its own (the
-    bot's webhooks in Socket Mode, which has no other port)."""
+    bot's webhooks in Socket Mode, which has no other port); ``held`` names the leases held."""
     from aiohttp import web
 
     app = web.Application()
-    add_routes(app, metrics, checks)
+    add_routes(app, metrics, checks, held)
     if more is not None:
         more(app)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -117,3 +124,15 @@ def volume_of(path: Path) -> Path:
     while not os.path.ismount(folder) and folder.parent != folder:
         folder = folder.parent
     return folder
+
+
+async def bounded(
+    probe: Callable[[], Awaitable[object]], timeout: float = WRITE_TIMEOUT
+) -> str | None:
+    """Runs ``probe`` within ``timeout`` s: None when it ends in time (whatever it says), else
+    why not: a server that does not answer fails the check rather than hang it."""
+    try:
+        await asyncio.wait_for(probe(), timeout)
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    return None

@@ -79,6 +79,15 @@ class Metrics:
             ["role", "status"],
             registry=r,
         )
+        # The usage view's groupings (``harness usage``), counted as agents end in this process.
+        self.spend = Counter(
+            "harness_spend_usd",
+            "Model cost of agents that ended (simulated costs excluded), by who pays: the "
+            "person who asked, the channel (direct messages as `direct`), the role, the "
+            "routine and the repository (`` when none)",
+            ["person", "channel", "role", "routine", "repository"],
+            registry=r,
+        )
         # The bot's, incremented from bot/.
         self.slack_events = Counter(
             "harness_slack_requests",
@@ -145,6 +154,14 @@ class Metrics:
         record = event.record
         cost = None if record.cost_simulated else record.cost_usd
         self.agent_ended(record.role, record.status, record.duration_ms, cost)
+        if cost is not None:
+            task = event.task
+            channel = task.thread.channel if task.thread is not None else ""
+            person = record.requested_by or task.requester or ""
+            routine = task.trigger.routine if task.trigger is not None else ""
+            labels = (person, "direct" if channel.startswith("D") else channel, record.role,
+                      routine, task.repository or "")  # fmt: skip
+            self.spend.labels(*labels).inc(cost)
 
     def agent_ended(
         self, role: str, status: str, duration_ms: int | None, cost: float | None
@@ -181,6 +198,31 @@ class EndedRecord(Protocol):
     def cost_usd(self) -> float | None: ...
     @property
     def cost_simulated(self) -> bool: ...
+    @property
+    def requested_by(self) -> str | None: ...
+
+
+class _Channel(Protocol):
+    @property
+    def channel(self) -> str: ...
+
+
+class _Routine(Protocol):
+    @property
+    def routine(self) -> str: ...
+
+
+class TaskView(Protocol):
+    """Who pays for a finished agent's task (a ``Task``)."""
+
+    @property
+    def requester(self) -> str | None: ...
+    @property
+    def repository(self) -> str | None: ...
+    @property
+    def thread(self) -> _Channel | None: ...
+    @property
+    def trigger(self) -> _Routine | None: ...
 
 
 class AgentEventView(Protocol):
@@ -190,6 +232,8 @@ class AgentEventView(Protocol):
     def kind(self) -> str: ...
     @property
     def record(self) -> EndedRecord: ...
+    @property
+    def task(self) -> TaskView: ...
 
 
 class _Watched(Protocol):

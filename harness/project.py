@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from harness.agents.orchestrator import Orchestrator
     from harness.runtime.spec import AgentRuntime, Hosting
     from harness.tasks.files import FileTaskStore
+    from harness.tasks.leases import Lease
+    from harness.tasks.ledger_protocol import Ledger
     from harness.tasks.nats_store import NatsTaskStore
     from harness.tasks.store import Store
     from harness.workspaces.manager import Workspaces
@@ -165,6 +167,31 @@ def task_store(config: Config, clock: Clock = SYSTEM) -> FileTaskStore | NatsTas
     from harness.tasks.files import FileTaskStore
 
     return FileTaskStore(config.tasks_dir, clock=clock)
+
+
+def task_ledger(config: Config, clock: Clock = SYSTEM) -> Ledger:
+    """The front end's ledger (seen keys, requests, watches, what threads are owed), beside
+    the task store: with ``store: {kind: nats}`` on the server, where bot replicas share it,
+    else a SQLite file in the tasks folder. Connected (or opened) on first use."""
+    if config.store.kind == "nats":
+        from harness.tasks.nats_ledger import NatsLedger
+
+        return NatsLedger(config.store, clock)
+    from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
+
+    return SqliteLedger(config.tasks_dir / LEDGER_FILE, clock)
+
+
+async def open_leases(config: Config, clock: Clock = SYSTEM) -> Lease:
+    """The leases on the singletons, beside the task store: on the NATS server that replicas
+    share with ``store: {kind: nats}``, else in this process (one process keeps a file store)."""
+    if config.store.kind == "nats":
+        from harness.tasks.leases import NatsLeases
+
+        return await NatsLeases.open(config.store, clock)
+    from harness.tasks.leases import LocalLeases
+
+    return LocalLeases(clock)
 
 
 def configured_hosting(

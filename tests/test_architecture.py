@@ -29,6 +29,7 @@ ORDER = (
     "harness.permissions",
     "harness.config",
     "harness.tasks",
+    "harness.memory",  # the notes kept per channel and repository, for agents' context
     "harness.sandbox",  # what bubblewrap shows (its binds), checked and started
     "harness.boundary",  # runs commands over an agent's folder in a sandbox of its own
     "harness.workspaces",

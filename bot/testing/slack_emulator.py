@@ -328,10 +328,11 @@ class SlackEmulator:
         *,
         thread_ts: str | None = None,
         seen: JSON | None = None,
+        state: JSON | None = None,
     ) -> DeliveredEvent:
         """A user clicks a button (`action_id`, `value`) on the message at `message_ts`; the
         payload carries the message as it is now, or as `seen` (a client showing an older
-        version of it, buttons since removed included)."""
+        version of it, buttons since removed included) and its menus' picks as ``state``."""
         self.add_user(user)
         message = self.store.find(channel, message_ts) if seen is None else seen
         payload = block_actions(
@@ -344,6 +345,7 @@ class SlackEmulator:
             value=value,
             thread_ts=thread_ts or (message or {}).get("thread_ts"),
             response_url=self.server.response_url(user, channel, message_ts),
+            state=state,
         )
         return await self._bot.deliver("interactive", payload)
 

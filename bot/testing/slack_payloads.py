@@ -124,8 +124,10 @@ def block_actions(
     value: str,
     thread_ts: str | None,
     response_url: str,
+    state: JSON | None = None,
 ) -> JSON:
-    """An interactive `block_actions` payload for a button click on a message."""
+    """An interactive `block_actions` payload for a button click on a message; ``state``:
+    what its menus show picked (block id -> action id -> value)."""
     container: dict[str, Any] = {
         "type": "message",
         "message_ts": message_ts,
@@ -151,7 +153,7 @@ def block_actions(
         "is_enterprise_install": False,
         "channel": {"id": channel, "name": channel.lower()},
         "message": message or {"type": "message", "ts": message_ts},
-        "state": {"values": {}},
+        "state": {"values": state or {}},
         "response_url": response_url,
         "actions": [
             {

@@ -71,12 +71,15 @@ class Changes:
 
     def __init__(self) -> None:
         self._cond = asyncio.Condition()
+        # How many changes so far: a poller asks for what came after the one it saw.
+        self.version = 0
 
     def reset(self) -> None:
         # A condition belongs to the loop that first waits on it; a restart may run on another.
         self._cond = asyncio.Condition()
 
     async def notify(self) -> None:
+        self.version += 1
         async with self._cond:
             self._cond.notify_all()
 
@@ -132,6 +135,8 @@ class EmulatorServer:
         self._response_urls: dict[str, JSON] = {}
         self._listeners: list[Callable[[ApiCall], None]] = []
         self._runner: web.AppRunner | None = None
+        # More routes on the same server (the browser page of `harness bot --emulator`).
+        self.extra_routes: list[Callable[[web.Application], None]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -156,6 +161,8 @@ class EmulatorServer:
         app.router.add_post("/response_url/{rid}", self._handle_response_url)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
         app.router.add_get(DOWNLOAD_ROUTE, self.shared_files.download)
+        for add_routes in self.extra_routes:
+            add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self._port)

@@ -1,26 +1,31 @@
 """Putting agents in the queue: a new dispatch, or one a worker still runs after a restart.
 
 A new dispatch is checked against the task's caps whoever asks for it (its budget; how deep
-agents draft agents), gets a fresh agent id (never one the store has seen), a queued record
-and a workspace request for its host, and is handed to the runs. After a restart, an agent a
-worker still runs is registered again and followed to its end.
+agents draft agents) and the spend limits of who pays for it (``spend_gate.py``), gets a
+fresh agent id (never one the store has seen), a queued record and a workspace request for
+its host, and is handed to the runs. After a restart, an agent a worker still runs is
+registered again and followed to its end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.agents.directives import for_request, plan_prompt
 from harness.agents.events import AgentEvent, Events
 from harness.agents.pool import AgentPool, PoolEntry
 from harness.agents.runs import AgentRuns
+from harness.agents.spend_gate import SpendGate
 from harness.clock import Clock, timestamp
 from harness.config.roles import Role
 from harness.config.settings import Config
 from harness.errors import HarnessError, LimitError
+from harness.memory.service import TeamMemory
 from harness.runtime.attachments import Attachment, LeftOut, attachment_note, with_note
 from harness.runtime.host import workspace_request
 from harness.runtime.spec import Hosting
@@ -56,8 +61,10 @@ class Dispatcher:
         *,
         clock: Clock,
         simulated_costs: bool,
+        memory: TeamMemory | None = None,
     ) -> None:
         self._config = config
+        self._memory = memory  # the team's notes, given to every agent of their scope
         self._roles = roles
         self._store = store
         self._hosting = hosting
@@ -67,6 +74,7 @@ class Dispatcher:
         self._clock = clock
         # Agents talk to a scripted model: their records say the costs were not paid.
         self._simulated_costs = simulated_costs
+        self._spend = SpendGate(config.limits, store, clock, simulated=simulated_costs)
         self.closing = False  # set by the shutdown: no agent starts after that
 
     async def draft(
@@ -80,9 +88,12 @@ class Dispatcher:
         requested_by: str | None,
         attachments: tuple[Attachment, ...] = (),
         left_out: tuple[LeftOut, ...] = (),
+        model: str | None = None,
+        plan: bool = False,
     ) -> AgentHandle:
         """See ``Orchestrator.draft``."""
         self.refuse_when_closing()
+        role = for_request(role, model=model, plan=plan)  # a model it does not allow: refused
         # Kept with the dispatch's prompt: later agents of the task read where the files are.
         prompt = with_note(prompt, attachment_note(attachments, left_out))
         parent = self._pool.get(parent_id) if parent_id else None
@@ -95,6 +106,8 @@ class Dispatcher:
         # Counted as the harness says it: an agent whose final record the store has not
         # taken yet (``pending``) has ended, its cost spent and its allowance no longer held.
         allowance = self._check_limits(await self._runs.pending.overlay(task), depth, role)
+        # Only the task's thread's channel's and repository's notes: never another channel's.
+        notes = await self._memory.for_task(task) if self._memory is not None else ()
         # Whoever hosts the agent makes its workspace from the request, where it runs; a
         # role with a folder of its own works there.
         request = workspace_request(self._config.workspaces, task.repository)
@@ -117,6 +130,7 @@ class Dispatcher:
             budget_usd=allowance,
             cost_simulated=self._simulated_costs,
             requested_by=requested_by,
+            plan=plan,
         )
         entry = PoolEntry(
             agent_id=agent_id,
@@ -129,16 +143,24 @@ class Dispatcher:
             writes=role.writes,
             requester=task.requester,
         )
+        spending = await self._spend.spending(task)
         # Checked again and registered with no await in between: shutdown stops every
         # registered agent, and none registers after it began. A kill or a wait finds it now.
+        # So are the spend limits, with the allowance reserved: agents at once cannot pass them.
         self.refuse_when_closing()
+        record = dataclasses.replace(record, budget_usd=self._spend.reserve(spending, task, record))
         self._runs.register(entry)
         try:
             task = await self._store.save_dispatch(task.slug, record)
         except BaseException:
             self._runs.unregister(entry)
+            self._spend.forget(agent_id)
             raise
-        full_prompt = compose_prompt(task, prompt, budget_chars=self._config.context_budget_chars)
+        self._spend.saved(agent_id)
+        full_prompt = compose_prompt(
+            task, prompt, budget_chars=self._config.context_budget_chars, notes=notes
+        )
+        full_prompt = plan_prompt(full_prompt) if plan else full_prompt
         self._runs.start(entry, role, record, full_prompt, request, attachments=attachments)
         self._events.emit(AgentEvent("queued", task, record))
         return AgentHandle(agent_id=agent_id, role=role.name, task_slug=task.slug)
@@ -150,7 +172,9 @@ class Dispatcher:
             return False
         if not await self._hosting.still_running(record.agent_id):
             return False
-        role = self._roles[record.role]
+        # As it was drafted: the model its request picked, read-only when it plans.
+        role = for_request(self._roles[record.role], plan=record.plan)
+        role = dataclasses.replace(role, model=record.model)
         seen = len(await self._store.read_jsonl(slug, record.journal_file))
         task = await self._store.get(slug)
         entry = PoolEntry(

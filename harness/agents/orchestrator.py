@@ -6,7 +6,8 @@ runs carry them to their final records on the hosting, and the pool runs agents 
 those parts are private. The services it builds are its attributes, for the front ends to use
 directly: ``tasks`` (tasks, workspaces and records), ``humans`` (questions, answers and who
 may decide), ``pull_requests``, ``accounts`` (linked GitHub accounts), ``files`` (files
-agents share) and ``metadata`` (the configured commands run in agents' folders).
+agents share), ``metadata`` (the configured commands run in agents' folders) and ``memory``
+(the team's notes per channel and repository, given to every agent there).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from harness.config.routing import Router
 from harness.config.settings import Config
 from harness.errors import HarnessError, UnknownRoleError
 from harness.forge.accounts import AccountStore
+from harness.memory.service import team_memory
 from harness.runtime.attachments import Attachment, LeftOut
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting, SpareLimits
 from harness.tasks.model import DispatchRecord, Task
@@ -109,6 +111,8 @@ class Orchestrator:
         self.tasks = TaskDesk(config, store, self._pool, workspaces, self._pending, clock)
         accounts = AccountStore(config.tasks_dir)
         self.accounts = AccountLinks(config, accounts, clock)
+        # The team's notes per channel and repository (``harness/memory``), kept with the tasks.
+        self.memory = team_memory(config, store, clock)
         self.pull_requests = PullRequests(
             config,
             store,
@@ -144,6 +148,7 @@ class Orchestrator:
             self._events,
             clock=clock,
             simulated_costs=simulated_costs,
+            memory=self.memory,
         )
 
     # -- settings, roles, routing -----------------------------------------------------------
@@ -198,15 +203,20 @@ class Orchestrator:
         attachments: Sequence[Attachment] = (),
         left_out: Sequence[LeftOut] = (),
         budget_usd: float | None = None,
+        model: str | None = None,
+        plan: bool = False,
     ) -> AgentHandle:
         """Start an agent and return once it is queued. Without task_slug a new task is
         created from the prompt (about ``repository``, if given; asked for by
         ``requested_by``). The agent sees the task's history before the prompt, and works in
         the task's workspace unless its role names a folder of its own; the files attached
         to the request are written there and named in its prompt (with those ``left_out``).
-        LimitError when the task spent its budget or the drafting agent (``parent_id``) nests
-        too deep, whoever asked. ``budget_usd`` caps this agent below its role's own cap (a
-        routine's ``budgetUsd``); the task's budget still holds."""
+        LimitError when the task spent its budget, a spend limit of who pays is reached
+        (``SpendLimitError``) or the drafting agent (``parent_id``) nests too deep, whoever
+        asked. ``budget_usd`` caps this agent below its role's own cap (a
+        routine's ``budgetUsd``); the task's budget still holds. ``model``: one the role's
+        ``models:`` allows (else HarnessError, nothing started); ``plan``: the agent works
+        read-only and its result is a plan (``agents/directives.py``)."""
         role = self.role(role_name)
         if budget_usd is not None:
             cap = min(budget_usd, role.max_budget_usd or budget_usd)
@@ -222,6 +232,8 @@ class Orchestrator:
             requested_by=requested_by,
             attachments=tuple(attachments),
             left_out=tuple(left_out),
+            model=model,
+            plan=plan,
         )
 
     async def run(
@@ -368,3 +380,24 @@ class Orchestrator:
             self._store, self.now(), still_running=self._dispatcher.adopt, finished=finished,
             keep=self._pending.keep, late=late,
         )  # fmt: skip
+
+    async def take_over_stopped_runs(self) -> tuple[list[tuple[str, DispatchRecord]], list[str]]:
+        """``recover_interrupted`` for the runs that stopped since this process began (another
+        bot replica's, on a shared store): (the dispatches marked interrupted, the agents a
+        worker still runs, followed from here now). Called again and again by the one replica
+        that holds the lease on it; what this process's own start took up is not taken again."""
+        await self._store.begin_run()
+        adopted: list[str] = []
+
+        async def adopt(slug: str, record: DispatchRecord) -> bool:
+            if self.agent(record.agent_id) is not None:  # taken over at an earlier call
+                return True
+            if not await self._dispatcher.adopt(slug, record):
+                return False
+            adopted.append(record.agent_id)
+            return True
+
+        marked = await recover_interrupted(
+            self._store, self.now(), still_running=adopt, keep=self._pending.keep
+        )
+        return marked, adopted

@@ -342,8 +342,7 @@ class PullRequests:
 
     async def follow_open_pull_requests(self) -> list[str]:
         """Follows the checks of the pull requests still waiting on them that nobody here
-        follows yet (opened before a restart, or by `harness pr` in another process); their
-        task slugs."""
+        follows yet (opened before a restart, or in another process); their task slugs."""
         started = []
         for task in await self._store.list():
             pull = task.pull_request
@@ -353,9 +352,9 @@ class PullRequests:
                 started.append(task.slug)
         return started
 
-    def keep_following_pull_requests(self, every: float = 60.0) -> None:
-        """For the one front end that says how checks go (the bot): follows the pull
-        requests waiting on checks now, and looks for new ones every ``every`` seconds."""
+    def keep_following_pull_requests(self, every: float = 60.0) -> asyncio.Task[None]:
+        """For the bot (the replica holding its lease): follows the pull requests waiting on
+        checks now, and looks for new ones every ``every`` s until the task returned ends."""
 
         async def look() -> None:
             while True:
@@ -365,8 +364,9 @@ class PullRequests:
                     logger.warning("could not look for pull requests to follow: %s", exc)
                 await asyncio.sleep(every)
 
-        if "look for pull requests" not in self._followers:
-            self._followers["look for pull requests"] = asyncio.create_task(look())
+        if (looking := self._followers.get("look for pull requests")) is None or looking.done():
+            looking = self._followers["look for pull requests"] = asyncio.create_task(look())
+        return looking
 
     async def close(self) -> None:
         for follower in list(self._followers.values()):

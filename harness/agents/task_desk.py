@@ -30,6 +30,7 @@ from harness.tasks.model import (
     Trigger,
 )
 from harness.tasks.removal import busy_error, damaged_error
+from harness.tasks.spending import Spend
 from harness.tasks.store import DamagedTask, LogEntries, RepairReport, Store
 from harness.workspaces.manager import (
     PruneReport,
@@ -95,6 +96,16 @@ class TaskDesk:
     async def set_requester(self, slug: str, requester: str) -> Task:
         """Records who asked for a task made before requesters were kept."""
         return await self._store.set_requester(slug, requester)
+
+    async def raise_limits(self, slug: str, by: str) -> Task:
+        """Lifts the spend limits for the task (``by``: the admin who did; front ends check
+        who may)."""
+        return await self._store.raise_limits(slug, by)
+
+    async def spending(self, since: str) -> list[Spend]:
+        """What each paid agent that started on or after the UTC day ``since`` spent or
+        holds, and who pays (``Store.spending``)."""
+        return await self._store.spending(since)
 
     async def task(self, slug: str) -> Task:
         return await self._pending.overlay(await self._store.get(slug))

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TypeVar
 
+from harness.agents.directives import parse_directives
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.cli import offline, task_commands
@@ -31,7 +32,7 @@ from harness.cli.render import (
     render_workspaces_json,
 )
 from harness.cli.terminal import TerminalChannel, confirm, terminal_user
-from harness.errors import ForgeError, HarnessError
+from harness.errors import ForgeError, HarnessError, UnknownRoleError
 from harness.opening import Purpose, open_harness
 from harness.project import Project
 
@@ -49,6 +50,9 @@ T = TypeVar("T")
 async def run_command(project: Project, args: argparse.Namespace) -> int:
     """Opens the harness for ``args.command`` (one of ``COMMANDS``) and runs it."""
     scripted = args.command == "run" and args.scripted
+    if args.command == "run" and args.role is not None and args.role not in project.roles:
+        # Said before the harness opens: a mistyped role costs no SDK import or model check.
+        raise UnknownRoleError(args.role, list(project.roles))
     if scripted:
         print(f"harness: {offline.SCRIPTED_NOTE}", file=sys.stderr)
     said: list[str] = []
@@ -100,7 +104,8 @@ async def _interruptible(operation: Awaitable[T]) -> T | None:
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
-            return await _run(orchestrator, args.prompt, args.role, args.task)
+            return await _run(orchestrator, args.prompt, args.role, args.task,
+                              model=args.model, plan=args.plan_first)  # fmt: skip
         if args.command in ("rm", "prune-tasks"):  # (False, ...): the person said no
             done, said = await (
                 task_commands.remove_task(
@@ -156,7 +161,18 @@ async def _pull_request(orchestrator: Orchestrator, slug: str, *, as_json: bool)
     return 0
 
 
-async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: str | None) -> int:
+async def _run(
+    orchestrator: Orchestrator,
+    prompt: str,
+    role: str | None,
+    slug: str | None,
+    *,
+    model: str | None = None,
+    plan: bool = False,
+) -> int:
+    # `plan first:` and `model:NAME` at the start of the prompt, as in Slack.
+    directives, prompt = parse_directives(prompt)
+    model, plan = model or directives.model, plan or directives.plan_first
     repository = None
     if slug is None:  # a new task: which repository it is about (``repo:NAME``, the default)
         choice = orchestrator.tasks.choose_repository(prompt)
@@ -170,18 +186,24 @@ async def _run(orchestrator: Orchestrator, prompt: str, role: str | None, slug: 
     if role is None:
         task = await orchestrator.tasks.task(slug) if slug else None
         role = orchestrator.route_follow_up(task, prompt) if task else orchestrator.route(prompt)
-    orchestrator.role(role)  # unknown role: fail before creating a task
+    planner = orchestrator.role(role)  # unknown role: fail before creating a task
+    # A role's planFirst plans a new task; a run with --task implements (or asks again).
+    plan = plan or (slug is None and planner.plan_first)
     orchestrator.subscribe(_progress_on_stderr)
     orchestrator.humans.add_human_channel(TerminalChannel(orchestrator.humans.answer_question))
     stop = _install_signal_handlers(orchestrator)
     try:
         handle = await orchestrator.draft(
-            role, prompt, task_slug=slug, repository=repository, requested_by=terminal_user()
-        )
+            role, prompt, task_slug=slug, repository=repository, requested_by=terminal_user(),
+            model=model, plan=plan,
+        )  # fmt: skip
         record = await orchestrator.wait(handle.agent_id)
     finally:
         stop()
     print(render_record(record, task_slug=handle.task_slug))
+    if record.plan and record.status == "completed":
+        print(f"To implement this plan: harness run --task {handle.task_slug} --role {role} "
+              '"implement the plan"')  # fmt: skip
     if record.status == "completed":
         return 0
     return EXIT_INTERRUPTED if record.status == "interrupted" else EXIT_FAILED

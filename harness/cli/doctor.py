@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from harness.cli.doctor_check import NETWORK_SECONDS, Check, exit_code, render
 from harness.cli.doctor_http import call
 from harness.cli.doctor_setup import check_github, check_mcp_tokens
 from harness.cli.scaffold import DEFAULTS
+from harness.config import RuntimeSettings
 from harness.config.settings import Config
 from harness.errors import HarnessError
 from harness.project import default_config_path, load_project
@@ -52,11 +54,47 @@ SANDBOX_OFF = "agents run without the OS sandbox (`sandbox: off`)"
 
 
 def main(args: argparse.Namespace) -> int:
-    config_path: Path = getattr(args, "config", None) or default_config_path()
-    slack = True if getattr(args, "slack", False) else None
-    checks = asyncio.run(run_checks(config_path, os.environ, Path.home(), slack=slack))
+    named: Path | None = getattr(args, "config", None)
+    config_path = named or default_config_path()
+    nats = os.environ.get("HARNESS_NATS_URL", "").strip()
+    if named is None and nats and not config_path.exists():  # a worker's machine
+        checks = asyncio.run(run_worker_checks(nats, os.environ, Path.home()))
+    else:
+        slack = True if getattr(args, "slack", False) else None
+        checks = asyncio.run(run_checks(config_path, os.environ, Path.home(), slack=slack))
     print(render(checks))
     return exit_code(checks)
+
+
+# `harness worker`'s default --workspaces, where a worker's disk space is checked.
+WORKER_WORKSPACES = Path(".agents/worker-workspaces")
+
+
+async def run_worker_checks(nats_url: str, environ: Mapping[str, str], home: Path) -> list[Check]:
+    """What `harness worker` needs (no config.yaml, no Slack): model access, git, the sandbox,
+    the NATS server at ``nats_url`` with its client, free space for the workspaces."""
+    backend = runtime_backend(RuntimeSettings(kind="nats", url=nats_url))
+    skipped = Check(
+        "config",
+        "skip",
+        "not needed on a worker ($HARNESS_NATS_URL set, no config.yaml): `harness worker` "
+        "takes its settings from its options",
+    )
+    work: list[tuple[str, Callable[[], Awaitable[list[Check] | Check]]]] = [
+        ("model", lambda: check_model(environ, home, None)),
+        ("git", check_git),
+        ("sandbox", lambda: check_sandbox(None)),
+        (backend.name, lambda: check_runtime(backend)),
+        ("disk", lambda: check_worker_disk(WORKER_WORKSPACES.absolute())),
+    ]
+    results = await asyncio.gather(*(_bounded_checks(name, make) for name, make in work))
+    return [skipped, *(check for result in results for check in result)]
+
+
+async def check_worker_disk(workspaces: Path) -> Check:
+    said = await check_disk(workspaces)
+    fix = "free space on that disk, or pass `harness worker --workspaces DIR` on another one"
+    return said if said.status == "ok" else dataclasses.replace(said, fix=fix)
 
 
 async def run_checks(

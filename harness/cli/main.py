@@ -101,13 +101,15 @@ def _main(argv: Sequence[str] | None) -> int:
 
             print(asyncio.run(list_tasks(project, as_json=args.json, routine=args.routine)))
             return 0
+        # A command with a module of its own loads what it uses (`harness usage`, `memory`
+        # and `store` open no harness, so never its stack).
+        handler: CommandHandler | None = getattr(args, "handler", None)
+        if handler is not None:
+            return handler(project, args)
         # Loaded here, not at the top: a command that opens no harness never loads its stack.
         from harness.cli import commands
 
-        if args.command in commands.COMMANDS:
-            return asyncio.run(commands.run_command(project, args))
-        handler: CommandHandler = args.handler
-        return handler(project, args)
+        return asyncio.run(commands.run_command(project, args))
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_USAGE

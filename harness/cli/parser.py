@@ -8,7 +8,14 @@ import logging
 import os
 from pathlib import Path
 
-from harness.cli import installed, manifest_command, routines_commands, store_commands
+from harness.cli import (
+    installed,
+    manifest_command,
+    memory_commands,
+    routines_commands,
+    store_commands,
+    usage_commands,
+)
 
 # Entry points in this group are ``register(subparsers, common_parser)`` functions; the
 # parsers they add call ``set_defaults(handler=...)`` with a ``harness.cli.main.CommandHandler``.
@@ -77,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", help="what the agent should do")
     run.add_argument("--role", help="the role to run (a file in roles/, without .md)")
     run.add_argument("--task", metavar="SLUG", help="add to this existing task")
+    run.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the agent's model: the role's `model`, or one its `models:` list allows "
+        "(as `model:NAME` at the start of the prompt)",
+    )
+    run.add_argument(
+        "--plan-first",
+        action="store_true",
+        help="the agent only reads and its result is a plan (as `plan first:` at the start of "
+        "the prompt); run again with --task to implement it",
+    )
     run.add_argument(
         "--scripted",
         action="store_true",
@@ -237,7 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         "scopes, connection mode) when a SLACK_* variable is set or with --slack, GitHub (each "
         "repository's token, access, the webhook secret for `on: github` routines), the MCP "
         "HTTP server's tokens, NATS (runtime: nats). One line each: ✓, - (not used here), ! "
-        "(a warning) or ✗ with a fix. Exits 1 on any ✗.",
+        "(a warning) or ✗ with a fix. Exits 1 on any ✗. On a worker's machine "
+        "($HARNESS_NATS_URL set, no config.yaml) it checks what `harness worker` needs: model "
+        "access, git, the sandbox, the NATS server, disk space.",
     )
     doctor.add_argument(
         "--slack",
@@ -245,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="check the Slack set-up even where no SLACK_* variable is set",
     )
     routines_commands.register(sub, common)
+    memory_commands.register(sub, common)
     store_commands.register(sub, common)
+    usage_commands.register(sub, common)
     # By name: a venv that still holds an older install under another distribution name
     # lists each entry point twice.
     extensions = dict(installed.entry_points(COMMAND_GROUP))

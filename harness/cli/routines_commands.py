@@ -4,8 +4,8 @@ now through the running bot; ``pause NAME`` / ``resume NAME``.
 
 Reading and pausing need no bot: they read and change the routines' state beside the tasks.
 ``run`` leaves a request there that the bot's scheduler takes at its next tick (a second at
-most) and answers with the task's slug and thread; without a running bot it says so and
-leaves nothing behind.
+most) and answers with the task's slug and thread; without a running bot (none holds the
+routines' serving lock) it says so at once and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -126,6 +126,11 @@ def _run(states: RoutineStates, routine: Routine, *, as_json: bool) -> int:
             f"routine {routine.name} is paused ({state.paused.why}); nothing was started",
             fix=f"run `harness routines resume {routine.name}` first",
         )
+    if not states.served():
+        raise HarnessError(
+            f"no bot is running with this config.yaml to run {routine.name}; nothing was started",
+            fix="start the bot (`harness bot`) with this config.yaml, then run it again",
+        )
     request_id = SYSTEM.token(8)
     states.request_run(RunRequest(id=request_id, routine=routine.name, by=getpass.getuser()))
     answer = _wait(states, request_id, TAKE_SECONDS)
@@ -191,6 +196,13 @@ def describe(routine: Routine, state: RoutineState) -> dict[str, Any]:
             for run in reversed(state.runs[-5:])
         ],
         "skipped": [serialise.to_json(skip) for skip in reversed(state.skipped[-5:])],
+        # Firings whose task is being made, or was when a bot stopped (its next start settles
+        # them), and those queued behind the last run.
+        "starting": [
+            {"firing": s.firing.key, "kind": s.firing.kind, "at": s.firing.at}
+            for s in state.starting
+        ],
+        "queued": [{"firing": f.key, "kind": f.kind, "at": f.at} for f in state.queued],
     }
 
 
@@ -210,6 +222,10 @@ def render(listing: list[dict[str, Any]]) -> str:
                 f"    {run['at']}  {run['kind']:<8} {run['status']:<11} {cost:>7}  "
                 f"{where}  {run.get('thread') or ''}".rstrip()
             )
+        for entry in item["starting"]:
+            lines.append(f"    {entry['at']}  {entry['kind']:<8} starting (its task being made)")
+        for entry in item["queued"]:
+            lines.append(f"    {entry['at']}  {entry['kind']:<8} queued behind the last run")
         for skip in item["skipped"]:
             count = f" ({skip['count']} slots)" if skip["count"] > 1 else ""
             lines.append(f"    {skip['at']}  skipped{count}: {skip['why']}")

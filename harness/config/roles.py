@@ -37,6 +37,10 @@ class Role:
     source: str
     cwd: Path | None = None
     model: str | None = None
+    # The other models a request may pick (`model:opus`); ``model`` is the default.
+    models: tuple[str, ...] = ()
+    # Every request to it (from a person) gets a plan to approve before any change.
+    plan_first: bool = False
     # Built-in Claude Code tools the role may use; None means Claude Code's default set.
     tools: tuple[str, ...] | None = None
     permission_mode: PermissionMode = "default"
@@ -57,6 +61,7 @@ class Role:
         for name in ("allow", "deny"):
             items: Iterable[object] = getattr(self, name)
             object.__setattr__(self, name, tuple(_as_rule(item) for item in items))
+        object.__setattr__(self, "models", tuple(self.models))
 
     @property
     def writes(self) -> bool:
@@ -79,6 +84,8 @@ def _as_rule(item: object) -> PermissionRule:
 
 # Role names appear in routing rules, MCP tool input and Slack text: keep them plain.
 _NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+# What `model:<name>` in a request can name (harness/agents/directives.py reads it).
+_MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-\[\]]{0,63}$"
 _FENCE = "---"
 _EXAMPLE = "---\nname: developer\ncategory: worker\n---\nYou are a developer..."
 
@@ -183,6 +190,17 @@ class _FrontMatter(pydantic.BaseModel):
         None, examples=[".."], description="relative to config.yaml's folder"
     )
     model: NonEmptyStr | None = Field(None, examples=["sonnet"])
+    models: list[Annotated[str, Field(pattern=_MODEL_PATTERN)]] = Field(
+        default_factory=list,
+        examples=[["opus", "haiku"]],
+        description="other models a request may pick with `model:<name>` (`model` is the "
+        "default): Claude CLI aliases or model ids",
+    )
+    plan_first: bool = Field(
+        False,
+        alias="planFirst",
+        description="every request from a person gets a plan (read-only) to approve first",
+    )
     example: NonEmptyStr | None = Field(
         None,
         examples=["plan: a settings page with a dark mode toggle"],
@@ -219,7 +237,7 @@ class _FrontMatter(pydantic.BaseModel):
         "strings); not secrets: role files are plain text",
     )
 
-    @pydantic.field_validator("tools", "allow", "deny")
+    @pydantic.field_validator("tools", "allow", "deny", "models")
     @classmethod
     def _no_duplicates(cls, items: list[str] | None) -> list[str] | None:
         for index, name in enumerate(items or []):
@@ -310,6 +328,8 @@ def parse_role(text: str, *, source: str, base_dir: Path) -> Role:
         source=source,
         cwd=cwd.absolute() if cwd else None,
         model=meta.model.strip() if meta.model else None,
+        models=tuple(meta.models),
+        plan_first=meta.plan_first,
         tools=tuple(meta.tools) if meta.tools is not None else None,
         permission_mode=meta.permission_mode,
         max_turns=meta.max_turns,

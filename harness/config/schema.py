@@ -15,6 +15,7 @@ import pydantic
 from pydantic import Field
 
 from harness.config.forge_schema import GitHubSection
+from harness.config.limits_schema import LimitsSection
 from harness.config.mcp_schema import McpSection
 from harness.config.mcp_server_schema import McpServerSection
 from harness.config.metadata_schema import MetadataEntry
@@ -68,6 +69,7 @@ class ConfigFile(Section):
         default_factory=lambda: _AskHuman.model_validate({}), alias="askHuman"
     )
     mcp: McpSection = Field(default_factory=lambda: McpSection.model_validate({}))
+    limits: LimitsSection = Field(default_factory=lambda: LimitsSection.model_validate({}))
     metadata: dict[NonEmptyStr, MetadataEntry] = Field(
         {}, examples=[{"git_branch": {"command": "git rev-parse --abbrev-ref HEAD"}}]
     )

@@ -21,6 +21,7 @@ import pydantic
 import yaml
 
 from harness.config.forge_schema import GitHubSettings, github_settings
+from harness.config.limits_schema import LimitSettings, limit_settings
 from harness.config.mcp_schema import McpSettings, mcp_settings
 from harness.config.mcp_server_schema import McpServerSettings, mcp_server_settings
 from harness.config.metadata_schema import MetadataField, metadata_fields
@@ -51,6 +52,7 @@ __all__ = [
     "Config",
     "FileLimits",
     "GitHubSettings",
+    "LimitSettings",
     "McpSettings",
     "MetadataField",
     "RepositorySettings",
@@ -82,6 +84,8 @@ class Config:
     context_budget_chars: int = 24_000
     ask_timeout_seconds: float = 900.0
     mcp: McpSettings = field(default_factory=McpSettings)
+    # What the agents of a person, a channel and a routine may spend per UTC day and month.
+    limits: LimitSettings = field(default_factory=LimitSettings)
     metadata: tuple[MetadataField, ...] = ()
     slack: SlackSettings = field(default_factory=SlackSettings)
     workspaces: WorkspaceSettings = field(default_factory=WorkspaceSettings)
@@ -140,6 +144,7 @@ def _settings(file: Path, raw: ConfigFile) -> Config:
         context_budget_chars=raw.context.budget_chars,
         ask_timeout_seconds=raw.ask_human.timeout_seconds,
         mcp=mcp_settings(raw.mcp),
+        limits=limit_settings(raw.limits),
         metadata=metadata_fields(raw.metadata),
         slack=slack_settings(raw.slack),
         workspaces=workspace_settings(base_dir, raw.workspaces, raw.github),

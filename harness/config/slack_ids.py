@@ -26,15 +26,25 @@ _FIND_CHANNEL_ID = (
 )
 
 
+def user_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a Slack user id; None when it is one."""
+    return None if _USER_ID.match(value) else f"{value!r} is not a Slack user id"
+
+
+def channel_id_problem(value: str) -> str | None:
+    """Why ``value`` is not a Slack channel id; None when it is one."""
+    return None if _CHANNEL_ID.match(value) else f"{value!r} is not a Slack channel id"
+
+
 def _user_id(value: str) -> str:
-    if not _USER_ID.match(value):
-        raise Invalid(f"{value!r} is not a Slack user id", fix=_FIND_USER_ID)
+    if (problem := user_id_problem(value)) is not None:
+        raise Invalid(problem, fix=_FIND_USER_ID)
     return value
 
 
 def _channel_id(value: str) -> str:
-    if not _CHANNEL_ID.match(value):
-        raise Invalid(f"{value!r} is not a Slack channel id", fix=_FIND_CHANNEL_ID)
+    if (problem := channel_id_problem(value)) is not None:
+        raise Invalid(problem, fix=_FIND_CHANNEL_ID)
     return value
 
 

@@ -29,9 +29,23 @@ KEEP_DAYS = 30
 
 
 class FiringLedger(Protocol):
-    async def claim(self, routine: str, firing_key: str) -> bool:
-        """True for the one caller that claims this firing first; False for every other."""
+    async def claim(self, routine: str, firing_key: str, owner: str = "") -> bool:
+        """True for the one caller that claims this firing first (kept as ``owner``); False
+        for every other."""
         ...
+
+    async def owner(self, routine: str, firing_key: str) -> str | None:
+        """Who claimed the firing (the ``owner`` its claim gave), or None when unclaimed."""
+        ...
+
+
+def _value(owner: str, firing_key: str) -> bytes:
+    # The owner first, then the key (for whoever reads the store): both bounded.
+    return f"{owner[:100]}\n{firing_key}".encode("utf-8", "replace")[:600]
+
+
+def _owner(value: bytes) -> str:
+    return value.decode("utf-8", "replace").partition("\n")[0]
 
 
 def _digest(routine: str, firing_key: str) -> str:
@@ -43,7 +57,7 @@ class FileFiringLedger:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def _claim(self, routine: str, firing_key: str) -> bool:
+    def _claim(self, routine: str, firing_key: str, owner: str) -> bool:
         folder = self.folder / routine
         folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -58,7 +72,7 @@ class FileFiringLedger:
                 fix="free space or fix the permissions of the task store's folder",
             ) from exc
         try:
-            os.write(fd, firing_key.encode("utf-8", "replace")[:500])
+            os.write(fd, _value(owner, firing_key))
         finally:
             os.close(fd)
         return True
@@ -76,8 +90,17 @@ class FileFiringLedger:
             except OSError:
                 continue
 
-    async def claim(self, routine: str, firing_key: str) -> bool:
-        return await asyncio.to_thread(self._claim, routine, firing_key)
+    async def claim(self, routine: str, firing_key: str, owner: str = "") -> bool:
+        return await asyncio.to_thread(self._claim, routine, firing_key, owner)
+
+    def _owner(self, routine: str, firing_key: str) -> str | None:
+        try:
+            return _owner((self.folder / routine / _digest(routine, firing_key)).read_bytes())
+        except FileNotFoundError:
+            return None
+
+    async def owner(self, routine: str, firing_key: str) -> str | None:
+        return await asyncio.to_thread(self._owner, routine, firing_key)
 
     async def prune(self, routine: str) -> None:
         await asyncio.to_thread(self._prune, routine)
@@ -103,16 +126,25 @@ class NatsFiringLedger:
             )
         return cls(bucket)
 
-    async def claim(self, routine: str, firing_key: str) -> bool:
+    async def claim(self, routine: str, firing_key: str, owner: str = "") -> bool:
         from nats.js.errors import KeyWrongLastSequenceError
 
         try:
             await self.bucket.create(
-                f"{routine}.{_digest(routine, firing_key)}", firing_key.encode()[:500]
+                f"{routine}.{_digest(routine, firing_key)}", _value(owner, firing_key)
             )
         except KeyWrongLastSequenceError:
             return False
         return True
+
+    async def owner(self, routine: str, firing_key: str) -> str | None:
+        from nats.js.errors import KeyNotFoundError
+
+        try:
+            entry = await self.bucket.get(f"{routine}.{_digest(routine, firing_key)}")
+        except KeyNotFoundError:
+            return None
+        return _owner(entry.value or b"")
 
 
 async def open_ledger(

@@ -85,6 +85,15 @@ class Pause:
 
 
 @dataclass(frozen=True)
+class Starting:
+    """A firing whose task is being made, and the process making it."""
+
+    firing: Firing
+    owner: str  # the process's token, which its claims in the ledger carry
+    claimed: bool = False  # its claim settled earlier (a firing taken off the queue)
+
+
+@dataclass(frozen=True)
 class RoutineState:
     name: str
     # Schedules: the last slot handled (run or skipped), and when the routine was first seen
@@ -98,3 +107,7 @@ class RoutineState:
     # Firings waiting for the running one to end (``overlap: queue``), oldest first: kept here
     # so that a restart starts them rather than drops them.
     queued: tuple[Firing, ...] = ()
+    # Firings claimed (or taken off ``queued``) whose task is being made: kept here until the
+    # run is recorded, so that a process dying in between leaves a firing its next start
+    # resolves (its task found, started once within catchUp, or recorded skipped).
+    starting: tuple[Starting, ...] = ()

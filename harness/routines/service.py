@@ -4,7 +4,10 @@ triggers (a GitHub event, an HTTP call, `harness routines run`), and records wha
 A firing starts a task only when the ledger lets it claim its key (so once, across restarts
 and bot processes), the routine is not paused, and its overlap rule allows it (``skip``: not
 while its last run works; ``queue``: after it). A slot missed while nobody watched runs once
-at start when it is within ``catchUp``, and is recorded skipped otherwise. After
+at start when it is within ``catchUp``, and is recorded skipped otherwise. A claimed firing
+is recorded starting until its run is recorded, so a process that dies in between leaves it
+to the next start: its task found (the run followed), or started once within ``catchUp``, or
+recorded skipped. After
 ``disableAfterFailures`` failed runs in a row the routine pauses itself and its launcher tells
 its owner and channel why. The front end supplies the launcher (how a task starts where its
 people see it); time is the injected clock's.
@@ -16,14 +19,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
 
 from harness.clock import Clock, timestamp
 from harness.config.routines_schema import Routine
 from harness.errors import HarnessError
 from harness.metrics import Metrics
+from harness.routines.launcher import Launcher
 from harness.routines.ledger import FiringLedger
 from harness.routines.model import (
     Firing,
@@ -34,27 +38,21 @@ from harness.routines.model import (
     RunOutcome,
     RunRecord,
     Skip,
+    Starting,
 )
 from harness.routines.schedule import ON_TIME, due
-from harness.routines.state import RoutineStates, RunAnswer, with_run, with_skip
+from harness.routines.state import (
+    RoutineStates,
+    RunAnswer,
+    with_run,
+    with_skip,
+    without_starting,
+)
 
 logger = logging.getLogger(__name__)
 
+Change = Callable[[RoutineState], RoutineState]
 TICK_SECONDS = 1.0  # a schedule fires within a second of its time; `run` is seen as soon
-
-
-class Launcher(Protocol):
-    async def launch(self, routine: Routine, firing: Firing) -> LaunchedRun:
-        """Starts the firing's task; RoutineError (said where its people see it) if it cannot."""
-        ...
-
-    async def outcome(self, routine: Routine, run: LaunchedRun) -> RunOutcome:
-        """Waits for the run's end and says how it went."""
-        ...
-
-    async def notify(self, routine: Routine, text: str) -> None:
-        """Tells the routine's owner and channel ``text`` (it paused itself)."""
-        ...
 
 
 def parse_time(text: str) -> datetime:
@@ -85,12 +83,16 @@ class RoutineService:
         self._loop: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # one firing decided at a time
         self._tick_lock = asyncio.Lock()  # one tick at a time: a slot is looked at once
+        self._serving: int | None = None  # the lock that says a scheduler takes requests
+        # This process's name in the ledger's claims and the firings it records starting.
+        self.token = clock.token(8)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Marks when each schedule began to be watched (no slot before is owed), follows the
         runs a previous start left working, then ticks every ``tick_seconds``."""
+        self._serving = await asyncio.to_thread(self.states.serve)
         now = timestamp(self.clock.now())
         for routine in self.routines.values():
             state = await self._update(
@@ -102,6 +104,8 @@ class RoutineService:
                     launched = LaunchedRun(run.slug, run.thread or "", run.agent_id)
                     self._running[routine.name] = launched
                     self._follow(routine, run.firing, launched)
+            for entry in state.starting:
+                await self._resolve(routine, entry)
             if state.queued and routine.name not in self._running:
                 await self._next_queued(routine)  # its run ended while no one watched
         self._loop = asyncio.create_task(self._ticking(), name="routines")
@@ -113,6 +117,9 @@ class RoutineService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._loop = None
+        if self._serving is not None:
+            os.close(self._serving)
+            self._serving = None
 
     async def runs_ended(self) -> None:
         """Returns once the runs followed now have ended and been recorded."""
@@ -205,21 +212,121 @@ class RoutineService:
                 )
                 await self._skip(routine, Skip(firing.at, f"{firing.kind}: paused"), "paused")
                 return why
-            if not await self.ledger.claim(routine.name, firing.key):
-                if self.metrics is not None:
-                    self.metrics.routine_skips.labels(routine.name, "duplicate").inc()
-                return "this firing already ran (a re-delivered event, or another bot process)"
-            running = self._running.get(routine.name)
-            if running is not None:
-                if routine.overlap == "skip":
-                    why = f"{firing.kind}: its last run `{running.slug}` was still working"
-                    await self._skip(routine, Skip(firing.at, why), "overlap")
-                    return f"not started: the last run `{running.slug}` is still working"
-                await self._update(
-                    routine.name, lambda s: dataclasses.replace(s, queued=(*s.queued, firing))
-                )
-                return f"queued: it starts when the last run `{running.slug}` ends"
+            return await self._start(routine, firing, claim=True)
+
+    def _duplicate(self, routine: Routine) -> str:
+        if self.metrics is not None:
+            self.metrics.routine_skips.labels(routine.name, "duplicate").inc()
+        return "this firing already ran (a re-delivered event, or another bot process)"
+
+    def _not_now(self, routine: Routine, firing: Firing) -> tuple[str, Change] | None:
+        """What becomes of a claimed firing while the routine's last run works (its overlap
+        rule): what to say, and the state's change; None: it starts."""
+        running = self._running.get(routine.name)
+        if running is None:
+            return None
+        if routine.overlap == "queue":
+            said = f"queued: it starts when the last run `{running.slug}` ends"
+            return said, lambda s: dataclasses.replace(s, queued=(*s.queued, firing))
+        skip = Skip(firing.at, f"{firing.kind}: its last run `{running.slug}` was still working")
+        self._skipped(routine, skip, "overlap")
+        said = f"not started: the last run `{running.slug}` is still working"
+        return said, lambda s: with_skip(s, skip)
+
+    async def _start(
+        self, routine: Routine, firing: Firing, *, claim: bool = False, queued: bool = False
+    ) -> LaunchedRun | str:
+        """Records the firing as starting, held by this process until its run is recorded,
+        then (``claim``) claims it in the ledger and launches it. A firing taken off the
+        queue (``queued``) was claimed when it came, and leaves the queue in the same write."""
+        hold = await asyncio.to_thread(self.states.hold_firing, routine.name, firing.key)
+        if hold is None:  # another process is starting it now
+            return self._duplicate(routine) if claim else "another bot process started it"
+        gone: list[bool] = []
+
+        def starting(state: RoutineState) -> RoutineState:
+            rest = tuple(f for f in state.queued if f.key != firing.key)
+            if queued and len(rest) == len(state.queued):
+                gone.append(True)  # another process started it meanwhile
+                return state
+            # A schedule's slot is handled once it starts: a restart does not count it missed.
+            slot = state.last_slot
+            if firing.kind == "schedule" and (slot is None or slot < firing.at):
+                slot = firing.at
+            entry = Starting(firing, self.token, claimed=queued)
+            return dataclasses.replace(
+                state,
+                queued=rest if queued else state.queued,
+                starting=(*without_starting(state, firing.key).starting, entry),
+                last_slot=slot,
+            )
+
+        try:
+            await self._update(routine.name, starting)
+            if gone:
+                return "another bot process started this firing"
+            if claim:
+                # Claimed after it is recorded starting: a death in between leaves a record
+                # whose claim a later start can settle (the ledger keeps who claimed).
+                verdict: tuple[str, Change] | None
+                if not await self.ledger.claim(routine.name, firing.key, self.token):
+                    verdict = self._duplicate(routine), lambda s: s
+                else:
+                    verdict = self._not_now(routine, firing)
+                if verdict is not None:
+                    said, change = verdict
+                    await self._update(
+                        routine.name, lambda s: change(without_starting(s, firing.key))
+                    )
+                    return said
             return await self._launch(routine, firing)
+        finally:
+            await asyncio.to_thread(hold.release)
+
+    async def _resolve(self, routine: Routine, entry: Starting) -> None:
+        """A firing a process left starting when it died: claimed by another process, it is
+        theirs; else its task, when one was made, is its run; else it starts now within
+        catchUp, or is recorded skipped."""
+        firing = entry.firing
+        hold = await asyncio.to_thread(self.states.hold_firing, routine.name, firing.key)
+        if hold is None:
+            return  # another process is starting it now
+        try:
+            state = await asyncio.to_thread(self.states.read, routine.name)
+            if all(s.firing.key != firing.key for s in state.starting):
+                return  # its run was recorded meanwhile
+            if not entry.claimed and not await self.ledger.claim(
+                routine.name, firing.key, self.token
+            ):
+                owner = await self.ledger.owner(routine.name, firing.key)
+                if owner != entry.owner:  # another process's firing: it accounts for it
+                    await self._update(routine.name, lambda s: without_starting(s, firing.key))
+                    return
+            found = await self.launcher.find(routine, firing)
+            if found is not None and found.agent_id is None:
+                why = "the bot stopped after making the run's task, before its agent started"
+                record = RunRecord(firing.key, firing.kind, firing.at, "interrupted",
+                                   slug=found.slug, thread=found.thread, error=why)  # fmt: skip
+                await self._ended(routine, record)
+            elif found is not None:
+                record = RunRecord(firing.key, firing.kind, firing.at, "running", slug=found.slug,
+                                   thread=found.thread, agent_id=found.agent_id)  # fmt: skip
+                await self._update(routine.name, lambda s: with_run(s, record))
+                self._running[routine.name] = found
+                self._follow(routine, firing.key, found)
+            elif self.clock.now() - parse_time(firing.at) <= routine.catch_up:
+                await self._launch(routine, firing)
+            else:
+                minutes = int(routine.catch_up.total_seconds() // 60)
+                why = (f"{firing.kind}: the bot stopped before its task was made, and it is "
+                       f"older than catchUp ({minutes} min)")  # fmt: skip
+                skip = Skip(firing.at, why)
+                self._skipped(routine, skip, "missed")
+                await self._update(
+                    routine.name, lambda s: with_skip(without_starting(s, firing.key), skip)
+                )
+        finally:
+            await asyncio.to_thread(hold.release)
 
     async def _launch(self, routine: Routine, firing: Firing) -> LaunchedRun | str:
         try:
@@ -277,22 +384,14 @@ class RoutineService:
         task.add_done_callback(self._watchers.discard)
 
     async def _next_queued(self, routine: Routine) -> None:
-        """Starts the oldest firing queued behind the run that ended (taken off the queue
-        as it starts, as a firing is claimed as it starts)."""
+        """Starts the oldest firing queued behind the run that ended (moved from the queue
+        to the firings starting in one write)."""
         async with self._lock:
             if routine.name in self._running:
                 return
-            taken: list[Firing] = []
-
-            def take(state: RoutineState) -> RoutineState:
-                taken[:] = state.queued[:1]
-                return dataclasses.replace(state, queued=state.queued[1:])
-
             state = await asyncio.to_thread(self.states.read, routine.name)
             if state.queued:
-                await self._update(routine.name, take)
-            if taken:
-                await self._launch(routine, taken[0])
+                await self._start(routine, state.queued[0], queued=True)
 
     async def _ended(self, routine: Routine, record: RunRecord) -> None:
         failed = record.status == "failed"
@@ -333,10 +432,13 @@ class RoutineService:
                 )
 
     async def _skip(self, routine: Routine, skip: Skip, reason: str) -> None:
+        self._skipped(routine, skip, reason)
+        await self._update(routine.name, lambda s: with_skip(s, skip))
+
+    def _skipped(self, routine: Routine, skip: Skip, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.routine_skips.labels(routine.name, reason).inc(skip.count)
         logger.info("routine %s: skipped %s (%s)", routine.name, skip.at, skip.why)
-        await self._update(routine.name, lambda s: with_skip(s, skip))
 
     async def _update(
         self, name: str, change: Callable[[RoutineState], RoutineState]

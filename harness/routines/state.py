@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -36,6 +37,22 @@ class RunAnswer(TypedDict, total=False):
     slug: str
     thread: str
     error: str
+
+
+class FiringHold:
+    """A lock a process holds on one firing while it starts its task: the kernel lets it go
+    when the process dies, so a later start tells a firing being started now from one left
+    half-started."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self.fd = path, fd
+
+    def release(self) -> None:
+        # Removed while still held: a process opening the path afterwards locks a fresh
+        # file, and finds the firing no longer starting in the state.
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self.fd)
 
 
 class RoutineStates:
@@ -82,6 +99,42 @@ class RoutineStates:
             state = change(self.read(name))
             write_atomic(self._file(name), serialise.dump_json(state) + b"\n")
             return state
+
+    def hold_firing(self, name: str, firing_key: str) -> FiringHold | None:
+        """The firing held by this process, or None while another process holds it."""
+        folder = self.folder / ".starting"
+        folder.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(f"{name}\0{firing_key}".encode()).hexdigest()[:40]
+        path = folder / f"{digest}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return FiringHold(path, fd)
+
+    def serve(self) -> int:
+        """Held (shared) by each process whose scheduler runs, until it closes the returned
+        descriptor or dies: how `harness routines run` knows at once that no bot is up."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / ".serving.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+
+    def served(self) -> bool:
+        """True while a bot's scheduler on this machine takes run requests."""
+        try:
+            fd = os.open(self.folder / ".serving.lock", os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     # ------------------------------------------------------------------ run requests
 
@@ -142,9 +195,19 @@ class RoutineStates:
 
 
 def with_run(state: RoutineState, run: RunRecord) -> RoutineState:
-    """The run added, or put in place of the record of the same firing."""
+    """The run added, or put in place of the record of the same firing (no longer starting)."""
     runs = [r for r in state.runs if r.firing != run.firing]
-    return dataclasses.replace(state, runs=(*runs, run)[-KEEP:])
+    return dataclasses.replace(
+        state,
+        runs=(*runs, run)[-KEEP:],
+        starting=tuple(s for s in state.starting if s.firing.key != run.firing),
+    )
+
+
+def without_starting(state: RoutineState, key: str) -> RoutineState:
+    return dataclasses.replace(
+        state, starting=tuple(s for s in state.starting if s.firing.key != key)
+    )
 
 
 def with_skip(state: RoutineState, skip: Skip) -> RoutineState:

@@ -4,7 +4,10 @@ The sandbox has no network of its own, only its loopback and one Unix socket on 
 harness, outside, serves the model API (adding the key the agent never sees) and a proxy to
 the hosts config allows. Programs speak TCP, so this opens a loopback port inside, forwards
 every connection on it to that socket from a forked child, and execs PROGRAM (the Claude
-Code CLI) with the model API and the HTTP(S) proxy pointed at the port.
+Code CLI) with the model API and the HTTP(S) proxy pointed at the port. The child ends when
+PROGRAM does: it holds the read end of a pipe whose write end PROGRAM inherits, and exits at
+its end of file. Else it would outlive the CLI in accept() and keep the sandbox's pid 1 (which
+waits for every child) alive, wherever bubblewrap's own parent-death signal came too late.
 
 Built-in modules only (``_socket``, ``_thread``, ``posix``), so that it starts on the
 interpreter alone (``-I -S``: nothing of the harness is in reach, and ``socket`` or
@@ -59,11 +62,20 @@ def _forward(client: _socket.socket, path: str) -> None:
     upstream.close()
 
 
-def _serve(listener: _socket.socket, path: str) -> None:
+def _exit_at_end_of_file(fd: int) -> None:
+    try:
+        while posix.read(fd, 512):
+            pass
+    finally:
+        posix._exit(0)
+
+
+def _serve(listener: _socket.socket, path: str, program_alive: int) -> None:
     # The CLI's pipes to the harness must close when the CLI ends, not when this child does.
     null = posix.open("/dev/null", posix.O_RDWR)
     for fd in (0, 1, 2):
         posix.dup2(null, fd)
+    _thread.start_new_thread(_exit_at_end_of_file, (program_alive,))
     while True:
         fd, _ = listener._accept()  # type: ignore[attr-defined]  # socket.accept's own
         client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
@@ -79,12 +91,16 @@ def main(argv: list[str]) -> None:
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    program_alive, held_by_program = posix.pipe()
     if posix.fork() == 0:
         try:
-            _serve(listener, path)
+            posix.close(held_by_program)
+            _serve(listener, path, program_alive)
         finally:
             posix._exit(0)
     listener.close()
+    posix.close(program_alive)
+    posix.set_inheritable(held_by_program, True)  # kept open across the exec, by PROGRAM
     env = dict(posix.environ)
     env.update(
         (name.encode(), value.encode())
@@ -98,7 +114,7 @@ def main(argv: list[str]) -> None:
             "no_proxy": "127.0.0.1,localhost",
         }.items()
     )
-    # The sandbox ends with PROGRAM (bwrap's pid 1 then goes, taking this child along).
+    # This child ends with PROGRAM (the pipe), and bwrap's pid 1 with its last child.
     posix.execve(program, [program, *args], env)
 
 

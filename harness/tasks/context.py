@@ -7,6 +7,10 @@ result (queued, running, crashed) are skipped.
 The text is kept within a character budget without ever dropping anything silently: the oldest
 results are shortened to their summary first (and the text says which ones), then, as a last
 resort, the oldest summaries are cut with a marker saying how many characters went.
+
+The team's notes for the task's channel and repository (``harness/memory``) come first, in
+at most half the budget: the notes that do not fit are left out at the end of the list, where
+a marker says how many.
 """
 
 from __future__ import annotations
@@ -15,12 +19,28 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from harness.tasks.model import AgentResult, DispatchRecord, Task
 
 logger = logging.getLogger(__name__)
 
 QUESTIONS_HEADING = "**Open questions (please address):**"
+MEMORY_HEADING = "## Team Memory"
+_MEMORY_INTRO = (
+    "Notes the team keeps for this channel and repository (people wrote or kept each one): "
+    "follow them unless your assignment says otherwise."
+)
+
+
+class RememberedNote(Protocol):
+    """A note of the team's memory, as the context shows it (``harness.memory.Note``)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def scope(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -139,10 +159,45 @@ def task_branch(task: Task) -> str | None:
     return next((d.branch for d in reversed(task.dispatches) if d.branch), None)
 
 
-def compose_prompt(task: Task, prompt: str, *, budget_chars: int) -> str:
-    """The task's reconstructed history first, then what this agent is asked to do."""
+def _note_line(note: RememberedNote) -> str:
+    kind, _, name = note.scope.partition(":")
+    where = f"repository `{name}`" if kind == "repository" else "this channel"
+    return f"- ({where}) {note.text}"
+
+
+def _memory_text(lines: Sequence[str], cut: int, cut_chars: int) -> str:
+    parts = [MEMORY_HEADING, _MEMORY_INTRO, *lines]
+    if cut:
+        parts.append(
+            f"[… {cut} more note(s), {cut_chars} characters, cut here to fit the context budget]"
+        )
+    return "\n".join(parts)
+
+
+def memory_section(notes: Sequence[RememberedNote], *, budget_chars: int) -> str:
+    """The ``## Team Memory`` section: the notes in order, as many as fit ``budget_chars``,
+    then a marker saying how many were cut there ("" when there are no notes)."""
+    if not notes:
+        return ""
+    lines = [_note_line(note) for note in notes]
+    for kept in range(len(lines), 0, -1):
+        dropped = notes[kept:]
+        text = _memory_text(lines[:kept], len(dropped), sum(len(n.text) for n in dropped))
+        if len(text) <= budget_chars:
+            return text
+    return _memory_text([], len(notes), sum(len(note.text) for note in notes))
+
+
+def compose_prompt(
+    task: Task, prompt: str, *, budget_chars: int, notes: Sequence[RememberedNote] = ()
+) -> str:
+    """The team's notes (``notes``: the task's channel's and repository's, within half the
+    budget) and the task's reconstructed history (in what is left) first, then what this
+    agent is asked to do."""
+    memory = memory_section(notes, budget_chars=budget_chars // 2)
+    head = [memory] if memory else []
     has_history = any(d.result is not None for d in task.dispatches)
     if not has_history and task.description.strip() == prompt.strip():
-        return prompt
-    context = build_task_context(task, budget_chars=budget_chars)
-    return f"{context}\n\n## Your Assignment\n\n{prompt}"
+        return "\n\n".join([*head, f"## Your Assignment\n\n{prompt}"]) if head else prompt
+    context = build_task_context(task, budget_chars=budget_chars - len(memory))
+    return "\n\n".join([*head, context, f"## Your Assignment\n\n{prompt}"])

@@ -57,6 +57,7 @@ from harness.tasks.model import (
     Trigger,
 )
 from harness.tasks.repair import salvage, set_aside
+from harness.tasks.spending import Spend
 from harness.tasks.task_json import write_task_file
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,15 @@ class FileTaskStore:
     async def allow(self, slug: str, rule: str) -> Task:
         validate_slug(slug)
         return await asyncio.to_thread(self._update, slug, lambda task: with_rule(task, rule))
+
+    async def raise_limits(self, slug: str, by: str) -> Task:
+        validate_slug(slug)
+        return await asyncio.to_thread(
+            self._update, slug, lambda task: dataclasses.replace(task, limits_raised_by=by)
+        )
+
+    async def spending(self, since: str) -> builtins.list[Spend]:
+        return await asyncio.to_thread(self._lookups.spending, since)
 
     async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
         validate_slug(slug)

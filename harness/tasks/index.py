@@ -41,6 +41,7 @@ from harness.tasks.common import (
 )
 from harness.tasks.index_db import (
     NEWEST_FIRST,
+    SPEND_COLUMNS,
     IndexDb,
     drop_tasks,
     put_damaged,
@@ -55,6 +56,7 @@ from harness.tasks.model import (
     ThreadRef,
 )
 from harness.tasks.repair import salvaged_thread
+from harness.tasks.spending import Spend
 from harness.tasks.task_json import Fingerprint, read_task_file
 
 logger = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class TaskIndex:
         self.tasks_dir = tasks_dir
         self.file = tasks_dir / INDEX_FILE
         self._db = IndexDb(self.file)
+        self._spending_fresh = False  # ``spending`` refreshed the index once
 
     # ------------------------------------------------------------ queries
 
@@ -188,6 +191,24 @@ class TaskIndex:
             ).fetchall()
         )
         return cast(list[tuple[str, str]], rows)
+
+    def spending(self, since: str) -> list[Spend]:
+        """The spending rows of agents that started on or after the UTC day ``since``
+        (damaged tasks keep the rows the index had of them). Refreshed on the first call
+        only: writers update the index as they write, and listings refresh it, so a limit
+        check before every agent does not stat every task.json."""
+        if not self._spending_fresh:
+            if not self.refresh():
+                return []
+            self._spending_fresh = True
+        elif not self.tasks_dir.is_dir():
+            return []
+        rows = self._db.use(
+            lambda db: db.execute(
+                f"SELECT {SPEND_COLUMNS} FROM spend WHERE day >= ?", (since,)
+            ).fetchall()
+        )
+        return [Spend(*row) for row in rows]
 
     def _slugs(self, sql: str, args: tuple[str, ...]) -> list[str]:
         if not self.tasks_dir.is_dir():

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from harness.tasks.common import DamagedTask, created_key
 from harness.tasks.model import Task, TaskSummary
+from harness.tasks.spending import spend_of
 from harness.tasks.task_json import Fingerprint
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Bump when the tables change: an index of another version is dropped and rebuilt.
-_VERSION = 6
+_VERSION = 7
 _TABLES = (
     # problem is set when task.json could not be read: listings skip the row, damaged()
     # lists it (see harness/tasks/index.py).
@@ -57,6 +58,24 @@ _TABLES = (
         PRIMARY KEY (agent_id, slug)
     )""",
     "CREATE INDEX agents_slug ON agents (slug)",
+    # What each agent that is paid for spent or holds, and who pays (``tasks/spending.py``).
+    """CREATE TABLE spend (
+        slug TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        role TEXT NOT NULL,
+        person TEXT,
+        channel TEXT,
+        routine TEXT,
+        repository TEXT,
+        cost_usd REAL,
+        held_usd REAL
+    )""",
+    "CREATE INDEX spend_slug ON spend (slug)",
+    "CREATE INDEX spend_day ON spend (day)",
+)
+SPEND_COLUMNS = (
+    "slug, agent_id, day, role, person, channel, routine, repository, cost_usd, held_usd"
 )
 # The order of every listing and lookup, for queries over the tasks table.
 NEWEST_FIRST = "ORDER BY tasks.created_key DESC, tasks.slug DESC"
@@ -152,6 +171,11 @@ def put_task(db: sqlite3.Connection, task: Task, print_: Fingerprint) -> None:
     hold a transaction."""
     slug = task.slug
     db.execute("DELETE FROM agents WHERE slug = ?", (slug,))
+    db.execute("DELETE FROM spend WHERE slug = ?", (slug,))
+    db.executemany(
+        f"INSERT INTO spend ({SPEND_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [tuple(vars(row).values()) for row in spend_of(task)],
+    )
     summary = TaskSummary.of(task)
     thread = task.thread
     row = (
@@ -209,3 +233,4 @@ def drop_tasks(db: sqlite3.Connection, slugs: list[str]) -> None:
     transaction."""
     db.executemany("DELETE FROM tasks WHERE slug = ?", [(s,) for s in slugs])
     db.executemany("DELETE FROM agents WHERE slug = ?", [(s,) for s in slugs])
+    db.executemany("DELETE FROM spend WHERE slug = ?", [(s,) for s in slugs])

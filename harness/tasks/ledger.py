@@ -1,5 +1,6 @@
-"""The ledger: what a front end has already seen, and what it still owes people, kept in
-``<tasks dir>/.ledger.sqlite3`` so that a restart forgets neither.
+"""The SQLite ledger: what a front end has already seen, and what it still owes people, kept
+in ``<tasks dir>/.ledger.sqlite3`` so that a restart forgets neither (one process; replicas
+share ``NatsLedger``, and ``Ledger`` in ledger_protocol.py is what both promise).
 
 - **Seen keys** (``remember``, ``recent``, ``claim``): delivered event ids and handled
   messages, so an event delivered again after a restart is not run twice; a button that must
@@ -36,18 +37,20 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.clock import SYSTEM, Clock, file_stamp
-from harness.errors import HarnessError
+from harness.tasks.ledger_protocol import JSON as JSON
+from harness.tasks.ledger_protocol import Ledger as Ledger
+from harness.tasks.ledger_protocol import LedgerClaimLostError as LedgerClaimLostError
+from harness.tasks.ledger_protocol import LedgerUnwritableError as LedgerUnwritableError
+from harness.tasks.ledger_protocol import Owed as Owed
 
 logger = logging.getLogger(__name__)
 
 LEDGER_FILE = ".ledger.sqlite3"
 T = TypeVar("T")
-JSON = dict[str, Any]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, at REAL NOT NULL);
@@ -76,10 +79,6 @@ _DISK_ERRORS = frozenset(
 )
 
 
-class LedgerUnwritableError(HarnessError):
-    """The ledger's disk refused a write (full, failing, read-only): nothing of it is kept."""
-
-
 def _disk_error(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return True
@@ -92,20 +91,7 @@ def _disk_error(exc: BaseException) -> bool:
     return "disk" in text or "readonly" in text or "unable to open" in text
 
 
-@dataclass(frozen=True)
-class Owed:
-    """One outbox entry: ``data`` as the front end stored it, ``step`` steps of it done."""
-
-    id: int
-    lane: str  # entries of one lane are delivered in order (a Slack thread)
-    data: JSON
-    step: int
-    attempts: int
-    due: float  # epoch seconds of the next attempt
-    error: str | None  # why the last attempt failed
-
-
-class Ledger:
+class SqliteLedger:
     """Times are epoch seconds of ``clock``'s wall time: they outlive the process, so a
     monotonic time would mean nothing after a restart."""
 
@@ -117,9 +103,10 @@ class Ledger:
         self._closed = False
         # Why the ledger cannot be written now (its disk is full, say); None while it can.
         self.problem: str | None = None
+        self.shared = False  # one process's
 
     @classmethod
-    async def open(cls, file: Path | None, clock: Clock = SYSTEM) -> Ledger:
+    async def open(cls, file: Path | None, clock: Clock = SYSTEM) -> SqliteLedger:
         """The ledger in ``file`` (made if missing), opened now rather than on first use;
         None keeps it in memory (tests)."""
         ledger = cls(file, clock)

@@ -35,6 +35,7 @@ from harness.tasks.common import (
 from harness.tasks.index import TaskIndex
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord, Task, TaskSummary, ThreadRef
 from harness.tasks.repair import salvaged_thread
+from harness.tasks.spending import Spend, spending_since
 from harness.tasks.task_json import read_task_file
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,11 @@ class TaskLookups:
             return _unfinished_in(tasks)
 
         return self._with_index(from_index, _unfinished_in)
+
+    def spending(self, since: str) -> list[Spend]:
+        return self._with_index(
+            lambda: self._index.spending(since), lambda tasks: spending_since(tasks, since)
+        )
 
     def damaged(self) -> list[DamagedTask]:
         try:

@@ -34,6 +34,14 @@ RESULT_SCHEMA: dict[str, Any] = {
             "items": {"type": "string"},
             "description": "Questions for the humans, if any.",
         },
+        # Optional: the team decides whether each becomes a note of its memory (harness/memory).
+        "proposedNotes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Optional: at most 3 short facts worth remembering for every later "
+            "task in this channel (a convention, a command, where something is), one per item. "
+            "People decide whether to keep each.",
+        },
     },
     "required": ["summary", "changes", "issues", "questions"],
     "additionalProperties": False,
@@ -46,6 +54,8 @@ class AgentResult:
     changes: tuple[str, ...] = ()
     issues: tuple[str, ...] = ()
     questions: tuple[str, ...] = ()
+    # Notes the agent proposes for the team's memory: shown for a person to keep or discard.
+    proposed_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return serialise.to_json(self)
@@ -108,6 +118,9 @@ class Trigger:
     why: str  # in words: "schedule `0 2 * * 1-5` (Europe/Paris)", the GitHub event...
     link: str | None = None  # the GitHub event's page
     by: str | None = None  # who called it
+    # The firing's key among its routine's firings: how a restart finds the task a firing
+    # made before the process died.
+    firing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +181,8 @@ class DispatchRecord:
     # The most it may spend: its role's maxBudgetUsd within what the task's budget had left
     # when it was queued (reserved while it lives, so agents at once cannot exceed the budget).
     budget_usd: float | None = None
+    # It was asked for a plan first: it ran read-only, and its result is the plan.
+    plan: bool = False
 
 
 # How a pull request's checks stand: none reported yet, some still running, all passed, any
@@ -211,6 +226,8 @@ class Task:
     pull_request: PullRequest | None = field(default=None, kw_only=True)
     # What started it when no person's message did (a routine); None for a person's request.
     trigger: Trigger | None = field(default=None, kw_only=True)
+    # The admin who lifted the spend limits (config.yaml's ``limits:``) for this task.
+    limits_raised_by: str | None = field(default=None, kw_only=True)
     dispatches: tuple[DispatchRecord, ...] = ()
     decisions: tuple[Decision, ...] = ()
 

@@ -10,6 +10,9 @@ server:
     P_TASK_LOGS   stream, subjects ``<prefix>.tasklog.<slug>.<hex name>``: log lines, a
                   batch per message
     P_TASK_FILES  object store: ``<slug>/<name>`` a task's text files (diffs)
+    P_LEDGER      key-value: the bot's ledger, shared by its replicas (nats_ledger.py)
+    P_LEASES      key-value: leases on the singletons (leases.py)
+    P_MEMORY      key-value: the team's notes, ``scope.<hex scope>`` (harness/memory)
 
 ``nats-py`` is imported here and in the store only, when a NATS store is used.
 """
@@ -82,6 +85,18 @@ class Names:
     @property
     def files(self) -> str:
         return f"{self._upper}_TASK_FILES"
+
+    @property
+    def ledger(self) -> str:
+        return f"{self._upper}_LEDGER"
+
+    @property
+    def leases(self) -> str:
+        return f"{self._upper}_LEASES"
+
+    @property
+    def memory(self) -> str:
+        return f"{self._upper}_MEMORY"
 
     def log_subject(self, slug: str, name: str) -> str:
         # Hex: a file name's dots and slashes would be subject separators and wildcards.

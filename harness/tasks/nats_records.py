@@ -12,6 +12,7 @@ the two writes, or it was written by hand) is read in full by the listing that f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ from harness.tasks.model import (
     TaskSummary,
     ThreadRef,
 )
+from harness.tasks.spending import Spend, spend_of
 from harness.tasks.task_json import parse_task
 
 TASK = "task."
@@ -85,6 +87,7 @@ class Kept:
     revision: int
     summary: TaskSummary
     unfinished: tuple[str, ...]
+    spend: tuple[Spend, ...] = ()  # ``tasks/spending.py``: what its paid agents spent
 
 
 def unfinished_of(task: Task) -> tuple[str, ...]:
@@ -97,6 +100,8 @@ def summary_entry(task: Task, revision: int) -> dict[str, Any]:
         "revision": revision,
         "summary": serialise.to_json(TaskSummary.of(task)),
         "unfinished": list(unfinished_of(task)),
+        # Positional rows (Spend's fields in order): a year of agents stays a small shard.
+        "spend": [list(vars(row).values()) for row in spend_of(task)],
     }
 
 
@@ -163,13 +168,28 @@ def load_summary(doc: Any, slug: str) -> Kept | None:
             requester=_maybe_text(line.get("requester")),
             pull_request=_maybe_text(line.get("pullRequest")),
         )
-        return Kept(_count(doc["revision"]), summary, tuple(map(_text, doc["unfinished"])))
+        unfinished = tuple(map(_text, doc["unfinished"]))
+        spend = tuple(_spend(slug, row) for row in doc["spend"])
+        return Kept(_count(doc["revision"]), summary, unfinished, spend)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
 _DISPATCH_STATUSES = frozenset(get_args(DispatchStatus))
 _TASK_STATUSES = frozenset(get_args(TaskStatus))
+
+
+def _spend(slug: str, row: object) -> Spend:
+    """A spending row of a summary; TypeError when it is not one."""
+    if not isinstance(row, list) or len(row) != len(_SPEND_FIELDS) or row[0] != slug:
+        raise TypeError(row)
+    _, agent_id, day, role, person, channel, routine, repository, cost, held = row
+    return Spend(slug, _text(agent_id), _text(day), _text(role), _maybe_text(person),
+                 _maybe_text(channel), _maybe_text(routine), _maybe_text(repository),
+                 _cost(cost), _cost(held))  # fmt: skip
+
+
+_SPEND_FIELDS = tuple(field.name for field in dataclasses.fields(Spend))
 
 
 def _text(value: object) -> str:

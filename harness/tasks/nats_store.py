@@ -56,6 +56,7 @@ from harness.tasks.nats_kv import (
 )
 from harness.tasks.nats_tasks import NatsTaskRecords, reached
 from harness.tasks.repair import salvage
+from harness.tasks.spending import Spend, spend_of
 from harness.tasks.task_json import dump_task
 
 logger = logging.getLogger(__name__)
@@ -169,7 +170,10 @@ class NatsTaskStore(NatsTaskRecords):
                 damaged.append(await self._damaged(slug, exc))
                 continue
             await self._keep_summary(task, revision)
-            lines.append(keys.Kept(revision, TaskSummary.of(task), keys.unfinished_of(task)))
+            kept = keys.Kept(
+                revision, TaskSummary.of(task), keys.unfinished_of(task), spend_of(task)
+            )
+            lines.append(kept)
         lines.sort(key=lambda k: (created_key(k.summary.created), k.summary.slug), reverse=True)
         return lines, sorted(damaged, key=lambda d: d.slug)
 
@@ -188,6 +192,11 @@ class NatsTaskStore(NatsTaskRecords):
 
     async def damaged(self) -> builtins.list[DamagedTask]:
         return (await self.listing())[1]
+
+    @reached
+    async def spending(self, since: str) -> builtins.list[Spend]:
+        lines, _ = await self._lines()
+        return [row for kept in lines for row in kept.spend if row.day >= since]
 
     @reached
     async def repair(self, slug: str) -> RepairReport:
@@ -295,6 +304,11 @@ class NatsTaskStore(NatsTaskRecords):
     @reached
     async def allow(self, slug: str, rule: str) -> Task:
         return (await self._update(slug, lambda task: with_rule(task, rule)))[1]
+
+    @reached
+    async def raise_limits(self, slug: str, by: str) -> Task:
+        change = lambda t: dataclasses.replace(t, limits_raised_by=by)  # noqa: E731
+        return (await self._update(slug, change))[1]
 
     @reached
     async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:

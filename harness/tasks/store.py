@@ -50,6 +50,7 @@ from harness.tasks.model import (
     Trigger,
 )
 from harness.tasks.run_lock import RUN_ID_BYTES
+from harness.tasks.spending import Spend, spending_since
 
 __all__ = [
     "DamagedTask",
@@ -110,6 +111,12 @@ class TaskStore(Protocol):
         cannot be read are left out: ``damaged`` lists them."""
         ...
 
+    async def spending(self, since: str) -> builtins.list[Spend]:
+        """What each agent paid for that started on or after the UTC day ``since``
+        (``2026-11-01``) spent, or holds while it lives, and who pays (``tasks/spending.py``);
+        as cheap as ``summaries``. Simulated costs make no row."""
+        ...
+
     async def damaged(self) -> builtins.list[DamagedTask]:
         """The tasks whose stored form cannot be read, by slug, with the problem and the
         thread they were bound to (when still known); as cheap as ``summaries``."""
@@ -153,6 +160,10 @@ class TaskStore(Protocol):
 
     async def allow(self, slug: str, rule: str) -> Task:
         """Remember a permission rule granted for the task (atomic; a repeat is kept once)."""
+        ...
+
+    async def raise_limits(self, slug: str, by: str) -> Task:
+        """Records that ``by`` (an admin) lifted the spend limits for the task."""
         ...
 
     async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
@@ -278,6 +289,9 @@ class MemoryTaskStore:
     async def summaries(self) -> builtins.list[TaskSummary]:
         return [TaskSummary.of(task) for task in await self.list()]
 
+    async def spending(self, since: str) -> builtins.list[Spend]:
+        return spending_since(await self.list(), since)
+
     async def damaged(self) -> builtins.list[DamagedTask]:
         return []  # tasks in memory are never damaged
 
@@ -331,6 +345,10 @@ class MemoryTaskStore:
     async def allow(self, slug: str, rule: str) -> Task:
         with self._lock:
             return self._put(with_rule(self._get(slug), rule))
+
+    async def raise_limits(self, slug: str, by: str) -> Task:
+        with self._lock:
+            return self._put(dataclasses.replace(self._get(slug), limits_raised_by=by))
 
     async def set_pull_request(self, slug: str, pull_request: PullRequest | None) -> Task:
         with self._lock:

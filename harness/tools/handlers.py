@@ -45,6 +45,8 @@ _LIMIT_SUGGESTIONS: dict[LimitCode, str] = {
     "config.yaml",
     "BUDGET_EXCEEDED": "finish with what you have and report it, or raise mcp.taskBudgetUsd "
     "in config.yaml",
+    "SPEND_LIMIT_EXCEEDED": "finish with what you have and report it: a spend limit in "
+    "config.yaml's limits is reached",
 }
 
 

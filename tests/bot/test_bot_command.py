@@ -1,5 +1,6 @@
-"""``harness bot`` and ``python -m bot.demo`` as people run them: subprocesses with the
-shipped config.yaml and roles, against our Slack emulator and the scripted model."""
+"""``harness bot`` as people run it: subprocesses with the shipped config.yaml and roles,
+against our Slack emulator and the scripted model (``python -m bot.demo``'s runs are in
+tests/bot/test_demo.py)."""
 
 from __future__ import annotations
 
@@ -118,81 +119,6 @@ def test_harness_bot_without_tokens_says_what_to_set(project_dir: Path) -> None:
     assert "fix: export SLACK_BOT_TOKEN=xoxb-" in done.stderr
 
 
-def test_the_demo_stays_offline_with_keys_exported_and_keeps_its_transcript_and_task(
-    project_dir: Path,
-) -> None:
-    # Keys a developer may well have exported: the demo must use none of them. The model API
-    # they name is a loopback port that records any connection.
-    with socket.socket() as model_api:
-        model_api.bind(("127.0.0.1", 0))
-        model_api.listen()
-        model_api.setblocking(False)
-        exported = clean_env(
-            ANTHROPIC_API_KEY="sk-ant-real-key",
-            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_api.getsockname()[1]}",
-            SLACK_BOT_TOKEN="xoxb-real-token",
-        )
-        done = subprocess.run(
-            [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=exported,
-            check=False,
-        )
-        with pytest.raises(BlockingIOError):
-            model_api.accept()  # no agent went there
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
-    assert (
-        "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SLACK_BOT_TOKEN set but not used: the demo is "
-        "offline (make demo REAL=1 uses them)"
-    ) in out
-    assert "agents talk to the scripted model" in out
-    assert "UDEMO: plan: a settings page" in out
-    assert out.index("*product-analyst* (agent") < out.index("drafted *developer*")
-    assert "[developer: Implement step 1" in out  # the analyst's plan: its drafted agent
-    assert out.index("*developer* finished") < out.index("*product-analyst* finished")
-    assert "demo: done, the analyst's result is in the thread" in out
-    # What it points at is still there after it exited, and the commands it names work.
-    transcript = project_dir / ".agents" / "demo-transcript.txt"
-    assert transcript.read_text(encoding="utf-8").strip() == out.strip()
-    [show] = [line.split("#")[0].split() for line in out.splitlines() if " show " in line]
-    assert show[-2] == "show" and show[1:3] == ["--config", str(project_dir / "config.yaml")]
-    shown = subprocess.run(
-        [sys.executable, "-m", "harness", *show[1:]], capture_output=True, text=True,
-        timeout=60, env=exported, check=False,
-    )  # fmt: skip
-    assert shown.returncode == 0, shown.stderr
-    assert "product-analyst" in shown.stdout and "completed" in shown.stdout
-
-
-def test_the_cluster_demo_runs_the_agents_on_workers_and_stops_them(
-    project_dir: Path,
-) -> None:
-    command = [sys.executable, "-m", "bot.demo", "--cluster"]
-    done = subprocess.run(
-        [*command, "--config", str(project_dir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(),
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
-    assert "worker-a ready" in out and "worker-b ready" in out
-    assert "product-analyst" in out and "runs on worker-" in out
-    assert "*product-analyst* finished" in out
-    assert "demo: workers stopped" in out
-    assert "Traceback" not in done.stderr
-    # What the agents left in the workers' workspaces is kept, where the demo said.
-    workers = project_dir / ".agents" / "workspaces" / ".demo-workers"
-    assert f"workspaces in {workers / 'worker-a'}" in out
-    [task] = (project_dir / ".agents" / "tasks").glob("*/task.json")
-    assert list(workers.glob(f"worker-*/{task.parent.name}")), list(workers.rglob("*"))
-
-
 def test_harness_bot_with_a_refused_app_token_says_so(project_dir: Path) -> None:
     emulator = SlackEmulator(bot_token=BOT_TOKEN, app_token="xapp-right")
     with emulator.in_thread() as slack:
@@ -264,7 +190,9 @@ def test_the_start_line_names_the_mode_workspace_config_roles_and_runtime(
     project_dir: Path,
 ) -> None:
     project = load_project(project_dir / "config.yaml")
-    server = cast(BotServer, SimpleNamespace(mode="socket", url="", workspace="Acme"))
+    server = cast(
+        BotServer, SimpleNamespace(mode="socket", url="", workspace="Acme", health_port=None)
+    )
 
     line = describe(server, project)
 

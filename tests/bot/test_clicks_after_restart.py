@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.project import Project, load_project
-from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import RigFactory, message_text
 from tests.support import add_repositories, make_repository
@@ -41,7 +41,7 @@ async def test_a_repository_picked_before_a_stop_starts_the_request_there_after_
         assert r.held.started == []
 
     # What the click on "api" left in the ledger when the bot died before its agent started.
-    ledger = await Ledger.open(project.config.tasks_dir / LEDGER_FILE)
+    ledger = await SqliteLedger.open(project.config.tasks_dir / LEDGER_FILE)
     try:
         [(key, data, _at)] = await ledger.intake()
         assert data.get("waitingForRepository")

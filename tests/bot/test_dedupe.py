@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.dedupe import Dedupe
-from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
 from harness.testing.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -20,7 +20,7 @@ async def test_a_delivery_is_a_duplicate_within_the_window_across_a_restart_then
     tmp_path: Path,
 ) -> None:
     clock = FakeClock()
-    ledger = await Ledger.open(tmp_path / LEDGER_FILE, clock)
+    ledger = await SqliteLedger.open(tmp_path / LEDGER_FILE, clock)
     try:
         first = Dedupe(ledger, HOUR)  # the ledger's clock
         await first.load()

@@ -1,10 +1,14 @@
 """``make demo``: what it says to try next (pure), ``--real`` checking the Slack tokens it
-would use before any call to Slack, and the demos run again and again in one folder."""
+would use before any call to Slack, and the demo as people run it (a process with the shipped
+config.yaml, the Slack emulator and the scripted model): again and again in one folder, offline
+with keys exported, then on a NATS server with two `harness worker`s."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +17,7 @@ import pytest
 
 from bot.demo import DEFAULT_REQUEST, _next_steps, main
 from harness.cli.offline import harness_command
+from tests.bot.conftest import clean_env
 
 
 def test_the_next_steps_show_the_demos_task_with_the_config_it_ran_on(
@@ -61,9 +66,10 @@ def test_the_real_demo_names_a_swapped_token_before_any_call_to_slack(
     assert "export SLACK_BOT_TOKEN=xoxb-" in err and "secretpart" not in err
 
 
-def _demo(command: list[str], folder: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-    env.pop("ANTHROPIC_API_KEY", None)
+def _demo(command: list[str], folder: Path, env: dict[str, str] | None = None) -> str:
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+        env.pop("ANTHROPIC_API_KEY", None)
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=120, env=env, cwd=folder, check=False
     )
@@ -78,14 +84,84 @@ def _try_next(out: str) -> list[str]:
     return [line.split("#")[0].strip() for line in lines[lines.index("Try next:") + 1 :]]
 
 
+def _tasks(folder: Path) -> set[str]:
+    return {task.parent.name for task in (folder / ".agents" / "tasks").glob("*/task.json")}
+
+
+def _offline_with_keys_exported(project_dir: Path) -> str:
+    """The demo with the keys a developer may well have exported: it must use none of them.
+    The model API they name is a loopback port that records any connection."""
+    with socket.socket() as model_api:
+        model_api.bind(("127.0.0.1", 0))
+        model_api.listen()
+        model_api.setblocking(False)
+        exported = clean_env(
+            ANTHROPIC_API_KEY="sk-ant-real-key",
+            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_api.getsockname()[1]}",
+            SLACK_BOT_TOKEN="xoxb-real-token",
+        )
+        command = [sys.executable, "-m", "bot.demo", "--config", str(project_dir / "config.yaml")]
+        # Run from elsewhere: the commands it prints then name the config.
+        out = _demo([*command, "--timeout", "60"], project_dir.parent, exported)
+        with pytest.raises(BlockingIOError):
+            model_api.accept()  # no agent went there
+    assert (
+        "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, SLACK_BOT_TOKEN set but not used: the demo is "
+        "offline (make demo REAL=1 uses them)"
+    ) in out
+    assert "agents talk to the scripted model" in out
+    assert "UDEMO: plan: a settings page" in out
+    assert out.index("*product-analyst* (agent") < out.index("drafted *developer*")
+    assert "[developer: Implement step 1" in out  # the analyst's plan: its drafted agent
+    assert out.index("*developer* finished") < out.index("*product-analyst* finished")
+    # What it points at is still there after it exited, and the commands it names work.
+    transcript = project_dir / ".agents" / "demo-transcript.txt"
+    assert transcript.read_text(encoding="utf-8").strip() == out.strip()
+    [show] = [line.split("#")[0].split() for line in out.splitlines() if " show " in line]
+    assert show[-2] == "show" and show[1:3] == ["--config", str(project_dir / "config.yaml")]
+    shown = subprocess.run(
+        [sys.executable, "-m", "harness", *show[1:]], capture_output=True, text=True,
+        timeout=60, env=exported, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "product-analyst" in shown.stdout and "completed" in shown.stdout
+    return out
+
+
+def _check_the_cluster_run(out: str, project_dir: Path, task: str) -> None:
+    """The cluster demo uses both of its workers: the analyst on one, the developer it drafts
+    on the other, each said in the transcript (live, or from its record once the run is over:
+    a short agent can start and end between two events) and each leaving its workspace on its
+    own worker, where the demo said; and it stops the workers."""
+    assert "worker-a ready" in out and "worker-b ready" in out
+    assert "product-analyst" in out and "runs on worker-" in out
+    assert "*product-analyst* finished" in out
+    assert "demo: workers stopped" in out
+    placed = dict(re.findall(r"^demo: (product-analyst|developer) \w+ (?:runs|ran) on (worker-\w)$",
+                             out, re.MULTILINE))  # fmt: skip
+    assert set(placed) == {"product-analyst", "developer"}, out
+    assert set(placed.values()) == {"worker-a", "worker-b"}, out
+    workers = project_dir / ".agents" / "workspaces" / ".demo-workers"
+    assert f"workspaces in {workers / 'worker-a'}" in out
+    used = sorted(folder.parent.name for folder in workers.glob(f"worker-*/{task}"))
+    assert used == ["worker-a", "worker-b"], list(workers.rglob("*"))
+
+
+# One test for the demo's three runs (each starts a bot, and the cluster's a NATS server and two
+# workers too): again and again in one folder, with keys exported, then on the cluster.
 @pytest.mark.slow
-def test_the_demo_runs_again_and_then_on_the_cluster_in_one_folder_each_in_a_new_thread(
+@pytest.mark.subprocess
+@pytest.mark.nats
+def test_the_demo_runs_again_offline_and_then_on_the_cluster_in_one_folder_each_in_a_new_thread(
     project_dir: Path,
 ) -> None:
     outs = [_demo([sys.executable, "-m", "bot.demo", "--timeout", "60"], project_dir)]
-    outs.append(_demo([sys.executable, "-m", "bot.demo", "--timeout", "60"], project_dir))
+    outs.append(_offline_with_keys_exported(project_dir))
     [cluster] = [c for c in _try_next(outs[-1]) if "--cluster" in c]
-    outs.append(_demo([*shlex.split(cluster), "--timeout", "60"], project_dir))
+    before = _tasks(project_dir)
+    outs.append(_demo([*shlex.split(cluster), "--timeout", "60"], project_dir, clean_env()))
+    [made] = _tasks(project_dir) - before
+    _check_the_cluster_run(outs[-1], project_dir, made)
 
     for out in outs:
         assert "demo: done, the analyst's result is in the thread" in out

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from bot.surfaces import SHORTCUT
+from bot.surfaces import PLAN_SHORTCUT, SHORTCUT
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
 
@@ -58,7 +58,8 @@ def test_the_manifest_grants_the_scopes_of_every_call_the_bot_makes() -> None:
     assert home["home_tab_enabled"] is True
     assert manifest["features"]["assistant_view"]["assistant_description"]
     assert manifest["features"]["agent_view"]["agent_description"]  # sessions: an agent app
-    [shortcut] = manifest["features"]["shortcuts"]
-    assert (shortcut["type"], shortcut["callback_id"]) == ("message", SHORTCUT)
+    send, plan = manifest["features"]["shortcuts"]
+    assert (send["type"], send["callback_id"]) == ("message", SHORTCUT)
+    assert (plan["type"], plan["callback_id"]) == ("message", PLAN_SHORTCUT)
     assert manifest["features"]["bot_user"]["display_name"]
     assert len(manifest["display_information"]["name"]) <= 35

@@ -16,14 +16,14 @@ import pytest
 from bot.outbox import AgentRef, Outbox
 from bot.poster import Poster, SlackClient
 from bot.testing.slack_emulator import SlackEmulator
-from harness.tasks.ledger import Ledger
+from harness.tasks.ledger import SqliteLedger
 from harness.tasks.model import ThreadRef
 from tests.bot.conftest import BOT_TOKEN, WAIT, message_text
 
 pytestmark = pytest.mark.anyio
 
 
-async def refuse_writes(ledger: Ledger, refuse: bool = True) -> None:
+async def refuse_writes(ledger: SqliteLedger, refuse: bool = True) -> None:
     """The ledger's file refuses every write (SQLite's read-only mode on its connection, as a
     disk that refuses writes), or takes them again."""
     mode = 1 if refuse else 0
@@ -46,14 +46,14 @@ async def client(slack: SlackEmulator) -> AsyncIterator[SlackClient]:
 
 
 @pytest.fixture
-async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
-    opened = await Ledger.open(tmp_path / ".ledger.sqlite3")
+async def ledger(tmp_path: Path) -> AsyncIterator[SqliteLedger]:
+    opened = await SqliteLedger.open(tmp_path / ".ledger.sqlite3")
     yield opened
     await opened.close()
 
 
 @pytest.fixture
-async def outbox(ledger: Ledger, client: SlackClient) -> AsyncIterator[Outbox]:
+async def outbox(ledger: SqliteLedger, client: SlackClient) -> AsyncIterator[Outbox]:
     async def read_diff(_slug: str, _agent: str) -> str | None:
         return None
 
@@ -78,7 +78,7 @@ def said(slack: SlackEmulator, thread: ThreadRef, text: str) -> list[str]:
 
 
 async def test_a_result_the_ledger_cannot_take_is_delivered_once_and_its_watch_ends_later(
-    slack: SlackEmulator, ledger: Ledger, outbox: Outbox
+    slack: SlackEmulator, ledger: SqliteLedger, outbox: Outbox
 ) -> None:
     thread = await a_thread(slack)
     await ledger.watch("a1", {"thread": [thread.channel, thread.thread_ts]})
@@ -107,12 +107,12 @@ async def test_a_result_the_ledger_cannot_take_is_delivered_once_and_its_watch_e
     assert await ledger.pending() == []
 
 
-async def _no_watches(ledger: Ledger) -> bool:
+async def _no_watches(ledger: SqliteLedger) -> bool:
     return not await ledger.watches()
 
 
 async def test_a_step_done_while_the_ledger_refuses_to_note_it_is_not_done_again(
-    slack: SlackEmulator, ledger: Ledger, outbox: Outbox
+    slack: SlackEmulator, ledger: SqliteLedger, outbox: Outbox
 ) -> None:
     thread = await a_thread(slack)
     await outbox.owe(
@@ -134,7 +134,7 @@ async def test_a_step_done_while_the_ledger_refuses_to_note_it_is_not_done_again
     assert len(said(slack, thread, "the footer is fixed")) == 1
 
 
-async def _nothing_pending(ledger: Ledger) -> bool:
+async def _nothing_pending(ledger: SqliteLedger) -> bool:
     return not await ledger.pending() and ledger.problem is None
 
 

@@ -17,7 +17,7 @@ from bot.outbox import AgentRef, Outbox
 from bot.poster import Poster, SlackClient
 from bot.threads import ThreadLanes
 from bot.unrecorded import UnrecordedRequests, deferred_folder
-from harness.tasks.ledger import Ledger
+from harness.tasks.ledger import SqliteLedger
 from harness.tasks.model import ThreadRef
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,7 @@ REQUEST = {"event": {"type": "message", "channel": "D1", "text": "fix it"}, "bot
 
 @pytest.fixture
 async def outbox(tmp_path: Path) -> AsyncIterator[Outbox]:
-    ledger = await Ledger.open(tmp_path / "tasks" / ".ledger.sqlite3")
+    ledger = await SqliteLedger.open(tmp_path / "tasks" / ".ledger.sqlite3")
 
     async def read_diff(_slug: str, _agent: str) -> str | None:
         return None

@@ -14,7 +14,7 @@ from bot.settings import BotOptions
 from bot.testing.slack_emulator import SlackEmulator
 from bot.testing.slack_model import DeliveredEvent
 from harness.project import Project
-from harness.tasks.ledger import LEDGER_FILE, Ledger
+from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
 from harness.tasks.model import DispatchRecord, ThreadRef
 from harness.tasks.store import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
@@ -111,7 +111,7 @@ async def taken_on_and_killed(slack: SlackEmulator, project: Project, text: str)
     slack.delivery = "none"
     delivered = await slack.user_message("U1", "D1", text)
     key = f"message:D1:{delivered.event['ts']}"
-    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
+    ledger = SqliteLedger(project.config.tasks_dir / LEDGER_FILE)
     await ledger.remember(
         [f"event:{delivered.event_id}", key],
         intake={key: {"event": delivered.event, "botUserId": slack.identity.bot_user_id}},
@@ -186,7 +186,7 @@ async def test_a_status_message_posted_just_before_a_kill_becomes_the_interrupti
     )
     await store.save_dispatch(task.slug, record)
     await store.close()
-    ledger = Ledger(project.config.tasks_dir / LEDGER_FILE)
+    ledger = SqliteLedger(project.config.tasks_dir / LEDGER_FILE)
     watch = Watch("a0123456789", ThreadRef("D1", asked), task.slug, "developer", reply_to=asked)
     await ledger.watch("a0123456789", watch.to_json())
     await ledger.close()

@@ -22,7 +22,7 @@ from bot.poster import Poster, SlackClient
 from bot.settings import BotOptions
 from bot.streaming import START_ATTEMPTS
 from bot.testing.slack_emulator import SlackEmulator
-from harness.tasks.ledger import Ledger
+from harness.tasks.ledger import SqliteLedger
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import Script
@@ -293,7 +293,7 @@ async def test_a_diff_upload_slack_fails_is_retried_and_shared_once(
     timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         client = SlackClient(token=BOT_TOKEN, base_url=slack.api_url, session=session)
-        ledger = await Ledger.open(None)
+        ledger = await SqliteLedger.open(None)
         outbox = Outbox(ledger, client, Poster(client), read_diff=read_diff,
                         on_given_up=on_given_up, max_delay=0.1)  # fmt: skip
         outbox.start()

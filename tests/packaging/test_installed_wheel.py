@@ -202,3 +202,18 @@ def test_the_demos_run_from_the_wheel_on_the_shipped_defaults(
     assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
     assert "using the shipped defaults" in ran.stderr
     assert list(tmp_path.iterdir()) == []  # nothing left where it ran
+
+
+def test_the_page_of_the_emulated_slack_comes_with_the_wheel(installed: Installed) -> None:
+    shown = installed.run(
+        installed.home,
+        "python",
+        "-c",
+        "from bot.emulator_page import asset; "
+        "print(*(asset(n).splitlines()[0] for n in ('emulator.html', 'emulator.js')), sep='\\n')",
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    html, script = shown.stdout.splitlines()
+    assert html == "<!doctype html>"
+    assert script.startswith("// The page of `harness bot --emulator`")

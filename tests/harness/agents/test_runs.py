@@ -51,6 +51,7 @@ async def test_a_run_stores_its_structured_result_in_task_json(
         "changes": ["settings.py"],
         "issues": ["no tests yet"],
         "questions": ["Dark mode?"],
+        "proposedNotes": [],
     }
     assert dispatch["costUsd"] > 0
     assert dispatch["turns"] >= 1

@@ -56,3 +56,12 @@ async def test_many_claims_at_once_have_one_winner(ledgers: list[FiringLedger]) 
     won = await asyncio.gather(*claims)
 
     assert won.count(True) == 1
+
+
+async def test_a_claim_keeps_its_owner_for_whoever_asks(ledgers: list[FiringLedger]) -> None:
+    first, second = ledgers
+
+    assert await second.owner("nightly", "github:abc") is None
+    assert await first.claim("nightly", "github:abc", "process-1") is True
+    assert await second.claim("nightly", "github:abc", "process-2") is False
+    assert await second.owner("nightly", "github:abc") == "process-1"

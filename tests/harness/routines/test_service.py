@@ -6,6 +6,7 @@ The bot's launcher is exercised in tests/bot/test_routines_in_slack.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from harness.config.cron import parse_cron
 from harness.config.routines_schema import Routine
 from harness.routines.ledger import FileFiringLedger, NatsFiringLedger
-from harness.routines.model import Firing, LaunchedRun, RoutineError, RunOutcome
+from harness.routines.model import Firing, LaunchedRun, RoutineError, RunOutcome, Starting
 from harness.routines.service import RoutineService
 from harness.routines.state import RoutineStates
 from harness.testing.clock import FakeClock
@@ -48,14 +49,31 @@ class Launches:
     ends: dict[str, asyncio.Future[RunOutcome]] = field(default_factory=dict)
     told: list[str] = field(default_factory=list)
     refuse: bool = False
+    # Runs whose task was made, by their firing's key (what ``find`` finds after a restart).
+    made: dict[str, LaunchedRun] = field(default_factory=dict)
+    # Set: a launch hangs (before its task is made, or after with ``hang_after``) until the
+    # service is closed, as a process that dies there.
+    hang: asyncio.Event | None = None
+    hang_after: bool = False
 
     async def launch(self, routine: Routine, firing: Firing) -> LaunchedRun:
         if self.refuse:
             raise RoutineError(routine.name, "the prompt names {payload.version}")
+        if self.hang is not None and not self.hang_after:
+            self.hang.set()
+            await asyncio.Event().wait()
         self.fired.append(firing)
         slug = f"run-{len(self.fired)}"
         self.ends[slug] = asyncio.get_running_loop().create_future()
-        return LaunchedRun(slug, f"https://slack/{slug}", f"agent-{len(self.fired)}")
+        run = LaunchedRun(slug, f"https://slack/{slug}", f"agent-{len(self.fired)}")
+        self.made[firing.key] = run
+        if self.hang is not None:
+            self.hang.set()
+            await asyncio.Event().wait()
+        return run
+
+    async def find(self, routine: Routine, firing: Firing) -> LaunchedRun | None:
+        return self.made.get(firing.key)
 
     async def outcome(self, routine: Routine, run: LaunchedRun) -> RunOutcome:
         if run.slug not in self.ends:  # a run a previous start left: it ended meanwhile
@@ -187,6 +205,126 @@ async def test_a_firing_queued_behind_a_run_is_started_after_a_restart(tmp_path:
         assert after.states.read("hourly").queued == ()
     finally:
         await after.close()
+
+
+async def died_starting(tmp_path: Path, clock: FakeClock, launches: Launches) -> None:
+    """A scheduler that claims the 10:00 slot and stops in its launch (``launches.hang``)."""
+    launches.hang = asyncio.Event()
+    first = service(tmp_path, clock, launches)
+    await first.start()
+    clock.advance(31)  # 10:00:01
+    ticking = asyncio.ensure_future(first.tick())
+    await asyncio.wait_for(launches.hang.wait(), 5)
+    ticking.cancel()
+    await asyncio.gather(ticking, return_exceptions=True)
+    await first.close()
+    launches.hang = None
+    (starting,) = first.states.read("hourly").starting
+    assert starting.firing.key == "schedule:2026-01-01T10:00:00.000Z"
+
+
+async def test_a_firing_whose_task_was_never_made_starts_once_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    clock, launches = FakeClock(START), Launches()
+    await died_starting(tmp_path, clock, launches)
+    assert launches.fired == []
+    clock.advance(60)
+    again = service(tmp_path, clock, launches)
+    await again.start()
+    try:
+        await again.tick()
+        assert [f.key for f in launches.fired] == ["schedule:2026-01-01T10:00:00.000Z"]
+        state = again.states.read("hourly")
+        assert state.starting == () and [r.status for r in state.runs] == ["running"]
+        launches.end("run-1")
+        await asyncio.wait_for(again.runs_ended(), 5)
+        assert [r.status for r in again.states.read("hourly").runs] == ["completed"]
+    finally:
+        await again.close()
+
+
+async def test_a_firing_whose_task_was_made_is_followed_not_started_again(tmp_path: Path) -> None:
+    clock, launches = FakeClock(START), Launches(hang_after=True)
+    await died_starting(tmp_path, clock, launches)
+    assert list(launches.made) == ["schedule:2026-01-01T10:00:00.000Z"]
+    again = service(tmp_path, clock, launches)
+    await again.start()
+    try:
+        await again.tick()
+        assert len(launches.fired) == 1
+        (run,) = again.states.read("hourly").runs
+        assert (run.status, run.slug) == ("running", "run-1")
+        launches.end("run-1")
+        await asyncio.wait_for(again.runs_ended(), 5)
+        state = again.states.read("hourly")
+        assert state.starting == () and [r.status for r in state.runs] == ["completed"]
+    finally:
+        await again.close()
+
+
+async def test_a_half_started_firing_older_than_catch_up_is_recorded_skipped(
+    tmp_path: Path,
+) -> None:
+    clock, launches = FakeClock(START), Launches()
+    await died_starting(tmp_path, clock, launches)
+    clock.advance(45 * 60)
+    again = service(tmp_path, clock, launches)
+    await again.start()
+    try:
+        await again.tick()
+        assert launches.fired == []
+        state = again.states.read("hourly")
+        assert state.starting == ()
+        (skip,) = state.skipped
+        assert skip.at == "2026-01-01T10:00:00.000Z"
+        assert "stopped before its task was made" in skip.why and "30 min" in skip.why
+    finally:
+        await again.close()
+
+
+def left_starting(tmp_path: Path, owner: str) -> Firing:
+    """The state a process leaves when it dies between recording the 10:00 slot starting
+    and claiming it."""
+    firing = Firing("hourly", "schedule", "schedule:2026-01-01T10:00:00.000Z",
+                    "2026-01-01T10:00:00.000Z", "schedule `0 * * * *` (UTC)")  # fmt: skip
+    entry = Starting(firing, owner)
+    RoutineStates(tmp_path / "tasks").update(
+        "hourly", lambda s: dataclasses.replace(s, starting=(entry,), watch_from=firing.at)
+    )
+    return firing
+
+
+async def test_a_firing_recorded_starting_but_never_claimed_is_claimed_and_started_once(
+    tmp_path: Path,
+) -> None:
+    clock, launches = FakeClock(START + timedelta(minutes=1)), Launches()
+    firing = left_starting(tmp_path, "dead-process")
+    again = service(tmp_path, clock, launches)
+    await again.start()
+    try:
+        await again.tick()
+        assert [f.key for f in launches.fired] == [firing.key]
+        assert await again.ledger.owner("hourly", firing.key) == again.token
+    finally:
+        await again.close()
+
+
+async def test_a_firing_left_starting_that_another_process_claimed_is_left_to_it(
+    tmp_path: Path,
+) -> None:
+    clock, launches = FakeClock(START + timedelta(minutes=1)), Launches()
+    firing = left_starting(tmp_path, "dead-process")
+    other = FileFiringLedger(tmp_path / "tasks" / ".routines" / "fired")
+    assert await other.claim("hourly", firing.key, "live-process")
+    again = service(tmp_path, clock, launches)
+    await again.start()
+    try:
+        await again.tick()
+        assert launches.fired == []
+        assert again.states.read("hourly").starting == ()
+    finally:
+        await again.close()
 
 
 async def _until(check: object) -> None:

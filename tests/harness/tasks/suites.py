@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
-from harness.tasks.model import AgentResult, Decision, PullRequest, ThreadRef
+from harness.tasks.model import AgentResult, Decision, PullRequest, ThreadRef, Trigger
+from harness.tasks.spending import Spend
 from harness.tasks.store import Store
 from harness.testing.records import make_record
 
@@ -351,6 +352,65 @@ class TaskStoreConformance:
         assert await store.find_by_thread(old) is None
         found = await store.find_by_thread(new)
         assert found is not None and found.slug == slug
+
+    async def test_spending_names_who_pays_for_each_paid_agent_since_a_day(
+        self, store: Store
+    ) -> None:
+        nightly = Trigger(routine="nightly", kind="schedule", at="2026-11-02T02:00:00Z", why="-")
+        asked = await store.create("Fix it", ThreadRef("C1", "1.1"), "web", requester="U1")
+        fired = await store.create("Nightly", ThreadRef("C2", "2.2"), trigger=nightly)
+        await store.save_dispatch(
+            asked.slug,
+            make_record("a1", status="completed", cost_usd=0.5, started_at="2026-11-02T23:59:00Z"),
+        )
+        await store.save_dispatch(
+            asked.slug,
+            make_record(  # drafted: the requester pays
+                "a2",
+                role="reviewer",
+                parent_id="a1",
+                status="running",
+                budget_usd=2.0,
+                started_at="2026-11-03T00:01:00+01:00",
+            ),
+        )
+        await store.save_dispatch(
+            asked.slug,
+            make_record(  # a scripted model's: not paid
+                "a3",
+                status="completed",
+                cost_usd=9.0,
+                cost_simulated=True,
+                started_at="2026-11-03T10:00:00Z",
+            ),
+        )
+        await store.save_dispatch(fired.slug, make_record(
+            "a4", status="failed", cost_usd=0.25, requested_by="U2",
+            started_at="2026-10-31T10:00:00Z"))  # fmt: skip
+
+        rows = {row.agent_id: row for row in await store.spending("2026-11-01")}
+
+        assert rows == {
+            "a1": Spend(asked.slug, "a1", "2026-11-02", "developer", "U1", "C1", None, "web",
+                        cost_usd=0.5),
+            "a2": Spend(asked.slug, "a2", "2026-11-02", "reviewer", "U1", "C1", None, "web",
+                        held_usd=2.0),
+        }  # fmt: skip
+        await store.save_dispatch(asked.slug, make_record("a2", role="reviewer", cost_usd=0.75,
+            status="completed", started_at="2026-11-02T23:01:00Z"))  # fmt: skip
+        everything = {row.agent_id: row for row in await store.spending("0000-00-00")}
+        assert everything["a2"].cost_usd == 0.75 and everything["a2"].held_usd is None
+        assert everything["a4"] == Spend(fired.slug, "a4", "2026-10-31", "developer", "U2",
+                                         "C2", "nightly", None, cost_usd=0.25)  # fmt: skip
+        await store.delete(asked.slug)
+        assert [row.agent_id for row in await store.spending("0000-00-00")] == ["a4"]
+
+    async def test_limits_raised_for_a_task_are_kept_with_it(self, store: Store) -> None:
+        slug = (await store.create("Fix it", requester="U1")).slug
+
+        await store.raise_limits(slug, "UADMIN")
+
+        assert (await store.get(slug)).limits_raised_by == "UADMIN"
 
 
 @pytest.mark.anyio

@@ -18,7 +18,7 @@ from harness.errors import AgentNotFoundError
 from harness.tasks.index import TaskIndex
 from harness.tasks.model import Task, ThreadRef
 from harness.tasks.store import FileTaskStore
-from harness.tasks.task_json import Fingerprint, read_task_file
+from harness.tasks.task_json import Fingerprint, dump_task, read_task_file
 from harness.testing.records import make_record
 
 pytestmark = pytest.mark.anyio
@@ -261,3 +261,26 @@ async def test_two_stores_on_one_folder_see_each_others_writes(
     assert (await store.summaries())[0].last_status == "completed"
     assert (await store.record("a1")).status == "completed"
     await other.close()
+
+
+async def test_spending_sees_at_once_what_another_process_saves_and_the_files_at_first(
+    store: FileTaskStore, tmp_path: Path
+) -> None:
+    # The first read catches up with the files (a task written before any index).
+    task = Task("before", "2026-11-01T10:00:00Z", requester="U1",
+                dispatches=(make_record("a0", cost_usd=1.0, status="completed",
+                                        started_at="2026-11-02T10:00:00Z"),))  # fmt: skip
+    (tmp_path / "before").mkdir()
+    (tmp_path / "before" / "task.json").write_bytes(dump_task(task))
+    assert [row.agent_id for row in await store.spending("2026-11-01")] == ["a0"]
+    other = FileTaskStore(tmp_path)  # another process's store, on the same folder
+    try:
+        slug = (await other.create("theirs", requester="U2")).slug
+        await other.save_dispatch(slug, make_record("a1", budget_usd=2.0,
+                                                    started_at="2026-11-03T10:00:00Z"))  # fmt: skip
+    finally:
+        await other.close()
+
+    rows = {row.agent_id: row for row in await store.spending("2026-11-01")}
+
+    assert rows["a1"].held_usd == 2.0 and rows["a1"].person == "U2"

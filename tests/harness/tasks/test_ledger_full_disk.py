@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.tasks.ledger import Ledger, LedgerUnwritableError
+from harness.tasks.ledger import LedgerUnwritableError, SqliteLedger
 
 pytestmark = pytest.mark.anyio
 
 
-async def cap_pages(ledger: Ledger, pages: int | None = None) -> None:
+async def cap_pages(ledger: SqliteLedger, pages: int | None = None) -> None:
     """No page beyond the file's current ones (or up to ``pages``): a full disk."""
 
     def cap() -> None:
@@ -28,7 +28,7 @@ async def cap_pages(ledger: Ledger, pages: int | None = None) -> None:
 async def test_a_write_the_full_disk_refuses_raises_clearly_and_is_undone_until_space_returns(
     tmp_path: Path,
 ) -> None:
-    ledger = await Ledger.open(tmp_path / ".ledger.sqlite3")
+    ledger = await SqliteLedger.open(tmp_path / ".ledger.sqlite3")
     try:
         await ledger.watch("a1", {"thread": ["D1", "1.0"]})
         await cap_pages(ledger)
@@ -55,7 +55,7 @@ async def test_a_write_the_full_disk_refuses_raises_clearly_and_is_undone_until_
 
 
 async def test_a_probe_says_whether_the_disk_takes_writes_again(tmp_path: Path) -> None:
-    ledger = await Ledger.open(tmp_path / ".ledger.sqlite3")
+    ledger = await SqliteLedger.open(tmp_path / ".ledger.sqlite3")
     try:
         await ledger.remember(["event:1"])
         await cap_pages(ledger)

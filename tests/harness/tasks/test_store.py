@@ -193,6 +193,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
         "allowed",
         "pullRequest",
         "trigger",
+        "limitsRaisedBy",
         "dispatches",
         "decisions",
     ]
@@ -216,7 +217,13 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "costSimulated": False,
             "turns": 4,
             "durationMs": 1234,
-            "result": {"summary": "s", "changes": ["c"], "issues": ["i"], "questions": ["q?"]},
+            "result": {
+                "summary": "s",
+                "changes": ["c"],
+                "issues": ["i"],
+                "questions": ["q?"],
+                "proposedNotes": [],
+            },
             "error": "boom",
             "lastText": "last",
             "hostPid": 42,
@@ -230,6 +237,7 @@ async def test_task_json_has_exactly_the_documented_camel_case_keys(
             "feedback": [{"user": "U1", "value": "good", "at": "2026-01-01T10:06:00Z"}],
             "requestedBy": "U7",
             "budgetUsd": 3.0,
+            "plan": False,
         }
     ]
     assert list(data["dispatches"][0]) == list(

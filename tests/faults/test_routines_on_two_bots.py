@@ -1,0 +1,115 @@
+"""Two real ``harness bot`` processes with one config on one nats-server (``runtime: nats``,
+agents on a ``harness worker``), on the same clock a test sets: a schedule's slot fires once
+(one thread, one task) and a GitHub event delivered to each process runs once. Each process's
+metrics show that it looked at the firing and found it claimed by the other."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from harness.testing.clock_file import set_time
+from tests.bot.clocked_bots import ClockedBot, clocked_bot, slot, this_minute, ticked
+from tests.bot.conftest import WAIT, finish_with_prompt, message_text
+from tests.bot.routine_bots import openings, signed
+from tests.bot.test_routines_across_processes import routine_tasks
+from tests.faults.nats_bot import nats_bot
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
+
+HOOK_SECRET = "two-bots-hook-secret"
+ROUTINES = """
+routines:
+  - name: every-minute
+    schedule: "* * * * *"
+    channel: C0ROUTINE
+    owner: U0OWNER
+    role: developer
+    prompt: "Find the flakiest test and fix it."
+  - name: on-push
+    on: {github: [push]}
+    channel: C0ROUTINE
+    owner: U0OWNER
+    role: developer
+    prompt: "Check the push to {ref}."
+"""
+
+
+async def metric(bot: ClockedBot, name: str, labels: str) -> float:
+    base = bot.url.removesuffix("/slack/events")
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
+        text = await response.text()
+    found = re.search(rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def both(bots: list[ClockedBot], name: str, labels: str) -> list[float]:
+    """The metric of each process, in order, once one has 1 (within a bound)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            seen = sorted([await metric(bot, name, labels) for bot in bots])
+            if seen[-1] >= 1:
+                return seen
+            await asyncio.sleep(0.1)
+
+
+async def test_two_bot_processes_on_one_nats_fire_a_slot_and_a_redelivered_event_once(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    clock, minute = tmp_path / "clock", this_minute()
+    due, due_text = slot(minute, 1)
+    set_time(clock, minute + timedelta(seconds=30))
+    async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=10) as c:
+        with c.config.open("a", encoding="utf-8") as file:
+            file.write(ROUTINES)
+        env = {**c.env, "GITHUB_WEBHOOK_SECRET": HOOK_SECRET}
+        worker = await c.worker()
+        try:
+            async with (
+                clocked_bot(c.config, c.slack, env, clock) as one,
+                clocked_bot(c.config, c.slack, env, clock) as two,
+            ):
+                bots = [one, two]
+                set_time(clock, due + timedelta(seconds=1))
+                (opening,) = await c.slack.wait_for(
+                    lambda: openings(c.slack, "every-minute") or None, WAIT
+                )
+                assert f"at {due_text}" in opening["text"]
+                fired = 'routine="every-minute",trigger="schedule"'
+                assert await both(bots, "harness_routine_firings_total", fired) == [0.0, 1.0]
+
+                body, headers = signed(HOOK_SECRET, "push", "delivery-1", {
+                    "ref": "refs/heads/main", "repository": {"full_name": "acme/web"},
+                })  # fmt: skip
+                for bot in bots:  # GitHub re-delivers; a load balancer sends it to each
+                    base = bot.url.removesuffix("/slack/events")
+                    async with (
+                        aiohttp.ClientSession() as session,
+                        session.post(f"{base}/github/webhook", data=body, headers=headers) as r,
+                    ):
+                        assert r.status == 202, await r.text()
+                pushed = 'routine="on-push",trigger="github"'
+                assert await both(bots, "harness_routine_firings_total", pushed) == [0.0, 1.0]
+                duplicate = 'reason="duplicate",routine="on-push"'  # the other one's answer
+                assert await both(bots, "harness_routine_skips_total", duplicate) == [0.0, 1.0]
+                (push,) = await c.slack.wait_for(lambda: openings(c.slack, "on-push") or None)
+                for thread in (opening, push):
+                    await c.slack.wait_for(functools.partial(done, c, thread), WAIT)
+                await ticked(c.config, one)  # the slot looked at again: nothing new
+                assert await one.stop() == 0 and await two.stop() == 0
+        finally:
+            await worker.stop()
+    tasks = routine_tasks(c.config)
+    assert len(tasks) == 1 and len(openings(c.slack, "every-minute")) == 1
+    assert len(openings(c.slack, "on-push")) == 1
+
+
+def done(c: object, opening: dict[str, object]) -> bool | None:
+    thread = c.slack.thread("C0ROUTINE", str(opening["ts"]))  # type: ignore[attr-defined]
+    return any("Done: " in message_text(m) for m in thread) or None
