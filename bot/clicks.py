@@ -13,7 +13,7 @@ started) instead of doing it twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict, get_args
@@ -110,6 +110,40 @@ def parse_click(key: str, data: dict[str, Any], at: float) -> KeptClick | None:
     ):
         return None
     return KeptClick(key, kind, subject, user, ThreadRef(thread[0], thread[1]), at, extra)
+
+
+async def take_once(
+    ledger: Ledger,
+    kind: ClickKind,
+    subject: str,
+    user: str,
+    thread: ThreadRef,
+    extra: dict[str, Any],
+    *,
+    already: str,
+) -> KeptClick | str:
+    """Keeps a click whose work runs once whoever presses (``<kind>:<subject>`` claimed and
+    the click kept in one step: a stop in between cannot lose it): the click to carry out,
+    or why not for the person (``already`` when it was taken before)."""
+    key, data = click_record(kind, subject, user, thread, extra)
+    try:
+        if not await ledger.claim(f"{kind}:{subject}", intake=(key, data)):
+            return already
+    except HarnessError as exc:
+        return NOT_KEPT.format(problem=exc.message)
+    now = ledger.clock.now().timestamp()
+    return KeptClick(key, kind, subject, user, thread, now, dict(data["extra"]))
+
+
+def shown_message(message: object) -> dict[str, Any] | None:
+    """The message a button was under, as shown (its ts, text and blocks), to mark it done
+    later; None when the payload does not carry it."""
+    if not isinstance(message, Mapping) or not isinstance(message.get("ts"), str):
+        return None
+    blocks = message.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    return {"ts": message["ts"], "text": str(message.get("text", "")), "blocks": list(blocks)}
 
 
 class Clicks:

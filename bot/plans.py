@@ -27,7 +27,7 @@ from bot.blocks import (
     escape,
     mention,
 )
-from bot.clicks import NOT_KEPT, Clicks, KeptClick, click_record, started_since
+from bot.clicks import Clicks, KeptClick, shown_message, started_since, take_once
 from harness.agents.directives import (
     APPROVED,
     CHANGES_ASKED,
@@ -219,28 +219,14 @@ async def approve(
         return f"The {role.name} role does not allow the model `{model}`."
     if conversations.closing:
         return "I am shutting down; press it again once I am back."
-    notice = _shown(body.get("message"))  # the plan's message, to mark it approved
+    notice = shown_message(body.get("message"))  # the plan's message, to mark it approved
     extra = {"model": model} | ({"notice": notice} if notice else {})
-    key, data = click_record("plan", agent_id, user, thread, extra)
-    try:  # claimed and kept in one step: a stop in between cannot lose the approval
-        if not await conversations.ledger.claim(f"plan:{agent_id}", intake=(key, data)):
-            return "This plan has already been approved."
-    except HarnessError as exc:
-        return NOT_KEPT.format(problem=exc.message)
-    now = conversations.ledger.clock.now().timestamp()
-    click = KeptClick(key, "plan", agent_id, user, thread, now, dict(data["extra"]))
+    click = await take_once(conversations.ledger, "plan", agent_id, user, thread, extra,
+                            already="This plan has already been approved.")  # fmt: skip
+    if isinstance(click, str):
+        return click
     _enqueue(conversations, click, record, task.slug)
     return None
-
-
-def _shown(message: object) -> dict[str, Any]:
-    """The message a button was under, as shown (its ts, text and blocks); {} if unknown."""
-    if not isinstance(message, Mapping) or not isinstance(message.get("ts"), str):
-        return {}
-    blocks = message.get("blocks")
-    if not isinstance(blocks, list) or not blocks:
-        return {}
-    return {"ts": message["ts"], "text": str(message.get("text", "")), "blocks": list(blocks)}
 
 
 async def request_changes(

@@ -16,14 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.blocks import SlackMessage, mention, rerun_done
-from bot.clicks import (
-    NOT_KEPT,
-    Clicks,
-    KeptClick,
-    click_record,
-    is_click,
-    started_since,
-)
+from bot.clicks import Clicks, KeptClick, is_click, shown_message, started_since, take_once
 from bot.conversations import Conversations
 from bot.parsing import Ignore, parse_message_event
 from harness.errors import AgentNotFoundError, HarnessError
@@ -118,18 +111,14 @@ async def run_again(
         return f"Only {who} (or an admin) can run it again."
     if conversations.closing:
         return "I am shutting down; press it again once I am back."
-    shown = _shown(notice)
+    shown = shown_message(notice)
     extra: dict[str, Any] = {"model": model or record.model, "plan": record.plan}  # or picked
     if shown:
         extra["notice"] = shown
-    key, data = click_record("rerun", agent_id, user, thread, extra)
-    try:  # claimed and kept in one step: a stop in between cannot lose the click
-        if not await conversations.ledger.claim(f"rerun:{agent_id}", intake=(key, data)):
-            return "It has already been run again."
-    except HarnessError as exc:
-        return NOT_KEPT.format(problem=exc.message)
-    now = conversations.ledger.clock.now().timestamp()
-    click = KeptClick(key, "rerun", agent_id, user, thread, now, dict(data["extra"]))
+    click = await take_once(conversations.ledger, "rerun", agent_id, user, thread, extra,
+                            already="It has already been run again.")  # fmt: skip
+    if isinstance(click, str):
+        return click
     _enqueue(conversations, click, record.role, record.prompt, task.slug)
     return None
 
@@ -163,14 +152,6 @@ async def _waiting_in(conversations: Conversations, thread: ThreadRef) -> str | 
         if not isinstance(parsed, Ignore) and parsed.thread == thread:
             return key
     return None
-
-
-def _shown(notice: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The notice the button was under, as shown (its ts, text and blocks), to mark it done."""
-    ts = notice.get("ts") if notice else None
-    if notice is None or not isinstance(ts, str) or not notice.get("blocks"):
-        return None
-    return {"ts": ts, "text": str(notice.get("text", "")), "blocks": list(notice["blocks"])}
 
 
 def _enqueue(
