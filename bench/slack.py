@@ -78,10 +78,12 @@ async def post(n, rate, conn, data):
     return elapsed
 
 async def main(job):
-    url = urlsplit(job["url"])
-    datas = [request(url, job["secret"], body.encode()) for body in job["bodies"]]
+    # Event n goes to urls[n % len(urls)], as a load balancer spreads them over replicas.
+    urls = [urlsplit(url) for url in job.get("urls") or [job["url"]]]
+    to = [urls[n % len(urls)] for n in range(len(job["bodies"]))]
+    datas = [request(url, job["secret"], body.encode()) for url, body in zip(to, job["bodies"])]
     conns = await asyncio.gather(
-        *(asyncio.open_connection(url.hostname, url.port) for _ in datas))
+        *(asyncio.open_connection(url.hostname, url.port) for url in to))
     posts = (post(n, job["rate"], c, d) for n, (c, d) in enumerate(zip(conns, datas)))
     print(json.dumps(await asyncio.gather(*posts)))
 

@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -33,6 +33,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from bot.replica_forward import read_letter
 from harness.clock import SYSTEM
 from harness.clock import Clock as HarnessClock
 
@@ -208,13 +209,21 @@ def _check_block_actions(payload: Mapping[str, Any]) -> Problem | None:
     return None
 
 
+# Hands a request to the replica that holds its thread (kind, body, query, headers): False
+# when it is this replica's to handle.
+Forward = Callable[[str, str, str, Mapping[str, str]], Awaitable[bool]]
+
+
 @dataclass(frozen=True)
 class _Received:
-    """A request that checked out; Bolt's view of it is built only when Bolt gets it."""
+    """A request that checked out; Bolt's view of it is built only when Bolt gets it.
+    ``handed``: another replica handed it here (it is never handed on again)."""
 
     body: str
     query: str
     headers: dict[str, str]
+    kind: str = ""
+    handed: bool = False
 
     def to_bolt(self) -> AsyncBoltRequest:
         return AsyncBoltRequest(body=self.body, query=self.query, headers=self.headers)  # type: ignore[arg-type]
@@ -223,8 +232,15 @@ class _Received:
 class HttpIntake:
     """``clock``'s wall time says how old a request's signed timestamp is."""
 
-    def __init__(self, app: AsyncApp, signing_secret: str, clock: HarnessClock = SYSTEM) -> None:
+    def __init__(
+        self,
+        app: AsyncApp,
+        signing_secret: str,
+        clock: HarnessClock = SYSTEM,
+        forward: Forward | None = None,
+    ) -> None:
         self._app = app
+        self._forward = forward
         self._clock = clock
         # Without a secret nothing can be verified: every request is refused (401).
         self._secret = signing_secret
@@ -238,13 +254,37 @@ class HttpIntake:
             return web.Response(status=checked.status, text=checked.reason)
         if checked.kind == "ssl_check":
             return web.Response(status=200)
-        received = _Received(checked.body, request.query_string, dict(request.headers))
+        received = _Received(
+            checked.body, request.query_string, dict(request.headers), checked.kind
+        )
         if checked.kind == "event_callback":
-            self._queue.put_nowait(received)
-            if self._worker is None or self._worker.done():
-                self._worker = asyncio.create_task(self._work(), name="slack event intake")
+            self._enqueue(received)
             return web.Response(status=200)
+        if await self._handed_on(received):
+            return web.Response(status=200)  # that replica answers the click in the thread
         return await to_aiohttp_response(await self._app.async_dispatch(received.to_bolt()))
+
+    async def take_letter(self, data: bytes) -> None:
+        """A request another replica handed here (checked there; Bolt checks its signature
+        again): handled as if it had come in here."""
+        letter = read_letter(data)
+        received = _Received(
+            letter["body"], letter["query"], letter["headers"], letter["kind"], handed=True
+        )
+        if received.kind == "event_callback":
+            self._enqueue(received)
+        else:
+            await self._dispatch(received)
+
+    def _enqueue(self, received: _Received) -> None:
+        self._queue.put_nowait(received)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._work(), name="slack event intake")
+
+    async def _handed_on(self, received: _Received) -> bool:
+        if self._forward is None or received.handed:
+            return False
+        return await self._forward(received.kind, received.body, received.query, received.headers)
 
     async def drain(self) -> None:
         """Hands Bolt every event acked so far, then stops the worker."""
@@ -280,6 +320,8 @@ class HttpIntake:
 
     async def _dispatch(self, received: _Received) -> None:
         try:
+            if received.kind == "event_callback" and await self._handed_on(received):
+                return
             # Bolt checks the signature again and runs the listeners in the background.
             await self._app.async_dispatch(received.to_bolt())
         except Exception:  # one bad event must not stop the intake of the next ones

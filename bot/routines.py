@@ -27,6 +27,7 @@ from bot.poster import CALL_ERRORS, Poster, classify
 from bot.progress import AgentWatcher
 from bot.reviews import SlackReviews
 from bot.routine_views import RoutineViews
+from bot.singletons import Singleton
 from harness.agents.dispatching import AgentHandle
 from harness.agents.orchestrator import Orchestrator
 from harness.agents.reviews import ReviewOutcome
@@ -44,6 +45,7 @@ from harness.tasks.model import ThreadRef, Trigger
 logger = logging.getLogger(__name__)
 
 ROUTINES_PATH = "/routines/{name}"
+SCHEDULER = "routines"  # the lease of the routines' scheduler
 # GitHub's objects whose page a firing links to, in the order looked for.
 _LINKED = ("pull_request", "issue", "release", "discussion", "check_run", "workflow_run")
 
@@ -250,7 +252,8 @@ class BotRoutines:
 
     @classmethod
     async def start(cls, bot: HarnessBot) -> BotRoutines | None:
-        """The scheduler running, or None when config.yaml has no routines. A ConfigError
+        """The routines served (their triggers, views and requests), or None when
+        config.yaml has no routines; their scheduler runs as ``singleton()``. A ConfigError
         when an HTTP trigger's token variable is not set."""
         orchestrator = bot.orchestrator
         config = orchestrator.config
@@ -271,7 +274,7 @@ class BotRoutines:
             orchestrator.clock,
             metrics=bot.metrics,
         )
-        await service.start()
+        await service.serve()
         views = RoutineViews(service, config.slack)
         views.register(bot.app)
         bot.commands.routines = views
@@ -281,6 +284,11 @@ class BotRoutines:
             "routines: %s", ", ".join(f"{r.name} ({r.trigger_text()})" for r in config.routines)
         )
         return cls(service, config, closing)
+
+    def singleton(self) -> Singleton:
+        """The scheduler, on one replica at a time (each firing is claimed once anyway; one
+        ticking saves every other replica the work, and follows each run once)."""
+        return Singleton(SCHEDULER, self.service.schedule, self.service.unschedule)
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post(ROUTINES_PATH, http_trigger(self.service))

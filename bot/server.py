@@ -16,17 +16,18 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.app import HarnessBot, create_app
 from bot.github_webhook import GITHUB_WEBHOOK_PATH, github_webhook
 from bot.http_intake import HttpIntake
 from bot.poster import slack_error
+from bot.replica_forward import ThreadForwarder
 from bot.replica_jobs import following_pull_requests, taking_over
 from bot.routines import BotRoutines
 from bot.settings import BotOptions, Mode, SlackEnv
 from bot.singletons import Singletons
+from bot.socket_intake import SocketIntake
 from harness import health
 from harness.agents.orchestrator import Orchestrator
 from harness.clock import SYSTEM, Clock
@@ -65,8 +66,9 @@ class BotServer:
         self._health: web.AppRunner | None = None
         self.workspace = ""  # the Slack workspace's name, from auth.test at start
         self._runner: web.AppRunner | None = None
-        self._socket: AsyncSocketModeHandler | None = None
+        self._socket: SocketIntake | None = None
         self._intake: HttpIntake | None = None
+        self._forwarder: ThreadForwarder | None = None  # replicas: a thread's agent's holder
         self._stopped = False
         self.routines: BotRoutines | None = None  # config.yaml's routines, when it has some
         # The singletons, and the leases this replica holds on them (on NATS with a NATS
@@ -86,13 +88,19 @@ class BotServer:
         self.singletons.add(following_pull_requests(self.bot))
         if self.bot.ledger.shared:  # replicas: one follows the agents of a stopped one
             self.singletons.add(taking_over(self.bot))
+        self.routines = await BotRoutines.start(self.bot)
+        if self.routines is not None:
+            self.singletons.add(self.routines.singleton())
         self.singletons.metrics(self.bot.metrics)
         await self.singletons.start()
-        self.routines = await BotRoutines.start(self.bot)
+        # Replicas: what is said or pressed in a thread goes to the one holding its agent.
+        forwarder = ThreadForwarder.for_replicas(self.bot.orchestrator, self.bot.ledger.shared,
+            self.bot.conversations.poster.post)  # fmt: skip
+        forward = forwarder.forward if forwarder is not None else None
         if self.mode == "http":
-            self._intake = HttpIntake(
-                self.bot.app, self.bot.signing_secret, self.bot.orchestrator.clock
-            )
+            self._intake = HttpIntake(self.bot.app, self.bot.signing_secret,
+                self.bot.orchestrator.clock, forward)  # fmt: skip
+            take = self._intake.take_letter
             web_app = web.Application()
             web_app.router.add_post(EVENTS_PATH, self._intake.handle)
             self._webhooks(web_app)
@@ -109,9 +117,13 @@ class BotServer:
         else:
             if not self.app_token:
                 raise HarnessError("Socket Mode needs SLACK_APP_TOKEN", fix="export it")
-            handler = AsyncSocketModeHandler(self.bot.app, self.app_token)
+            handler = SocketIntake(self.bot.app, self.app_token, forward)
             self._socket = handler
+            take = handler.take_letter
             await handler.connect_async()  # type: ignore[no-untyped-call]
+        if forwarder is not None:
+            self._forwarder = forwarder
+            await forwarder.serve(take)
         if self.health_port is not None:
             # In HTTP mode too: a health check or a webhook set up for one mode keeps working
             # when the bot is switched to the other.
@@ -216,6 +228,8 @@ class BotServer:
             await self._health.cleanup()
         if self._intake is not None:
             await self._intake.drain()  # events already acked are owed an answer
+        if self._forwarder is not None:
+            await self._forwarder.close()
         if self.routines is not None:
             await self.routines.close()  # no firing starts once agents are being stopped
         await self.singletons.close()  # another replica takes the singletons at once

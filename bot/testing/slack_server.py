@@ -130,6 +130,9 @@ class EmulatorServer:
         self._stopping = asyncio.Event()
         self._tickets: set[str] = set()
         self._sockets: list[_Socket] = []
+        # Which live connection (in the order they connected) gets the next envelope, as
+        # Slack hands each to one of an app's connections; None: the newest.
+        self.socket_choice: int | None = None
         self._socket_count = 0
         self._ack_waiters: dict[str, asyncio.Future[JSON]] = {}
         self._response_urls: dict[str, JSON] = {}
@@ -329,6 +332,8 @@ class EmulatorServer:
 
     def _live_socket(self) -> _Socket | None:
         live = [s for s in self._sockets if not s.retired and not s.ws.closed]
+        if self.socket_choice is not None and live:  # Slack picks any of the app's connections
+            return live[self.socket_choice % len(live)]
         return live[-1] if live else None
 
     async def _on_socket_text(self, data: str) -> None:

@@ -172,6 +172,15 @@ class Dispatcher:
             return False
         if not await self._hosting.still_running(record.agent_id):
             return False
+        # Followed by this process's run from now: should it stop too, the next taker finds
+        # that run ended and takes the agent up again (a store that takes no writes now
+        # keeps the old run: the claim on it still holds while this process lives).
+        ours = dataclasses.replace(record, run_id=await self._store.begin_run())
+        try:
+            await self._store.save_dispatch(slug, ours)
+            record = ours
+        except (HarnessError, OSError) as exc:
+            logger.warning("agent %s: its record could not name this run: %s", record.agent_id, exc)
         # As it was drafted: the model its request picked, read-only when it plans.
         role = for_request(self._roles[record.role], plan=record.plan)
         role = dataclasses.replace(role, model=record.model)

@@ -44,7 +44,8 @@ async def recover_interrupted(
     late: Late | None = None,
 ) -> list[tuple[str, DispatchRecord]]:
     """Mark the dispatches whose harness process is gone as ``interrupted`` and kill what
-    ended runs left running; (task slug, record as marked) of each dispatch marked. A
+    ended runs left running; (task slug, record as marked) of each dispatch marked. Each is
+    taken up by one process of those sharing the store (``take_up``), the others leave it. A
     dispatch ``still_running`` says is alive elsewhere (an agent on a worker, taken over by
     this process) is left as it is, and so is one whose agent ``finished`` (its final record
     is pending: kept, and tried again until the store takes it). A record the store refuses
@@ -57,6 +58,8 @@ async def recover_interrupted(
             continue
         if await host_alive(store, d):
             continue
+        if d.run_id is not None and not await store.take_up(d.run_id, d.agent_id):
+            continue  # another live process took it up (a replica taking over, a restart)
         if still_running is not None and await still_running(slug, d):
             continue
         may_end_late = late is not None and d.status == "running"

@@ -114,6 +114,26 @@ class TaskDesk:
         task = await self._store.find_by_thread(thread)
         return await self._pending.overlay(task) if task is not None else None
 
+    async def this_run(self) -> str:
+        """This process's run (what its dispatch records name)."""
+        return await self._store.begin_run()
+
+    async def held_elsewhere(self, thread: ThreadRef) -> str | None:
+        """The run of another live process (a bot replica) whose agent works in the thread's
+        task now, if any: what is said or pressed in that thread is for that process, which
+        holds the agent's questions, approvals and the follow-ups queued behind it."""
+        task = await self._store.find_by_thread(thread)
+        if task is None:
+            return None
+        mine = await self._store.begin_run()
+        for record in task.dispatches:
+            run = record.run_id
+            if record.status in FINAL_STATUSES or run is None or run == mine:
+                continue
+            if await self._store.run_alive(run):
+                return run
+        return None
+
     async def task_summaries(self) -> list[TaskSummary]:
         """Every task in one line each, newest first (those that cannot be read are left
         out: see ``damaged_tasks``)."""

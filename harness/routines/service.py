@@ -16,7 +16,6 @@ people see it); time is the injected clock's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -32,7 +31,6 @@ from harness.routines.ledger import FiringLedger
 from harness.routines.model import (
     Firing,
     LaunchedRun,
-    Pause,
     RoutineError,
     RoutineState,
     RunOutcome,
@@ -44,6 +42,7 @@ from harness.routines.schedule import ON_TIME, due
 from harness.routines.state import (
     RoutineStates,
     RunAnswer,
+    with_ended_run,
     with_run,
     with_skip,
     without_starting,
@@ -90,9 +89,18 @@ class RoutineService:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Marks when each schedule began to be watched (no slot before is owed), follows the
-        runs a previous start left working, then ticks every ``tick_seconds``."""
+        """Serves requests and schedules (one process: its scheduler is the only one)."""
+        await self.serve()
+        await self.schedule()
+
+    async def serve(self) -> None:
+        """Takes the lock that tells `harness routines run` a scheduler takes requests."""
         self._serving = await asyncio.to_thread(self.states.serve)
+
+    async def schedule(self) -> None:
+        """Marks when each schedule began to be watched (no slot before is owed), follows the
+        runs a previous scheduler left working, then ticks every ``tick_seconds``. With
+        replicas, only the one holding the routines' lease schedules."""
         now = timestamp(self.clock.now())
         for routine in self.routines.values():
             state = await self._update(
@@ -110,13 +118,18 @@ class RoutineService:
                 await self._next_queued(routine)  # its run ended while no one watched
         self._loop = asyncio.create_task(self._ticking(), name="routines")
 
-    async def close(self) -> None:
-        for task in [*self._watchers, *([self._loop] if self._loop else [])]:
+    async def unschedule(self) -> None:
+        """Stops ticking and following runs: another scheduler (a replica that took the
+        routines' lease) follows them from their recorded state."""
+        tasks = [*self._watchers, *([self._loop] if self._loop else [])]
+        for task in tasks:
             task.cancel()
-        for task in [*self._watchers, *([self._loop] if self._loop else [])]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._loop = None
+        self._running.clear()
+
+    async def close(self) -> None:
+        await self.unschedule()
         if self._serving is not None:
             os.close(self._serving)
             self._serving = None
@@ -399,22 +412,8 @@ class RoutineService:
             self.metrics.routine_failures.labels(routine.name).inc()
 
         def change(state: RoutineState) -> RoutineState:
-            state = with_run(state, record)
-            failures = (
-                state.failures + 1
-                if failed
-                else 0
-                if record.status == "completed"
-                else state.failures
-            )
-            state = dataclasses.replace(state, failures=failures)
-            if failures >= routine.disable_after_failures and state.paused is None:
-                last = f" (`{record.slug}`)" if record.slug else ""
-                why = f"{failures} failed runs in a row; the last{last}: {record.error or 'failed'}"
-                state = dataclasses.replace(
-                    state, paused=Pause(timestamp(self.clock.now()), "failures", why)
-                )
-            return state
+            now = timestamp(self.clock.now())
+            return with_ended_run(state, record, routine.disable_after_failures, now)
 
         before = await asyncio.to_thread(self.states.read, routine.name)
         after = await self._update(routine.name, change)

@@ -22,7 +22,7 @@ from typing import TypedDict
 from harness import serialise
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
-from harness.routines.model import KEEP, RoutineState, RunRecord, Skip
+from harness.routines.model import KEEP, Pause, RoutineState, RunRecord, Skip
 
 FOLDER = ".routines"
 
@@ -212,3 +212,23 @@ def without_starting(state: RoutineState, key: str) -> RoutineState:
 
 def with_skip(state: RoutineState, skip: Skip) -> RoutineState:
     return dataclasses.replace(state, skipped=(*state.skipped, skip)[-KEEP:])
+
+
+def with_ended_run(
+    state: RoutineState, record: RunRecord, disable_after_failures: int, now: str
+) -> RoutineState:
+    """``state`` with its run ``record`` ended: failures in a row counted (a completed run
+    resets them, a killed or interrupted one leaves them), and paused at ``now`` once they
+    reach ``disable_after_failures``."""
+    state = with_run(state, record)
+    failures = state.failures
+    if record.status == "failed":
+        failures += 1
+    elif record.status == "completed":
+        failures = 0
+    state = dataclasses.replace(state, failures=failures)
+    if failures >= disable_after_failures and state.paused is None:
+        last = f" (`{record.slug}`)" if record.slug else ""
+        why = f"{failures} failed runs in a row; the last{last}: {record.error or 'failed'}"
+        state = dataclasses.replace(state, paused=Pause(now, "failures", why))
+    return state

@@ -1,8 +1,9 @@
 """What a host's idle spares may hold, across its pools (``spares.py``, ``follow_up_spares.py``):
 none starts while agents queue for a slot (a spare's start costs the CPU the queued agents
-need, and the next request would find a slot taken, not a spare); at most ``max_idle`` idle
-or starting; at most ``max_memory_mb`` resident in all, measured from /proc (the newest
-idle spare closes when they are over it)."""
+need, and the next request would find a slot taken, not a spare), nor until the queue has
+stayed empty for ``settle_seconds`` (a burst's tail); at most ``max_idle`` idle or
+starting; at most ``max_memory_mb`` resident in all, measured from /proc (the newest idle
+spare closes when they are over it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from harness.clock import SYSTEM, Clock
 from harness.runtime.spare_health import resident_bytes
 from harness.runtime.spec import SpareLimits
 
@@ -41,10 +43,20 @@ def _never_busy() -> bool:
     return False
 
 
+def settle_left(last_busy: float | None, now: float, settle_seconds: float) -> float:
+    """Seconds before a spare may start, agents having last been seen queueing at
+    ``last_busy`` (monotonic; None: never): 0 once the queue stayed empty ``settle_seconds``."""
+    if last_busy is None:
+        return 0.0
+    return max(0.0, last_busy + settle_seconds - now)
+
+
 class SpareBudget:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM) -> None:
         self.limits = SpareLimits()
         self.busy: Callable[[], bool] = _never_busy
+        self._clock = clock
+        self._last_busy: float | None = None  # when agents were last seen queueing
         self._pools: list[IdleSpares] = []
         self.largest = FIRST_ESTIMATE  # the most one idle spare was seen to hold
         self._measured = False
@@ -57,13 +69,23 @@ class SpareBudget:
         self.limits = limits or SpareLimits()
         self.busy = busy or _never_busy
 
+    def settling(self) -> float:
+        """Seconds before the load lets a spare start: ``settle_seconds`` while agents
+        queue, less since they last did, 0 when they have not for that long. Every look
+        at the load (each agent's end nudges the pools) notes a queue seen."""
+        now = self._clock.monotonic()
+        if self.busy():
+            self._last_busy = now
+        return settle_left(self._last_busy, now, self.limits.settle_seconds)
+
     def idle(self) -> int:
         return sum(pool.idle_count() for pool in self._pools)
 
     def quiet(self, *, counted: int = 0) -> bool:
-        """Whether a spare may start as far as the load goes (no agent queues), and the
-        count allows one more (``counted``: the caller's spare is among the idle already)."""
-        if self.busy():
+        """Whether a spare may start as far as the load goes (no agent queues, nor did
+        within the settling time), and the count allows one more (``counted``: the caller's
+        spare is among the idle already)."""
+        if self.settling() > 0:
             return False
         cap = self.limits.max_idle
         return cap is None or self.idle() - counted < cap

@@ -186,10 +186,13 @@ class RunIO:
 @dataclass(frozen=True)
 class SpareLimits:
     """What a host's idle spares may hold in all: how many, and how much resident memory
-    (MB); None: no cap."""
+    (MB); None: no cap. ``settle_seconds``: how long after agents last queued for a slot
+    no spare starts (a burst's last agents end one by one: a spare started between their
+    ends takes the CPU they need and serves nobody)."""
 
     max_idle: int | None = None
     max_memory_mb: int | None = None
+    settle_seconds: float = 3.0
 
 
 class AgentRuntime(Protocol):

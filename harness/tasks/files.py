@@ -222,6 +222,9 @@ class FileTaskStore:
     async def forget_run(self, run_id: str) -> None:
         await self._runs.forget_run(run_id)
 
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        return await self._runs.take_up(run_id, agent_id)
+
     # ------------------------------------------------------------ blocking work (threads)
 
     def _folder(self, slug: str) -> Path:

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from harness.clock import Clock
 from harness.tasks.nats_buckets import Buckets, nats_failures
 from harness.tasks.nats_kv import scan
-from harness.tasks.nats_records import LIVE, RUN, live_key, run_key
-from harness.tasks.run_lock import RUN_ID_BYTES, is_run_id
+from harness.tasks.nats_records import LIVE, RUN, live_key, run_key, taken_key
+from harness.tasks.run_lock import RUN_ID_BYTES, is_agent_id, is_run_id
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,37 @@ class NatsRuns:
             return
         buckets = await self._connect()
         await buckets.tasks.purge(run_key(run_id))
+
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        if not is_run_id(run_id) or not is_agent_id(agent_id):
+            return False
+        mine = await self.begin_run()
+        buckets = await self._connect()
+        # In the runs bucket, whose values expire: the taker writes its own run into the
+        # agent's record at once, so the claim need not outlive a few heartbeats (and one
+        # a dead taker left is gone as soon as its run is taken for dead).
+        from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
+
+        key = taken_key(run_id, agent_id)
+        try:
+            await buckets.runs.create(key, mine.encode())
+            return True
+        except KeyWrongLastSequenceError:
+            pass
+        try:
+            entry = await buckets.runs.get(key)
+        except NotFoundError:  # expired meanwhile: the next look takes it
+            return False
+        taker = (entry.value or b"").decode()
+        if taker == mine:
+            return True
+        if await self.run_alive(taker):
+            return False
+        try:  # its taker stopped too: whoever replaces that claim first takes it up
+            await buckets.runs.update(key, mine.encode(), last=entry.revision)
+        except KeyWrongLastSequenceError:
+            return False
+        return True
 
     async def end(self, buckets: Buckets | None) -> None:
         """Ends this store's run (its heartbeat stops and its key goes at once)."""

@@ -41,6 +41,7 @@ THREAD = "thread."
 AGENT = "agent."
 RUN = "run."
 LIVE = "live."
+TAKEN = "taken."
 
 
 def task_key(slug: str) -> str:
@@ -55,6 +56,12 @@ def index_key(slug: str) -> str:
 def thread_key(thread: ThreadRef) -> str:
     # Hex: channel ids and timestamps may hold dots, which are key separators.
     return f"{THREAD}{f'{thread.channel}/{thread.thread_ts}'.encode().hex()}"
+
+
+def taken_key(run_id: str, agent_id: str) -> str:
+    """The claim on the agent a stopped run left (ids checked by the caller: hex and
+    ``[A-Za-z0-9_-]``, safe in a key)."""
+    return f"{TAKEN}{run_id}.{agent_id}"
 
 
 def agent_key(agent_id: str) -> str:

@@ -361,6 +361,10 @@ class NatsTaskStore(NatsTaskRecords):
     async def forget_run(self, run_id: str) -> None:
         await self._runs.forget_run(run_id)
 
+    @reached
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        return await self._runs.take_up(run_id, agent_id)
+
     async def close(self) -> None:
         await self._journal.close()
         opening, self._opening = self._opening, None

@@ -36,11 +36,50 @@ RUNS_FOLDER = ".runs"
 RUN_ID_BYTES = 8  # 16 hex digits
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{8,64}$")
 _SUFFIX = ".lock"
+_TAKEN = ".taken"  # <run>.<agent>.taken: the agent a stopped run left, taken up once
+_AGENT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def is_run_id(text: str) -> bool:
     """Whether ``text`` could be a run id (hex digits only: safe as a file name)."""
     return isinstance(text, str) and bool(_RUN_ID_RE.match(text))
+
+
+def is_agent_id(text: str) -> bool:
+    """Whether ``text`` could be an agent id (safe as a part of a file or key name)."""
+    return isinstance(text, str) and bool(_AGENT_ID_RE.match(text))
+
+
+def take_up(folder: Path, run_id: str, agent_id: str, mine: str) -> bool:
+    """Whether the run ``mine`` takes up the agent the stopped run ``run_id`` left: it is
+    the first to, or took it up already, or the run that did has ended too. Decided under
+    an exclusive lock, so once across the processes sharing ``folder``. A folder that takes
+    no writes (full, read-only) cannot keep the claim: the caller takes it up, as a lone
+    process does."""
+    if not is_run_id(run_id) or not is_agent_id(agent_id):
+        return False
+    marker = folder / f"{run_id}.{agent_id}{_TAKEN}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / ".taking", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        logger.warning("no claim kept on agent %s of run %s: %s", agent_id, run_id, exc)
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            taker = marker.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            taker = ""
+        if taker and taker != mine and run_alive(folder, taker):
+            return False
+        marker.write_text(mine, encoding="utf-8")  # under the lock: no reader sees it torn
+        return True
+    except OSError as exc:
+        logger.warning("no claim kept on agent %s of run %s: %s", agent_id, run_id, exc)
+        return True
+    finally:
+        os.close(fd)  # the lock goes with it
 
 
 def lock_file(folder: Path, run_id: str) -> Path:
@@ -137,6 +176,8 @@ def forget_run(folder: Path, run_id: str) -> bool:
         if not _try_shared(fd) or not _same_file(fd, file):
             return False
         file.unlink(missing_ok=True)
+        for taken in folder.glob(f"{run_id}.*{_TAKEN}"):
+            taken.unlink(missing_ok=True)
         return True
     finally:
         os.close(fd)
@@ -199,6 +240,10 @@ class FileRuns:
 
     async def forget_run(self, run_id: str) -> None:
         await asyncio.to_thread(forget_run, self.folder, run_id)
+
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        mine = await self.begin_run()
+        return await asyncio.to_thread(take_up, self.folder, run_id, agent_id, mine)
 
     def end(self) -> None:
         """This process's run ends (its lock let go); the next ``begin_run`` begins another."""

@@ -49,7 +49,7 @@ from harness.tasks.model import (
     ThreadRef,
     Trigger,
 )
-from harness.tasks.run_lock import RUN_ID_BYTES
+from harness.tasks.run_lock import RUN_ID_BYTES, is_agent_id, is_run_id
 from harness.tasks.spending import Spend, spending_since
 
 __all__ = [
@@ -221,6 +221,13 @@ class RunLiveness(Protocol):
 
     async def forget_run(self, run_id: str) -> None:
         """Stop keeping an ended run (it leaves ``ended_runs``); a live run is kept."""
+        ...
+
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        """Whether this store's run takes up the agent ``agent_id`` the stopped run ``run_id``
+        left unfinished (follows it on its worker, or marks it interrupted): True for the
+        first run to ask and again for it, False while that run lives for any other (across
+        the processes sharing the store) and for malformed ids."""
         ...
 
 
@@ -406,6 +413,10 @@ class MemoryTaskStore:
         with self._lock:
             if run_id in self._ended_runs:
                 self._ended_runs.remove(run_id)
+
+    async def take_up(self, run_id: str, agent_id: str) -> bool:
+        # One process's store: its own run is the only one that can take anything up.
+        return is_run_id(run_id) and is_agent_id(agent_id)
 
     @contextmanager
     def _log_folder(self, slug: str) -> Iterator[Path]:

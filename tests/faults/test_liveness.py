@@ -197,3 +197,29 @@ async def test_a_live_harness_keeps_its_dispatches_running_for_every_recovery(
         await other.shutdown()
         await orchestrator.shutdown()
     assert (await orchestrator.record(handle.agent_id)).status == "completed"
+
+
+@pytest.mark.subprocess
+async def test_two_harnesses_recovering_at_once_take_up_each_dead_dispatch_once(
+    project: Project,
+) -> None:
+    tasks_dir = project.config.tasks_dir
+    with run_holder(tasks_dir) as dead:
+        dead.process.kill()  # SIGKILL: its run ended, its dispatches left running
+        dead.process.wait(timeout=10)
+        store = FileTaskStore(tasks_dir)
+        slug = (await store.create("crashed work")).slug
+        for agent_id in ("a1", "a2", "a3"):
+            await store.save_dispatch(slug, make_record(agent_id, run_id=dead.run_id))
+        await store.close()
+
+        # A restarted bot and a replica taking over its runs, say: both recover at once.
+        first, second = build_orchestrator(project), build_orchestrator(project)
+        try:
+            marked = await asyncio.gather(first.recover_interrupted(), second.recover_interrupted())
+        finally:
+            await first.shutdown()
+            await second.shutdown()
+
+    agents = sorted(record.agent_id for found in marked for _, record in found)
+    assert agents == ["a1", "a2", "a3"]  # each announced interrupted by one of them, once

@@ -113,3 +113,52 @@ async def test_two_bot_processes_on_one_nats_fire_a_slot_and_a_redelivered_event
 def done(c: object, opening: dict[str, object]) -> bool | None:
     thread = c.slack.thread("C0ROUTINE", str(opening["ts"]))  # type: ignore[attr-defined]
     return any("Done: " in message_text(m) for m in thread) or None
+
+
+async def test_one_of_two_bots_schedules_and_the_other_takes_over_once_it_is_killed(
+    project_dir: Path, tmp_path: Path
+) -> None:
+    clock, minute = tmp_path / "clock", this_minute()
+    first, first_text = slot(minute, 1)
+    second, second_text = slot(minute, 2)
+    set_time(clock, minute + timedelta(seconds=30))
+    async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=10) as c:
+        with c.config.open("a", encoding="utf-8") as file:  # replicas: the store on NATS too
+            file.write(ROUTINES + "\nstore: {kind: nats, prefix: scheduler}\n")
+        env = {**c.env, "GITHUB_WEBHOOK_SECRET": HOOK_SECRET}
+        worker = await c.worker()
+        try:
+            async with (
+                clocked_bot(c.config, c.slack, env, clock) as one,
+                clocked_bot(c.config, c.slack, env, clock) as two,
+            ):
+                scheduling = 'lease="routines"'
+                assert await both([one, two], "harness_leases_held", scheduling) == [0.0, 1.0]
+                holder, other = (
+                    (one, two)
+                    if await metric(one, "harness_leases_held", scheduling)
+                    else (two, one)
+                )
+                set_time(clock, first + timedelta(seconds=1))
+                await c.slack.wait_for(lambda: openings(c.slack, "every-minute") or None, WAIT)
+                fired = 'routine="every-minute",trigger="schedule"'
+                assert await both([holder], "harness_routine_firings_total", fired) == [1.0]
+                assert await metric(other, "harness_routine_firings_total", fired) == 0.0
+
+                await holder.kill()  # the scheduling replica dies: the other takes it up
+                # once its lease has run out on the clock the replicas share (6 s).
+                set_time(clock, first + timedelta(seconds=10))
+                await both([other], "harness_leases_held", scheduling)
+                set_time(clock, second + timedelta(seconds=1))
+                await c.slack.wait_for(
+                    lambda: len(openings(c.slack, "every-minute")) == 2 or None, WAIT
+                )
+                assert await both([other], "harness_routine_firings_total", fired) == [1.0]
+                for opening in openings(c.slack, "every-minute"):
+                    await c.slack.wait_for(functools.partial(done, c, opening), WAIT)
+                await ticked(c.config, other)  # it answers the run requests now, too
+                assert await other.stop() == 0
+        finally:
+            await worker.stop()
+    texts = [str(opening["text"]) for opening in openings(c.slack, "every-minute")]
+    assert [f"at {first_text}" in texts[0], f"at {second_text}" in texts[1]] == [True, True]

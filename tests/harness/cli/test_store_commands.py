@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.store_schema import StoreSettings
+from harness.memory.model import Note
+from harness.memory.nats_store import NatsMemoryStore
+from harness.memory.store import FileMemoryStore, memory_folder
 from harness.tasks.files import FileTaskStore
+from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
+from harness.tasks.ledger_protocol import Owed
 from harness.tasks.model import ThreadRef
+from harness.tasks.nats_ledger import NatsLedger
+from harness.tasks.nats_store import NatsTaskStore
 from harness.testing.records import make_record
 from tests.harness.tasks.nats_fixtures import module_server, settings_for
 
@@ -99,3 +107,60 @@ def test_a_nats_store_without_a_server_is_refused_with_the_field_and_fix(
     assert listed.returncode != 0
     assert "store.url" in listed.stderr and "runtime.url" in listed.stderr
     assert "Traceback" not in listed.stderr
+
+
+NOTE = Note("n1", "Run `make check` before a PR", "channel:C1", "U1", "2026-01-01T10:00:00.000Z")
+
+
+async def notes_and_ledger(tasks_dir: Path) -> None:
+    """A note of the team's, and a bot's ledger: a key seen, an agent watched, a message a
+    thread is still owed with one of its two steps done."""
+    await FileMemoryStore(memory_folder(tasks_dir)).change(
+        "channel:C1", lambda notes: (*notes, NOTE)
+    )
+    ledger = SqliteLedger(tasks_dir / LEDGER_FILE)
+    try:
+        await ledger.remember(["event:Ev1"], 1_700_000_000.0)
+        await ledger.watch("a1", {"thread": "C1/1.1"})
+        owed = await ledger.owe("C1/1.1", {"text": "✅ developer finished"})
+        await ledger.advance(owed, 1)
+    finally:
+        await ledger.close()
+
+
+async def on_nats(settings: StoreSettings) -> tuple[tuple[Note, ...], list[Owed], list[str]]:
+    store = NatsTaskStore(settings)
+    ledger = NatsLedger(settings)
+    try:
+        notes = await NatsMemoryStore(store.buckets).notes("channel:C1")
+        seen = [key for key, _ in await ledger.recent(0.0)]
+        return notes, await ledger.pending(), seen
+    finally:
+        await ledger.close()
+        await store.close()
+
+
+def test_the_team_s_notes_and_the_bot_s_ledger_move_with_the_tasks_once(
+    project_dir: Path, nats_url: str
+) -> None:
+    tasks_dir = project_dir / ".agents" / "tasks"
+    asyncio.run(two_tasks(tasks_dir))
+    asyncio.run(notes_and_ledger(tasks_dir))
+    settings = settings_for(nats_url)
+    use_store(project_dir, "file", nats_url, settings.prefix)
+
+    first = harness(project_dir, "store", "migrate", "--to", "nats")
+    again = harness(project_dir, "store", "migrate", "--to", "nats")  # as after a cut-off run
+
+    assert first.returncode == 0, first.stderr
+    assert "1 note(s) copied, 0 already there." in first.stdout
+    assert "1 agent(s) watched, 1 message(s) still owed to threads copied." in first.stdout
+    assert again.returncode == 0, again.stderr
+    assert "0 note(s) copied, 1 already there." in again.stdout
+    assert "0 message(s) still owed to threads copied." in again.stdout
+    notes, owed, seen = asyncio.run(on_nats(settings))
+    assert notes == (NOTE,)
+    assert [(entry.lane, entry.data, entry.step) for entry in owed] == [
+        ("C1/1.1", {"text": "✅ developer finished"}, 1)
+    ]
+    assert "event:Ev1" in seen  # Slack's retry of that event is still a duplicate there

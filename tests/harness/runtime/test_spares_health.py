@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 
@@ -41,7 +42,10 @@ async def test_a_spare_killed_while_it_waited_gives_way_to_a_cold_start_and_is_r
     rig: Rig,
 ) -> None:
     queued = [False]  # agents queue: no replacement may start yet
-    rig.host.keep_warm([(template(), 1)], busy=lambda: queued[0])
+    settle = 1.0
+    rig.host.keep_warm(
+        [(template(), 1)], busy=lambda: queued[0], limits=SpareLimits(settle_seconds=settle)
+    )
     spares = rig.host.spares
     assert spares is not None
     await spares.wait_ready(1, WAIT)
@@ -59,7 +63,11 @@ async def test_a_spare_killed_while_it_waited_gives_way_to_a_cold_start_and_is_r
     assert (rig.root / "t-after" / "out.txt").read_text(encoding="utf-8") == "made\n"
     assert spares.ready == 0 and spares.starting == 0  # held back while agents queue
     queued[0] = False
-    spares.nudge()  # the queue emptied
+    emptied = time.monotonic()
+    spares.nudge()  # the queue emptied: the replacement waits for the load to settle
+    assert spares.starting == 0
+    await spares.wait_until(lambda: spares.starting + spares.ready == 1, WAIT)
+    assert time.monotonic() - emptied >= settle * 0.99  # then starts by itself, unnudged
     await spares.wait_until(lambda: spares.ready == 1, WAIT)
     assert spares.ready_pids() != [launcher]
 

@@ -537,8 +537,37 @@ class TaskFilesConformance:
 
 
 @pytest.mark.anyio
+async def two_processes_take_up_a_stopped_run_s_agent_once(first: Store, second: Store) -> None:
+    """Two stores on one backend (two processes' runs): the agent a stopped run left is taken
+    up by the first to ask, again by it, by no other while it lives, and by another once the
+    taker's run has ended too."""
+    stopped = "0123456789abcdef"
+    assert await first.take_up(stopped, "a1")
+    assert await first.take_up(stopped, "a1")  # the taker asking again (a loop's next look)
+    assert not await second.take_up(stopped, "a1")
+    assert await second.take_up(stopped, "a2")  # another agent of that run: its own claim
+    assert not await first.take_up(stopped, "a2")
+    await first.close()  # the taker stops too
+    assert await second.take_up(stopped, "a1")
+
+
 class RunLivenessConformance:
     """The RunLiveness contract: runs begun, alive, ended and forgotten."""
+
+    @pytest.mark.parametrize(
+        ("run_id", "agent_id"),
+        [("../../etc", "a1"), ("0123456789abcdef", "../a1"), ("0123456789abcdef", "a.b"), ("", "")],
+    )
+    async def test_malformed_ids_are_never_taken_up(
+        self, store: Store, run_id: str, agent_id: str
+    ) -> None:
+        assert not await store.take_up(run_id, agent_id)
+
+    async def test_a_stopped_run_s_agent_is_taken_up_by_this_run_again_and_again(
+        self, store: Store
+    ) -> None:
+        assert await store.take_up("0123456789abcdef", "a1")
+        assert await store.take_up("0123456789abcdef", "a1")
 
     async def test_a_dispatch_keeps_the_run_and_pid_that_ran_it(self, store: Store) -> None:
         slug = (await store.create("Do it")).slug

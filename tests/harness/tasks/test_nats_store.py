@@ -24,6 +24,7 @@ from tests.harness.tasks.suites import (
     RunLivenessConformance,
     TaskFilesConformance,
     TaskStoreConformance,
+    two_processes_take_up_a_stopped_run_s_agent_once,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.nats]
@@ -36,6 +37,18 @@ class TestNatsTaskStore(TaskStoreConformance, TaskFilesConformance, RunLivenessC
         store = NatsTaskStore(settings_for(nats_url))
         yield store
         await store.close()
+
+
+async def test_two_processes_on_one_nats_take_up_a_stopped_run_s_agent_once(
+    nats_url: str,
+) -> None:
+    settings = settings_for(nats_url)
+    first, second = NatsTaskStore(settings), NatsTaskStore(settings)
+    try:
+        await two_processes_take_up_a_stopped_run_s_agent_once(first, second)
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_two_stores_writing_one_task_at_once_lose_no_record(nats_url: str) -> None:

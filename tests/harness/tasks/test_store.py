@@ -26,6 +26,7 @@ from tests.harness.tasks.suites import (
     RunLivenessConformance,
     TaskFilesConformance,
     TaskStoreConformance,
+    two_processes_take_up_a_stopped_run_s_agent_once,
 )
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +48,17 @@ class TestMemoryTaskStore(TaskStoreConformance, TaskFilesConformance, RunLivenes
         store = MemoryTaskStore(tmp_path / "journals")
         yield store
         await store.close()
+
+
+async def test_two_processes_on_one_tasks_folder_take_up_a_stopped_run_s_agent_once(
+    tmp_path: Path,
+) -> None:
+    first, second = FileTaskStore(tmp_path / "tasks"), FileTaskStore(tmp_path / "tasks")
+    try:
+        await two_processes_take_up_a_stopped_run_s_agent_once(first, second)
+    finally:
+        await first.close()
+        await second.close()
 
 
 @pytest.fixture
