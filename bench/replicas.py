@@ -278,7 +278,7 @@ def decisions(folder: Path, replicas: int, tag: str) -> list[collections.Counter
     for n in range(replicas):
         log = (folder / f"bot{n}.log").read_text("utf-8")
         count = collections.Counter(pattern.findall(log))
-        if forwarded := len(re.findall(rf"in thread .*D{tag}\d.* went to replica", log)):
+        if forwarded := len(re.findall(rf"replica_forward: .*'D{tag}\d.* went to replica", log)):
             count["handed to the replica holding the thread"] = forwarded
         counts.append(count)
     return counts

@@ -8,8 +8,9 @@ against the Slack emulator on loopback; its agents are the real Claude Code CLI 
 sandbox, talking to the scripted model (each answers at once). The signed events are sent
 by a client process of their own (``slack.py``'s), 100 a second. Reported for each: the
 time from the first event sent to the last thread answered, how many threads got exactly one
-result (and a final reaction), and the most ``claude`` processes below the bot at once
-(sampled every 50 ms from /proc).
+result (and a final reaction), the most ``claude`` processes below the bot at once and how
+many it started in all (sampled every 50 ms from /proc), and, from the bot's log, the spares
+made and served once the burst began.
 
 Usage: .venv/bin/python bench/spares_burst.py [--dms 200] [--seconds 2] [--runs 1]
 """
@@ -54,6 +55,9 @@ class Burst:
     cpu_seconds: float  # CPU time of the bot and every process below it (user + system)
     cpu_by_name: dict[str, float]
     load: float  # the machine's load average (1 min) when it started: others' work too
+    claude_started: int  # distinct ``claude`` processes seen below the bot
+    spares_made: int  # spares (new tasks' and follow-ups') ready after the burst began
+    spares_served: int  # agents started on a spare
 
 
 class Peak:
@@ -84,6 +88,9 @@ class Peak:
     @property
     def cpu_seconds(self) -> float:
         return sum(self.ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+    def claude_seen(self) -> int:
+        return sum(1 for _, _, name in self.ticks if name == "claude")
 
     def cpu_by_name(self) -> dict[str, float]:
         """CPU seconds by process name (the bot is ``python``, the sandbox's bridge too)."""
@@ -166,7 +173,8 @@ async def burst(slack: SlackEmulator, tag: str, dms: int, seconds: float) -> tup
     def all_ended() -> bool:
         return all(slack.reactions(c, ts) & FINAL for c, ts in threads)
 
-    await on(slack, slack.wait_for(all_ended, 900))
+    # Its own bound, not ``on``'s: on a shared machine a burst can take more than 5 minutes.
+    await asyncio.to_thread(slack.call, slack.wait_for(all_ended, 900), 960.0)
     elapsed = time.perf_counter() - started
     await asyncio.sleep(2)  # a second answer, were one sent, would be there by now
     once = sum(
@@ -192,12 +200,19 @@ def run(
         while spares and claude_below(bot.pid) < 1:  # the shipped spare is up, as in use
             assert time.monotonic() < deadline, "no spare started"
             time.sleep(0.1)
+        began = bot.log.stat().st_size  # what the bot logged before the burst
         seconds, once = asyncio.run(burst(slack, tag, args.dms, args.seconds))
+        with bot.log.open(encoding="utf-8", errors="replace") as log:
+            log.seek(began)
+            logged = log.read()
     cpu, by_name = peak.cpu_seconds, peak.cpu_by_name()
     configured = 2 if spares else 0  # one of the default role, one follow-up
+    made = logged.count("agent is ready") + logged.count("a follow-up spare for")
+    served = logged.count("starts on a spare")
     return Burst(
-        label, seconds, once, peak.most, max(0, peak.most - configured), cpu, by_name, load
-    )
+        label, seconds, once, peak.most, max(0, peak.most - configured), cpu, by_name, load,
+        peak.claude_seen(), made, served,
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -225,6 +240,10 @@ def main() -> None:
                     flush=True,
                 )
                 top = sorted(got.cpu_by_name.items(), key=lambda kv: -kv[1])[:5]
+                print(
+                    f"  claude processes started {got.claude_started}, spares made during "
+                    f"the burst {got.spares_made}, agents started on a spare {got.spares_served}"
+                )
                 print("  CPU by process: " + ", ".join(f"{k} {v:.0f} s" for k, v in top))
 
 

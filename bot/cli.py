@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import TYPE_CHECKING
+
+from harness.cli.parser import LOG_INFO
 
 if TYPE_CHECKING:  # every `harness` command registers `bot`: config.yaml's schema waits
     from harness.project import Project
@@ -50,7 +51,7 @@ def register(
     )
     # A server's log is how its operators follow it: one line per Slack request and per agent
     # start and finish (INFO); the one-shot commands keep to warnings.
-    parser.set_defaults(handler=run, log_level=logging.INFO)
+    parser.set_defaults(handler=run, log_level=LOG_INFO)
 
 
 def run(project: Project, args: argparse.Namespace) -> int:

@@ -95,13 +95,15 @@ class Dedupe:
         return True
 
     async def claim(self, keys: Iterable[str]) -> None:
-        """With a shared ledger: each of ``keys`` not seen here is claimed there (created, or
-        found created by another replica: then it counts as seen, and ``first_time`` says
-        so). Nothing with a ledger of one process. A ledger out of reach answers nothing:
-        the keys are decided here alone, as with one process, rather than dropped."""
+        """With a shared ledger: each of ``keys`` not seen here is claimed there, in order
+        (created, or found created by another replica: then it and every key after it count
+        as seen, and ``first_time`` says so). Nothing with a ledger of one process. A ledger
+        out of reach answers nothing: the keys are decided here alone, as with one process,
+        rather than dropped."""
         if not self.ledger.shared:
             return
-        for key in keys:
+        keys = list(keys)
+        for n, key in enumerate(keys):
             if key in self._seen:
                 continue
             claiming = self._claiming.get(key)
@@ -118,8 +120,12 @@ class Dedupe:
                 del self._claiming[key]
                 if not claiming.done():
                     claiming.set_result(None)
-            if not won:  # another replica has it
-                self._seen.add(key)
+            if not won:  # another replica has it, and so the whole delivery: claiming the
+                # rest could win a key from that replica's claim in flight, and neither
+                # replica would run the message.
+                for taken in keys[n:]:
+                    self._seen.add(taken)
+                return
 
     def seen(self, key: str) -> bool:
         """Whether ``key`` was seen (in this process, or in the ledger at ``load``)."""

@@ -33,7 +33,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from bot.replica_forward import read_letter
+from bot.replica_forward import answer_handed_command, read_letter
 from harness.clock import SYSTEM
 from harness.clock import Clock as HarnessClock
 
@@ -273,6 +273,9 @@ class HttpIntake:
         )
         if received.kind == "event_callback":
             self._enqueue(received)
+        elif received.kind == "command":  # acked there: the answer goes by its response_url
+            await answer_handed_command(received.body, await self._app.async_dispatch(
+                received.to_bolt()))  # fmt: skip
         else:
             await self._dispatch(received)
 

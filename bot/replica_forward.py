@@ -2,7 +2,8 @@
 handed to that replica, verbatim (still signed), and acked here. That replica holds the
 agent's questions and approvals, its Stop, its buttons and the follow-ups queued behind it,
 so a reply, a click or a Stop in the thread works whichever replica Slack or the load
-balancer picked. A request about a thread no other live replica holds (a new request, a
+balancer picked; so does ``/harness kill`` of the agent (its answer goes back by the
+command's response_url). A request about a thread no other live replica holds (a new request, a
 thread whose agents ended, a replica that died) is handled here. When the holder does not
 take a letter within the bound (it is stopping, or cut off from NATS), a message is handled
 here (nothing said is lost), while a Stop or a click, which only the holder can act on, is
@@ -12,12 +13,18 @@ stopped holder's agents are taken over by a live replica.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypedDict
 from urllib.parse import parse_qsl
 
+import aiohttp
+from slack_bolt.response import BoltResponse
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from bot.parsing import Command, parse_command
 from harness.agents.orchestrator import Orchestrator
 from harness.errors import HarnessError
 from harness.tasks.model import ThreadRef
@@ -26,9 +33,10 @@ from harness.tasks.replica_mail import ReplicaMail
 
 logger = logging.getLogger(__name__)
 
-# The kinds of request that belong to a thread: a message event in it, a button under a
-# message of it. Slash commands and the Home tab are answered where they arrive.
-FORWARDED_KINDS = ("event_callback", "block_actions")
+# The kinds of request that belong to a thread's agent: a message event in its thread, a
+# button under a message of it, ``/harness kill`` of it. Other slash commands and the Home
+# tab are answered where they arrive.
+FORWARDED_KINDS = ("event_callback", "block_actions", "command")
 # Events that say something in a thread: handled here when the holder does not take them.
 SAID = ("message", "app_mention")
 STOPPED = "agent_session_stopped"  # the session's Stop (bot/sessions.py's STOP_EVENT)
@@ -48,6 +56,8 @@ class Holders(Protocol):
 
     async def held_elsewhere(self, thread: ThreadRef) -> str | None: ...
 
+    async def agent_held_elsewhere(self, agent_id: str) -> str | None: ...
+
 
 class Letter(TypedDict):
     """A Slack request as another replica receives it."""
@@ -62,7 +72,35 @@ def payload_of(kind: str, body: str) -> Mapping[str, Any]:
     """The JSON payload of a request that checked out (an interaction's is in a form field)."""
     if kind == "block_actions":
         return json.loads(dict(parse_qsl(body, keep_blank_values=True))["payload"])  # type: ignore[no-any-return]
+    if kind == "command":
+        return dict(parse_qsl(body, keep_blank_values=True))
     return json.loads(body)  # type: ignore[no-any-return]
+
+
+def killed_agent(kind: str, payload: Mapping[str, Any]) -> str | None:
+    """The agent a ``/harness kill <agentId>`` is about, when the request is one."""
+    if kind != "command":
+        return None
+    parsed = parse_command(str(payload.get("text") or ""))
+    return parsed.agent_id if isinstance(parsed, Command) and parsed.name == "kill" else None
+
+
+async def answer_handed_command(body: str, response: BoltResponse) -> None:
+    """A slash command another replica handed here was acked there, empty: its answer (what
+    Bolt acked here) goes to the person through the command's response_url."""
+    response_url = dict(parse_qsl(body, keep_blank_values=True)).get("response_url")
+    if not response_url or not response.body or response.status != 200:
+        return
+    try:
+        answer = json.loads(response.body)
+    except ValueError:
+        answer = {"text": response.body}
+    if not isinstance(answer, dict):
+        return
+    try:
+        await AsyncWebhookClient(response_url).send_dict({"response_type": "ephemeral", **answer})
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        logger.warning("the answer to a command handed here was not delivered: %s", exc)
 
 
 def thread_of(kind: str, payload: Mapping[str, Any]) -> ThreadRef | None:
@@ -113,6 +151,7 @@ class ThreadForwarder:
         self._desk = desk
         self._mail = mail
         self._tell = tell
+        self._telling: set[asyncio.Task[object]] = set()
 
     @classmethod
     def for_replicas(
@@ -135,6 +174,7 @@ class ThreadForwarder:
 
     async def close(self) -> None:
         await self._mail.close()
+        await asyncio.gather(*self._telling, return_exceptions=True)
 
     async def forward(self, kind: str, body: str, query: str, headers: Mapping[str, str]) -> bool:
         """Whether the request went to the replica that holds its thread's agent (False:
@@ -145,16 +185,26 @@ class ThreadForwarder:
         try:
             payload = payload_of(kind, body)
             thread = thread_of(kind, payload)
-            holder = await self._desk.held_elsewhere(thread) if thread is not None else None
+            agent = killed_agent(kind, payload)
+            if thread is not None:
+                holder = await self._desk.held_elsewhere(thread)
+            elif agent is not None:
+                holder = await self._desk.agent_held_elsewhere(agent)
+            else:
+                holder = None
         except unreachable as exc:  # the store out of reach: decided here
             logger.warning("could not tell which replica holds a thread: %s", exc)
             return False
-        if thread is None or holder is None:
+        if holder is None:
             return False
+        about = thread if thread is not None else f"agent {agent}"
         if await self._mail.send(holder, letter_of(kind, body, query, headers)):
-            logger.info("a %s in thread %s went to replica %s, which holds its agent",
-                        kind, thread, holder)  # fmt: skip
+            logger.info("a %s about %s went to replica %s, which holds its agent",
+                        kind, about, holder)  # fmt: skip
             return True
+        if thread is None:  # a kill: answered here, from what this replica knows
+            logger.warning("replica %s holds %s but did not take a command", holder, about)
+            return False
         what = what_was_sent(kind, payload)
         if what is None:
             logger.warning("replica %s holds thread %s but did not take a message: "
@@ -162,5 +212,10 @@ class ThreadForwarder:
             return False
         logger.warning("replica %s holds thread %s but did not take a %s: the thread is told",
                        holder, thread, what)  # fmt: skip
-        await self._tell(thread, NOT_PASSED_ON.format(what=what))
+        # Said apart: the click or event is acked at once, within Slack's 3 s.
+        told = asyncio.get_running_loop().create_task(
+            self._tell(thread, NOT_PASSED_ON.format(what=what)), name="not passed on"
+        )
+        self._telling.add(told)
+        told.add_done_callback(self._telling.discard)
         return True

@@ -41,7 +41,7 @@ from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.errors import HarnessError, NotAllowedError
 from harness.metrics import Metrics
-from harness.tasks.model import DispatchRecord, ThreadRef
+from harness.tasks.model import FINAL_STATUSES, DispatchRecord, Task, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,12 @@ SUBSCRIBE_HINT = (
 )
 NOTHING_TO_STOP = "Nothing is running in this thread, so there was nothing to stop."
 NO_TASK = "This thread has no task of mine, so there was nothing to stop."
+# Bot replicas: the agent's process stopped and no live one has taken its agents over yet
+# (that takes seconds); saying "nothing is running" would be untrue.
+HELD_BY_A_STOPPED_REPLICA = (
+    "This thread's agent was started by a bot process that stopped, and is being taken "
+    "over by another: press Stop again in a few seconds."
+)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -318,6 +324,17 @@ class AgentSessions:
         self.metrics.slack_events.labels(f"event {STOP_EVENT}", decision).inc()
         return outcome
 
+    async def _unfinished_elsewhere(self, task: Task) -> bool:
+        """Whether another process's run still has an unfinished agent in ``task`` (one
+        process: never, for a restart marks its predecessor's ended or follows them here)."""
+        try:
+            mine = await self.orchestrator.tasks.this_run()
+        except HarnessError:
+            return False
+        return any(
+            d.status not in FINAL_STATUSES and d.run_id not in (None, mine) for d in task.dispatches
+        )
+
     async def _stop(self, thread: ThreadRef, user: str) -> str:
         try:
             task = await self.orchestrator.tasks.find_task(thread)
@@ -331,7 +348,11 @@ class AgentSessions:
         self._tasks.setdefault(task.slug, TaskThread(thread, task.description, task.requester))
         live = [a for a in self.orchestrator.agents() if a.task_slug == task.slug]
         if not live:
-            await self.poster.ephemeral(thread.channel, user, NOTHING_TO_STOP, thread.thread_ts)
+            elsewhere = await self._unfinished_elsewhere(task)
+            text = HELD_BY_A_STOPPED_REPLICA if elsewhere else NOTHING_TO_STOP
+            await self.poster.ephemeral(thread.channel, user, text, thread.thread_ts)
+            if elsewhere:
+                return "held by a stopped replica"
             if self._shown.get(thread) in (None, "processing"):  # e.g. shown before a restart
                 self.changed(task.slug)
             return "nothing running"

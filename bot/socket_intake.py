@@ -18,7 +18,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.http_intake import Forward
-from bot.replica_forward import payload_of, read_letter
+from bot.replica_forward import answer_handed_command, payload_of, read_letter
 
 RETRY_NUM = "x-slack-retry-num"
 RETRY_REASON = "x-slack-retry-reason"
@@ -31,6 +31,8 @@ def as_request(envelope_type: str, payload: Mapping[str, Any]) -> tuple[str, str
         return "event_callback", json.dumps(payload)
     if envelope_type == "interactive" and payload.get("type") == "block_actions":
         return "block_actions", urlencode({"payload": json.dumps(payload)})
+    if envelope_type == "slash_commands":
+        return "command", urlencode({k: str(v) for k, v in payload.items()})
     return None
 
 
@@ -56,4 +58,6 @@ class SocketIntake(AsyncSocketModeHandler):
         body = dict(payload_of(letter["kind"], letter["body"]))
         headers = {k: v for k, v in letter["headers"].items() if k in (RETRY_NUM, RETRY_REASON)}
         request = AsyncBoltRequest(mode="socket_mode", body=body, headers=headers or None)  # type: ignore[arg-type]
-        await self.app.async_dispatch(request)
+        response = await self.app.async_dispatch(request)
+        if letter["kind"] == "command":  # acked there: the answer goes by its response_url
+            await answer_handed_command(letter["body"], response)

@@ -49,7 +49,11 @@ UNLESS_RESTARTED = " Should I be restarted before then, please send it again: I 
 
 def intake_key(message: UserMessage) -> str:
     """A person's message as the ledger knows it (seen, and taken on)."""
-    return f"message:{message.channel}:{message.ts}"
+    return message_key(message.channel, message.ts)
+
+
+def message_key(channel: str, ts: str) -> str:
+    return f"message:{channel}:{ts}"
 
 
 class NotRecordedError(HarnessError):

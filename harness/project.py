@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from harness.clock import SYSTEM, Clock
 from harness.config import Config, Role, RuntimeSettings, load_config, load_roles
 from harness.config.routines_schema import check_routines
 from harness.config.routing import validate_routing
+from harness.config_file import default_config_path as default_config_path
 from harness.errors import ConfigError, RoleError
 from harness.problems import closest
 
@@ -29,11 +29,6 @@ if TYPE_CHECKING:
 # access category, `worker` the usual read-only one. Any other category must be named in
 # config.yaml's mcp settings, or it would silently get only the read-only tools.
 BUILTIN_CATEGORIES: tuple[str, ...] = ("conversational", "worker")
-
-
-def default_config_path() -> Path:
-    """``$HARNESS_CONFIG``, else ``./config.yaml``."""
-    return Path(os.environ.get("HARNESS_CONFIG") or "config.yaml")
 
 
 @dataclass(frozen=True)

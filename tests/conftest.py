@@ -76,6 +76,18 @@ def no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(scope="session")
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture(autouse=True)
+def no_user_cache(monkeypatch: pytest.MonkeyPatch, user_cache: Path) -> None:
+    # What commands remember for the next run (harness/cli/listing_cache.py) stays out of
+    # the user's ~/.cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(user_cache))
+
+
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Iterator[Path]:
     """The shipped config.yaml and roles/, written as `harness init` does, so that tasks land

@@ -7,6 +7,7 @@ so a front end never shows a finished agent as running because the disk was slow
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -123,10 +124,20 @@ class TaskDesk:
         task now, if any: what is said or pressed in that thread is for that process, which
         holds the agent's questions, approvals and the follow-ups queued behind it."""
         task = await self._store.find_by_thread(thread)
-        if task is None:
+        return await self._live_elsewhere(task.dispatches) if task is not None else None
+
+    async def agent_held_elsewhere(self, agent_id: str) -> str | None:
+        """The run of another live process (a bot replica) that holds the unfinished agent
+        ``agent_id``, if any: a command to stop it is for that process."""
+        try:
+            record = await self._store.record(agent_id)
+        except AgentNotFoundError:
             return None
+        return await self._live_elsewhere([record])
+
+    async def _live_elsewhere(self, records: Sequence[DispatchRecord]) -> str | None:
         mine = await self._store.begin_run()
-        for record in task.dispatches:
+        for record in records:
             run = record.run_id
             if record.status in FINAL_STATUSES or run is None or run == mine:
                 continue

@@ -70,7 +70,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # needed for `--help` or `--version`.
     import asyncio
 
-    from harness.project import default_config_path, load_project
+    from harness.config_file import default_config_path
 
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
@@ -95,12 +95,11 @@ def _main(argv: Sequence[str] | None) -> int:
                 "--json is for `harness workspaces list`",
                 fix="run `harness workspaces prune` without --json",
             )
-        project = load_project(config_path)
         if args.command == "tasks":  # a listing reads the store: no orchestrator to open
-            from harness.cli.task_list import list_tasks
+            return _list_tasks(config_path, args)
+        from harness.project import load_project
 
-            print(asyncio.run(list_tasks(project, as_json=args.json, routine=args.routine)))
-            return 0
+        project = load_project(config_path)
         # A command with a module of its own loads what it uses (`harness usage`, `memory`
         # and `store` open no harness, so never its stack).
         handler: CommandHandler | None = getattr(args, "handler", None)
@@ -113,6 +112,29 @@ def _main(argv: Sequence[str] | None) -> int:
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _list_tasks(config_path: Path, args: argparse.Namespace) -> int:
+    """``harness tasks``: with config.yaml unchanged since a clean load, its remembered tasks
+    folder and admins, without importing or running config.yaml's schema
+    (``harness/cli/listing_cache.py``)."""
+    import asyncio
+
+    from harness.cli import listing_cache
+    from harness.cli.task_list import list_folder, list_tasks
+
+    # `-v` asks for the load's details (what config.yaml and roles/ were read as): in full.
+    read = None if getattr(args, "verbose", False) else listing_cache.read_config(config_path)
+    remembered = listing_cache.cached(read) if read is not None else None
+    if remembered is not None:
+        listing = list_folder(
+            remembered.tasks_dir, remembered.admins, as_json=args.json, routine=args.routine
+        )
+    else:
+        project = listing_cache.load_listing_project(config_path)
+        listing = list_tasks(project, as_json=args.json, routine=args.routine)
+    print(asyncio.run(listing))
+    return 0
 
 
 # Libraries whose debug lines are request dumps, not the harness's story.

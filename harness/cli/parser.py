@@ -4,7 +4,6 @@ dispatches what it parses."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from harness.cli import (
 # Entry points in this group are ``register(subparsers, common_parser)`` functions; the
 # parsers they add call ``set_defaults(handler=...)`` with a ``harness.cli.main.CommandHandler``.
 COMMAND_GROUP = "harness.commands"
+# logging.INFO, for a server's ``log_level`` default: `harness --help` prints without logging.
+LOG_INFO = 20
 
 
 _JSON_HELP = "print one JSON document (for scripts) instead of text"
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="serve /healthz, /readyz (NATS connected) and /metrics on this port (default: none)",
     )
-    worker.set_defaults(log_level=logging.INFO)
+    worker.set_defaults(log_level=LOG_INFO)
     doctor = sub.add_parser(
         "doctor",
         parents=[common],

@@ -5,9 +5,9 @@ tokens from config.yaml's ``mcpServer``, each a Slack user's rights)."""
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import TYPE_CHECKING
 
+from harness.cli.parser import LOG_INFO
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # every `harness` command registers `mcp`: config.yaml's schema waits
@@ -45,7 +45,7 @@ def register(
         help="run the agents against the scripted demo model, offline (as `harness run "
         "--scripted`)",
     )
-    parser.set_defaults(handler=run, log_level=logging.INFO)
+    parser.set_defaults(handler=run, log_level=LOG_INFO)
 
 
 def run(project: Project, args: argparse.Namespace) -> int:

@@ -155,6 +155,7 @@ class FollowUpSpares:
         while len(self._by_task) > self.limit:
             gone.append(self._by_task.pop(next(iter(self._by_task))))
         announce(self._changed, self._notes)
+        logger.info("a follow-up spare for %s is ready", slug)
         for each in gone:
             await close_surely(each, self._folders)
         await self._budget.trim()

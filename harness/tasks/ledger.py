@@ -188,6 +188,12 @@ class SqliteLedger:
 
         return await self._call(lambda: insert(self._conn()))
 
+    async def claimed(self, key: str) -> bool:
+        def read(db: sqlite3.Connection) -> bool:
+            return db.execute("SELECT 1 FROM seen WHERE key = ?", (key,)).fetchone() is not None
+
+        return await self._call(lambda: read(self._conn()))
+
     async def recent(self, since: float) -> list[tuple[str, float]]:
         """The keys seen at or after ``since``, oldest first; older ones are forgotten."""
 

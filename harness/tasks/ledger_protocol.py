@@ -82,6 +82,10 @@ class Ledger(Protocol):
         """True for the one caller that sees ``key`` first, across processes and restarts."""
         ...
 
+    async def claimed(self, key: str) -> bool:
+        """Whether ``key`` was seen or claimed, by this process or another (it claims nothing)."""
+        ...
+
     async def recent(self, since: float) -> list[tuple[str, float]]:
         """The keys seen at or after ``since``, oldest first; older ones are forgotten."""
         ...

@@ -91,8 +91,7 @@ class NatsLedger:
         return ledger
 
     async def close(self) -> None:
-        """Hands the threads this process delivers on (a process that dies leaves its claims
-        to expire instead) and closes the connection; safe to call twice."""
+        """Hands its threads on (a dead process's claims expire instead); closes; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -159,6 +158,9 @@ class NatsLedger:
             return True
 
         return await self._call(first)
+
+    async def claimed(self, key: str) -> bool:
+        return bool(await self._call(lambda kv: self._scan(f"seen.{hex_key(key)}"), writes=False))
 
     async def recent(self, since: float) -> list[tuple[str, float]]:
         async def read(kv: KeyValue) -> list[tuple[str, float]]:

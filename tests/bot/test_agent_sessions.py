@@ -11,6 +11,7 @@ import pytest
 
 from bot.sessions import (
     ENABLE_HINT,
+    HELD_BY_A_STOPPED_REPLICA,
     NO_TASK,
     NOTHING_TO_STOP,
     SUBSCRIBE_HINT,
@@ -21,8 +22,10 @@ from bot.sessions import (
 from bot.settings import BotOptions, Mode
 from harness.agents.pool import AgentInfo
 from harness.config.settings import SlackSettings
+from harness.tasks.files import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.processes import claude_children
+from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
 from tests.bot.test_questions import asking, checks_python, question_message
@@ -291,3 +294,25 @@ async def test_a_session_left_processing_by_a_crashed_bot_gets_its_status_at_the
         await r.bot.sessions.after_restart(interrupted)
 
         await status_becomes(r, "D1", ts, "active")
+
+
+async def test_stop_on_an_agent_a_stopped_replica_left_says_to_press_again_not_nothing_runs(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        ts = (await r.say("fix the login page")).event["ts"]
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        await status_becomes(r, "D1", ts, "active")
+        # As another bot process that stopped mid-run leaves its agent, not yet taken over:
+        store = FileTaskStore(r.orchestrator.config.tasks_dir)
+        try:
+            slug = (await latest_task(r.orchestrator)).slug
+            await store.save_dispatch(slug, make_record("aelsewhere", run_id="0123456789abcdef"))
+        finally:
+            await store.close()
+
+        await r.slack.agent.press_stop("U1", "D1", ts)
+        [answer] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1"), WAIT)
+
+        assert answer["text"] == HELD_BY_A_STOPPED_REPLICA

@@ -9,7 +9,15 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.replica_forward import ThreadForwarder, letter_of, payload_of, read_letter, thread_of
+from bot.replica_forward import (
+    ThreadForwarder,
+    killed_agent,
+    letter_of,
+    payload_of,
+    read_letter,
+    thread_of,
+)
+from bot.socket_intake import as_request
 from harness.config.store_schema import StoreSettings
 from harness.tasks.model import ThreadRef
 from harness.tasks.replica_mail import ReplicaMail
@@ -50,6 +58,27 @@ def test_commands_and_malformed_payloads_are_about_no_thread() -> None:
     assert thread_of("event_callback", {"event": {"channel": 5, "thread_ts": "1.0"}}) is None
 
 
+def test_a_kill_command_is_about_its_agent_and_other_commands_about_none() -> None:
+    kill = payload_of("command", urlencode({"command": "/harness", "text": " kill a1b2c3 "}))
+    assert killed_agent("command", kill) == "a1b2c3"
+    for text in ("list", "kill", "kill <@U2> & co", "tasks"):
+        other = payload_of("command", urlencode({"command": "/harness", "text": text}))
+        assert killed_agent("command", other) is None
+    assert killed_agent("event_callback", {"text": "kill a1b2c3"}) is None
+
+
+@pytest.mark.anyio
+@pytest.mark.nats
+async def test_a_kill_the_holder_does_not_take_is_answered_here(
+    forwarder: tuple[ThreadForwarder, list[str]],
+) -> None:
+    forward, told = forwarder
+    body = urlencode({"command": "/harness", "text": "kill a1b2c3", "channel_id": "C1"})
+    assert await forward.forward("command", body, "", {}) is False
+    await forward.close()
+    assert told == []
+
+
 def test_an_interaction_s_payload_is_read_from_its_form_field() -> None:
     payload = {"type": "block_actions", "message": {"thread_ts": "1.0"}}
     body = urlencode({"payload": json.dumps(payload)})
@@ -87,6 +116,9 @@ class HeldByAnother:
     async def held_elsewhere(self, thread: ThreadRef) -> str | None:
         return HOLDER
 
+    async def agent_held_elsewhere(self, agent_id: str) -> str | None:
+        return HOLDER
+
 
 @pytest.fixture
 def settings(nats_url: str) -> StoreSettings:
@@ -113,6 +145,7 @@ async def test_a_stop_the_holder_does_not_take_is_said_in_the_thread_not_handled
 ) -> None:
     forward, told = forwarder
     assert await forward.forward("event_callback", json.dumps(STOP), "", {}) is True
+    await forward.close()  # what the thread is told is said apart: its end is awaited
     [notice] = told
     assert "Stop was not passed on" in notice and "again in a few seconds" in notice
 
@@ -125,6 +158,7 @@ async def test_a_click_the_holder_does_not_take_is_said_in_the_thread_not_handle
     forward, told = forwarder
     body = urlencode({"payload": json.dumps(CLICK)})
     assert await forward.forward("block_actions", body, "", {}) is True
+    await forward.close()
     assert len(told) == 1 and "click was not passed on" in told[0]
 
 
@@ -135,6 +169,7 @@ async def test_a_message_the_holder_does_not_take_is_handled_here_so_nothing_is_
 ) -> None:
     forward, told = forwarder
     assert await forward.forward("event_callback", json.dumps(REPLY), "", {}) is False
+    await forward.close()
     assert told == []
 
 
@@ -157,5 +192,14 @@ async def test_a_click_the_holder_takes_reaches_it_verbatim_and_nothing_is_said(
         letter = read_letter(await asyncio.wait_for(got.get(), 10))
     finally:
         await holder.close()
+    await forward.close()
     assert letter == {"kind": "block_actions", "body": body, "query": "q=1", "headers": {"H": "v"}}
     assert told == []
+
+
+def test_a_socket_mode_slash_command_is_handed_on_as_its_http_form() -> None:
+    fields = {"command": "/harness", "text": "kill a1b2c3", "response_url": "http://x/r/1"}
+    request = as_request("slash_commands", fields)
+    assert request is not None and request[0] == "command"
+    assert payload_of(*request) == fields
+    assert killed_agent("command", payload_of(*request)) == "a1b2c3"

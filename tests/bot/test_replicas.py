@@ -73,6 +73,28 @@ async def test_a_key_claimed_by_one_replica_is_a_duplicate_on_the_other(
         await second.close()
 
 
+async def test_a_retry_that_loses_the_event_leaves_the_message_to_the_replica_claiming_it(
+    store: StoreSettings,
+) -> None:
+    first, second = await NatsLedger.open(store), await NatsLedger.open(store)
+    try:
+        a, b = Dedupe(first, HOUR), Dedupe(second, HOUR)
+        await a.load()
+        await b.load()
+        keys = ["event:Ev2", "message:D1:2.0"]
+        # A has claimed the event id and is about to claim the message (a slow replica) when
+        # Slack's retry reaches B.
+        assert await first.claim("event:Ev2")
+        await b.claim(keys)
+        await a.claim(keys[1:])
+
+        assert not b.first_time("event:Ev2") and not b.first_time("message:D1:2.0")
+        assert a.first_time("message:D1:2.0")  # A runs it: the message is not lost
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_a_retry_delivered_to_another_replica_is_not_run_again(
     rig: RigFactory, slack: SlackEmulator
 ) -> None:

@@ -25,11 +25,19 @@ class HeldUntilReleased:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.sessions: set[str] = set()
+        self._started = asyncio.Condition()
 
     async def __call__(self, request: ModelRequest) -> Turn:
         self.sessions.add(session_of(request))
+        async with self._started:
+            self._started.notify_all()
         await self.release.wait()
         return Turn.finish(f"Done: {request.first_user_text.strip().splitlines()[-1]}")
+
+    async def until_started(self, count: int, timeout: float) -> None:
+        """Waits, within ``timeout`` seconds, until ``count`` agents' sessions have begun."""
+        async with asyncio.timeout(timeout), self._started:
+            await self._started.wait_for(lambda: len(self.sessions) >= count)
 
 
 @dataclass

@@ -3,10 +3,11 @@ nats-server, agents on a real ``harness worker``): what is said or pressed in a 
 reaches the replica that holds the thread's agent, whichever replica Slack sends it to. An
 agent's question is answered and its approval given through the other replica; a follow-up
 sent to the other replica waits behind the running agent, as it would on one process, and
-a Stop pressed there stops the agent."""
+a Stop pressed or a ``/harness kill`` typed there stops the agent."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,46 @@ async def test_socket_mode_replicas_answer_each_dm_once_and_hand_a_thread_to_its
     for thread, said in ((ts, "Done: fix the login bug"), (ts, "Done: also update the docs"),
                          (other, "Done: tidy the logs")):  # fmt: skip
         assert len(c.said("D1", thread, said)) == 1
+
+
+def agent_of(c: NatsBot, ts: str) -> str | None:
+    """The id of the agent the thread's messages name."""
+    for m in c.slack.thread("D1", ts):
+        found = re.search(r"agent `(a[0-9a-f]+)`", message_text(m)) if m.get("bot_id") else None
+        if found:
+            return found.group(1)
+    return None
+
+
+@pytest.mark.parametrize("socket_mode", [False, True], ids=["http", "socket"])
+async def test_a_kill_command_sent_to_the_other_replica_stops_the_agent_and_is_answered(
+    project_dir: Path, tmp_path: Path, socket_mode: bool
+) -> None:
+    held = HeldUntilReleased()
+    mode = ("--mode", "socket") if socket_mode else ("--mode", "http", "--port", "0")
+    async with nats_bot(project_dir, tmp_path, held, lost_after=30) as c:
+        with c.config.open("a", encoding="utf-8") as file:
+            file.write(REPLICAS)
+        env = {**c.env, "SLACK_APP_TOKEN": "xapp-emulator"} if socket_mode else c.env
+        worker = await c.worker()
+        try:
+            async with (
+                clocked_bot(c.config, c.slack, env, None, bot_args=mode) as a,
+                clocked_bot(c.config, c.slack, env, None, bot_args=mode) as b,
+            ):
+                c.slack.bot_url, c.slack.server.socket_choice = a.url, 0  # A gets the DM
+                ts = (await c.slack.user_message("U1", "D1", "fix the login bug")).event["ts"]
+                await held.until_started(1, WAIT)
+                agent = await c.slack.wait_for(lambda: agent_of(c, ts), WAIT)
+
+                c.slack.bot_url, c.slack.server.socket_choice = b.url, 1  # B gets the command
+                await c.slack.slash_command("/harness", f"kill {agent}", "U1", "D1")
+                await c.until_said("D1", ts, "was stopped by <@U1>")
+                [answer] = await c.slack.wait_for(lambda: c.slack.ephemeral("U1") or None, WAIT)
+                assert f"Stopping developer `{agent}`" in answer["text"]
+                assert (handed_on(a), handed_on(b)) == (0, 1)
+                assert await a.stop() == 0 and await b.stop() == 0
+        finally:
+            await worker.stop()
+    assert len(c.said("D1", ts, "was stopped by <@U1>")) == 1
+    assert c.said("D1", ts, "Done: fix the login bug") == []

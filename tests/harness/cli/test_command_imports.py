@@ -40,6 +40,8 @@ NOT_FOR_HELP = (
     # Its import (email, zipfile, csv) alone was a third of the help's start; the plug-ins'
     # commands and the version are read from the installed metadata without it.
     "importlib.metadata",
+    # A few ms: the servers' parsers name their log level as a number instead.
+    "logging",
 )
 # What printing the version needs no more than: no parser is built, no plug-in looked up.
 NOT_FOR_VERSION = (*NOT_FOR_HELP, "harness.cli.parser", "bot", "harness.mcp_server")

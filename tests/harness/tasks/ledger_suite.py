@@ -69,6 +69,19 @@ class LedgerConformance:
         assert await second.claim("rerun:a2") is True
         assert await first.claim("rerun:a2") is False
 
+    async def test_another_process_sees_a_key_claimed_without_claiming_it(
+        self, ledgers: Ledgers
+    ) -> None:
+        first, second = await ledgers.open(), await ledgers.open()
+        assert not await second.claimed("message:D1:1.0")
+
+        assert await first.claim("message:D1:1.0")
+        await first.remember(["event:Ev3"])
+
+        assert await second.claimed("message:D1:1.0") and await second.claimed("event:Ev3")
+        assert not await second.claimed("message:D1:2.0")
+        assert await second.claim("message:D1:2.0")  # looking claimed nothing
+
     async def test_the_claim_s_winner_takes_its_request_on_in_the_same_step(
         self, ledgers: Ledgers
     ) -> None:
