@@ -35,6 +35,7 @@ _DECODED = ("blocks", "attachments", "metadata", "files", "chunks", "prompts", "
 @dataclass
 class _Socket:
     ws: web.WebSocketResponse
+    number: int  # in the order the connections were accepted, from 1
     retired: bool = False
 
 
@@ -133,6 +134,11 @@ class EmulatorServer:
         # Which live connection (in the order they connected) gets the next envelope, as
         # Slack hands each to one of an app's connections; None: the newest.
         self.socket_choice: int | None = None
+        # True: each envelope to the next live connection in turn, as Slack spreads an app's
+        # events over its connections (one connection per envelope).
+        self.socket_spread = False
+        self._spread_turn = 0
+        self.envelopes_by_connection: dict[int, int] = {}  # connection number: envelopes sent
         self._socket_count = 0
         self._ack_waiters: dict[str, asyncio.Future[JSON]] = {}
         self._response_urls: dict[str, JSON] = {}
@@ -217,6 +223,11 @@ class EmulatorServer:
         except TimeoutError:
             message = f"no Socket Mode connection to deliver to in {self.connect_timeout}s"
             raise TimeoutError(message) from None
+        live = self._live_sockets()
+        if self.socket_spread and sock in live:
+            sock, self._spread_turn = live[self._spread_turn % len(live)], self._spread_turn + 1
+        by = self.envelopes_by_connection
+        by[sock.number] = by.get(sock.number, 0) + 1
         waiter: asyncio.Future[JSON] = asyncio.get_running_loop().create_future()
         self._ack_waiters[env["envelope_id"]] = waiter
         try:
@@ -310,9 +321,9 @@ class EmulatorServer:
         self._tickets.discard(ticket)
         ws = web.WebSocketResponse(timeout=2.0)
         await ws.prepare(request)
-        sock = _Socket(ws)
-        self._sockets.append(sock)
         self._socket_count += 1
+        sock = _Socket(ws, self._socket_count)
+        self._sockets.append(sock)
         hello = {
             "type": "hello",
             "num_connections": len(self._sockets),
@@ -330,8 +341,11 @@ class EmulatorServer:
             await self.changes.notify()
         return ws
 
+    def _live_sockets(self) -> list[_Socket]:
+        return [s for s in self._sockets if not s.retired and not s.ws.closed]
+
     def _live_socket(self) -> _Socket | None:
-        live = [s for s in self._sockets if not s.retired and not s.ws.closed]
+        live = self._live_sockets()
         if self.socket_choice is not None and live:  # Slack picks any of the app's connections
             return live[self.socket_choice % len(live)]
         return live[-1] if live else None

@@ -2,7 +2,12 @@
 forgotten); ``live.<id>`` in the runs bucket, put again every ``heartbeat`` seconds, says it
 still lives. The runs bucket's values expire ``3 x heartbeat`` after their last put, so a
 process that dies however it dies (SIGKILL, the machine lost) leaves its run alive at most
-that long: 6 seconds with the default 2-second heartbeat."""
+that long: 6 seconds with the default 2-second heartbeat.
+
+A server that was away for longer than that comes back with every run's heartbeat expired,
+each put again only as its process reconnects and beats. So for ``3 x heartbeat`` after this
+process's connection came back, no other run is taken for dead: a replica taking over must
+not follow the agents of one that is alive and about to beat."""
 
 from __future__ import annotations
 
@@ -10,12 +15,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from harness.clock import Clock
 from harness.tasks.nats_buckets import Buckets, nats_failures
 from harness.tasks.nats_kv import scan
 from harness.tasks.nats_records import LIVE, RUN, live_key, run_key, taken_key
 from harness.tasks.run_lock import RUN_ID_BYTES, is_agent_id, is_run_id
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +45,10 @@ class NatsRuns:
         self._run_id: str | None = None
         self._beating: asyncio.Task[None] | None = None
         self._beginning: asyncio.Future[str] | None = None
+        # The connection's reconnections seen so far, and until when (the loop's time) runs
+        # missing their heartbeat are not taken for dead after the latest one.
+        self._reconnects: tuple[Client, int] | None = None
+        self._settled_at = 0.0
 
     async def begin_run(self) -> str:
         if self._run_id is not None:
@@ -46,6 +59,7 @@ class NatsRuns:
 
     async def _begin(self) -> str:
         buckets = await self._connect()
+        self._settling(buckets)  # the connection as it is now: no reconnection to wait out
         run_id = self._clock.token(RUN_ID_BYTES)
         await buckets.tasks.put(run_key(run_id), b"")
         await buckets.runs.put(live_key(run_id), b"")
@@ -68,16 +82,34 @@ class NatsRuns:
             return False
         if run_id == self._run_id:
             return True
-        return run_id in await self._live()
+        live = await self._live()
+        return live is None or run_id in live
 
-    async def _live(self) -> set[str]:
+    async def _live(self) -> set[str] | None:
+        """The runs whose heartbeat is stored; None while the server is just back."""
         buckets = await self._connect()
-        return {key.removeprefix(LIVE) for key in await _keys(buckets, runs=True)}
+        live = {key.removeprefix(LIVE) for key in await _keys(buckets, runs=True)}
+        return None if self._settling(buckets) else live
+
+    def _settling(self, buckets: Buckets) -> bool:
+        """Whether this connection came back less than ``3 x heartbeat`` ago."""
+        seen = (buckets.nc, int(buckets.nc.stats.get("reconnects", 0)))
+        now = asyncio.get_running_loop().time()
+        before = self._reconnects
+        # Only a reconnection counts: a new connection (the store opened again) waits none.
+        if before is not None and before[0] is seen[0] and before[1] != seen[1]:
+            self._settled_at = now + self.heartbeat * MISSED_BEATS
+            wait = self._settled_at - now
+            logger.info("NATS is back: no run is taken for dead for %.0f s", wait)
+        self._reconnects = seen
+        return now < self._settled_at
 
     async def ended_runs(self) -> list[str]:
         buckets = await self._connect()
         begun = [key.removeprefix(RUN) for key in await _keys(buckets, runs=False)]
         live = await self._live()
+        if live is None:
+            return []
         return [run for run in begun if run not in live and run != self._run_id]
 
     async def forget_run(self, run_id: str) -> None:

@@ -92,6 +92,17 @@ class NatsServer:
         with contextlib.suppress(AttributeError):
             await self._drain
 
+    async def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer ends it: no flush, no goodbye to clients
+        (``start`` brings it back on the same port and store)."""
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        process.kill()
+        await process.wait()
+        with contextlib.suppress(AttributeError):
+            await self._drain
+
     async def restart(self) -> None:
         """Stops the server and starts it again on the same port and store."""
         await self.stop()

@@ -4,6 +4,7 @@ subprocesses against a real nats-server."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -13,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from harness.config.store_schema import StoreSettings
+from harness.memory.copy import with_missing
 from harness.memory.model import Note
 from harness.memory.nats_store import NatsMemoryStore
 from harness.memory.store import FileMemoryStore, memory_folder
 from harness.tasks.files import FileTaskStore
 from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
+from harness.tasks.ledger_copy import copy_claim
 from harness.tasks.ledger_protocol import Owed
 from harness.tasks.model import ThreadRef
 from harness.tasks.nats_ledger import NatsLedger
@@ -164,3 +167,76 @@ def test_the_team_s_notes_and_the_bot_s_ledger_move_with_the_tasks_once(
         ("C1/1.1", {"text": "✅ developer finished"}, 1)
     ]
     assert "event:Ev1" in seen  # Slack's retry of that event is still a duplicate there
+
+
+SECOND = Note(
+    "n2", "Deploys go out on Tuesdays", "repository:web", "U2", "2026-01-02T10:00:00.000Z"
+)
+
+
+async def notes_and_ledger_on_nats(settings: StoreSettings) -> list[Owed]:
+    """Two notes and a ledger owing two threads a message (one with a step done) on NATS;
+    what it owes."""
+    store = NatsTaskStore(settings)
+    ledger = NatsLedger(settings)
+    try:
+        memory = NatsMemoryStore(store.buckets)
+        for note in (NOTE, SECOND):
+            await memory.change(note.scope, functools.partial(with_missing, notes=(note,)))
+        await ledger.remember(["event:Ev2"], 1_700_000_000.0)
+        first = await ledger.owe("C1/1.1", {"text": "✅ developer finished"})
+        await ledger.advance(first, 1)
+        await ledger.owe("C2/2.2", {"text": "⚠️ reviewer was interrupted"})
+        return await ledger.pending()
+    finally:
+        await ledger.close()
+        await store.close()
+
+
+async def cut_off_copy(tasks_dir: Path, owed: Owed) -> None:
+    """What a copy back cut off midway leaves in the folder: the first note, and the first
+    owed message (claimed as the copy claims it)."""
+    await FileMemoryStore(memory_folder(tasks_dir)).change(NOTE.scope, lambda notes: (NOTE,))
+    ledger = SqliteLedger(tasks_dir / LEDGER_FILE)
+    try:
+        copied = await ledger.owe_once(copy_claim(owed), owed.lane, owed.data)
+        assert copied is not None
+    finally:
+        await ledger.close()
+
+
+async def in_folder(tasks_dir: Path) -> tuple[list[Note], list[Owed], list[str]]:
+    memory = FileMemoryStore(memory_folder(tasks_dir))
+    notes = [note for scope in await memory.scopes() for note in await memory.notes(scope)]
+    ledger = SqliteLedger(tasks_dir / LEDGER_FILE)
+    try:
+        return notes, await ledger.pending(), [key for key, _ in await ledger.recent(0.0)]
+    finally:
+        await ledger.close()
+
+
+def test_notes_and_the_ledger_moved_back_to_files_after_a_cut_off_copy_arrive_once(
+    project_dir: Path, nats_url: str
+) -> None:
+    tasks_dir = project_dir / ".agents" / "tasks"
+    settings = settings_for(nats_url)
+    owed = asyncio.run(notes_and_ledger_on_nats(settings))
+    asyncio.run(cut_off_copy(tasks_dir, owed[0]))
+    use_store(project_dir, "nats", nats_url, settings.prefix)
+
+    resumed = harness(project_dir, "store", "migrate", "--to", "file")
+    again = harness(project_dir, "store", "migrate", "--to", "file")
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 note(s) copied, 1 already there." in resumed.stdout
+    assert "1 message(s) still owed to threads copied." in resumed.stdout
+    assert again.returncode == 0, again.stderr
+    assert "0 note(s) copied, 2 already there." in again.stdout
+    assert "0 message(s) still owed to threads copied." in again.stdout
+    notes, pending, seen = asyncio.run(in_folder(tasks_dir))
+    assert sorted(note.id for note in notes) == ["n1", "n2"]
+    assert sorted((entry.lane, entry.data["text"]) for entry in pending) == [
+        ("C1/1.1", "✅ developer finished"),
+        ("C2/2.2", "⚠️ reviewer was interrupted"),
+    ]
+    assert "event:Ev2" in seen  # a retry of that event is still a duplicate after the move
