@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 
 from harness.errors import HarnessError
 from harness.runtime.orphans import RUN_ID_ENV, kill_processes_of_run, processes_of_runs
-from harness.tasks.model import DispatchRecord
+from harness.tasks.model import FINAL_STATUSES, DispatchRecord
 from harness.tasks.store import RunLiveness, Store
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ async def recover_interrupted(
             continue
         if d.run_id is not None and not await store.take_up(d.run_id, d.agent_id):
             continue  # another live process took it up (a replica taking over, a restart)
+        if d.run_id is not None and not await _still_left(store, d):
+            continue  # settled by another process since it was listed
         if still_running is not None and await still_running(slug, d):
             continue
         may_end_late = late is not None and d.status == "running"
@@ -109,6 +111,15 @@ async def kill_leftovers(store: RunLiveness) -> list[int]:
     for run_id in sorted(ended):
         await store.forget_run(run_id)
     return killed
+
+
+async def _still_left(store: Store, listed: DispatchRecord) -> bool:
+    """Whether the dispatch is still as the stopped run left it (unfinished, its run)."""
+    try:
+        now = await store.record(listed.agent_id)
+    except HarnessError:
+        return False
+    return now.status not in FINAL_STATUSES and now.run_id == listed.run_id
 
 
 async def host_alive(store: RunLiveness, record: DispatchRecord) -> bool:
