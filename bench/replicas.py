@@ -47,7 +47,7 @@ from typing import IO
 
 from common import copy_project
 from slack import EVENT_CLIENT, FINAL, free_port, on, percentile, seen
-from spares_burst import results
+from spares_burst import processes, results
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -92,23 +92,7 @@ class Tree:
             self._scan()
 
     def _scan(self) -> None:
-        parents: dict[int, int] = {}
-        names: dict[int, str] = {}
-        spent: dict[int, tuple[int, int]] = {}
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            pid = int(entry.name)
-            names[pid] = text[text.index("(") + 1 : text.rindex(")")]
-            fields = text[text.rindex(")") + 2 :].split()
-            if fields[0] != "Z":
-                parents[pid] = int(fields[1])
-                spent[pid] = (int(fields[19]), int(fields[11]) + int(fields[12]))
+        parents, names, spent = processes()
 
         def group(pid: int) -> str | None:
             up: int | None = pid
@@ -132,20 +116,9 @@ class Tree:
 
 
 def children_named(name: str) -> list[int]:
-    """This process's children called ``name``."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except (OSError, ValueError):
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if text[text.index("(") + 1 : text.rindex(")")] == name and int(fields[1]) == os.getpid():
-            found.append(int(entry.name))
-    return found
+    """This process's live children called ``name``."""
+    parents, names, _ = processes()
+    return [pid for pid, parent in parents.items() if parent == os.getpid() and names[pid] == name]
 
 
 def drain(stream: IO[bytes], into: Path) -> None:

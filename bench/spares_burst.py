@@ -105,9 +105,9 @@ def claude_below(root: int) -> int:
     return below(root)[0]
 
 
-def below(root: int) -> tuple[int, dict[tuple[int, int, str], int]]:
-    """How many ``claude`` processes are below ``root``, and the CPU ticks (user + system)
-    of ``root`` and every process below it, by (pid, start time)."""
+def processes() -> tuple[dict[int, int], dict[int, str], dict[int, tuple[int, int]]]:
+    """Every process now, from /proc: its parent, its name, and (start time, CPU ticks of
+    user + system) of each one not a zombie."""
     parents: dict[int, int] = {}
     names: dict[int, str] = {}
     spent: dict[int, tuple[int, int]] = {}
@@ -125,6 +125,13 @@ def below(root: int) -> tuple[int, dict[tuple[int, int, str], int]]:
         if fields[0] != "Z":
             parents[pid] = int(fields[1])
             spent[pid] = (int(fields[19]), int(fields[11]) + int(fields[12]))
+    return parents, names, spent
+
+
+def below(root: int) -> tuple[int, dict[tuple[int, int, str], int]]:
+    """How many ``claude`` processes are below ``root``, and the CPU ticks (user + system)
+    of ``root`` and every process below it, by (pid, start time)."""
+    parents, names, spent = processes()
 
     def under(pid: int) -> bool:
         up: int | None = pid
