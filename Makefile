@@ -24,6 +24,8 @@ $(STAMP): pyproject.toml
 # else every worker, and every harness process a test starts, compiles and assert-rewrites
 # every module again, seconds each.
 JOBS ?= 4
+# The fast tier is in-process tests only: two workers fill two cores; a third only pays
+# collection again (-n 3: 57.9 CPU-s and no sooner, against 51.5 at -n 2).
 FAST_JOBS ?= 2
 PYTEST := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u PYTHONDONTWRITEBYTECODE \
 	$(BIN)/pytest

@@ -424,7 +424,7 @@ class Conversations:
                                          task_slug=slug, requested_by=message.user,
                                          attachments=attachments, left_out=left_out)  # fmt: skip
         except (HarnessError, OSError) as exc:  # OSError: the task store's disk, say full
-            if await over_limit(self, message, slug, role, exc):  # with a button to raise it
+            if await over_limit(self.outbox, message, slug, role, exc):  # with a button to raise it
                 return
             why, fix = (exc.message, exc.fix) if isinstance(exc, HarnessError) else (exc, "")
             await self._fail(message, f"I could not start {role}: {why}", fix or TRY_AGAIN)

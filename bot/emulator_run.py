@@ -10,10 +10,8 @@ names. It runs until Ctrl-C or SIGTERM, then stops its agents as ``harness bot``
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from harness.errors import HarnessError
 from harness.opening import Harness, open_harness
 from harness.project import Project
 from harness.runtime.model_access import require_model_access
+from harness.stop_signals import StopSignals
 
 READY = "harness bot --emulator: open"
 
@@ -52,28 +51,15 @@ def _open(project: Project, real: bool) -> contextlib.AbstractAsyncContextManage
 async def run_emulator(project: Project, *, port: int, real: bool) -> int:
     """Serves the page at http://127.0.0.1:PORT/ until SIGINT or SIGTERM; 0 after a clean
     stop."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int) -> None:
-        received.append(signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
+    with StopSignals().caught() as signals:
         async with _open(project, real) as harness:
             await harness.orchestrator.recover_interrupted()
-            await _serve(harness, port, stop, received)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+            await _serve(harness, port, signals)
     _say("stopped")
     return 0
 
 
-async def _serve(harness: Harness, port: int, stop: asyncio.Event, received: list[str]) -> None:
+async def _serve(harness: Harness, port: int, signals: StopSignals) -> None:
     orchestrator = harness.orchestrator
     slack = SlackEmulator(port=port)
     # Stamped from now on: a thread an earlier run left in the task store (same channel, same
@@ -107,8 +93,8 @@ async def _serve(harness: Harness, port: int, stop: asyncio.Event, received: lis
             _say(f"DM the bot or mention @{slack.identity.bot_name} in #{CHANNEL_NAME}; "
                  "`/harness help` for the commands; Ctrl-C stops")  # fmt: skip
             print(f"{READY} {slack.base_url}/ in a browser", flush=True)
-            await stop.wait()
-            _say(f"{' and '.join(received)} received, stopping agents…")
+            await signals.stopped.wait()
+            _say(f"{' and '.join(signals.received)} received, stopping agents…")
         finally:
             await server.stop("the emulated Slack bot was stopped")
     finally:

@@ -17,6 +17,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.blocks import Block, SlackMessage, escape, failure_message
 from bot.clicks import Clicks, KeptClick, click_key
+from bot.outbox import Outbox
 from bot.parsing import clicked_thread
 from bot.progress import FAILED
 from bot.unrecorded import intake_key
@@ -66,13 +67,13 @@ def raised_message(user: str) -> SlackMessage:
 
 
 async def over_limit(
-    conversations: Conversations, message: UserMessage, slug: str, role: str, exc: BaseException
+    outbox: Outbox, message: UserMessage, slug: str, role: str, exc: BaseException
 ) -> bool:
     """When a spend limit refused the request: says so in the thread (the request is
     answered) and True; else False."""
     if not isinstance(exc, SpendLimitError):
         return False
-    await conversations.outbox.owe(
+    await outbox.owe(
         message.thread,
         [
             {"op": "post", "message": over_limit_message(exc, role, slug)},

@@ -13,7 +13,7 @@ request picks the agent's model among those its role allows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.blocks import (
@@ -27,6 +27,7 @@ from bot.blocks import (
     escape,
     mention,
 )
+from bot.click_agents import start_for_click
 from bot.clicks import Clicks, KeptClick, shown_message, started_since, take_once
 from harness.agents.directives import (
     APPROVED,
@@ -252,39 +253,25 @@ async def request_changes(
 def _enqueue(
     conversations: Conversations, click: KeptClick, plan: DispatchRecord, slug: str
 ) -> None:
-    orchestrator, thread = conversations.orchestrator, click.thread
     model = click.extra.get("model")
 
-    async def implement() -> None:
-        if conversations.closing:
-            return  # still kept: the next start runs it
-        prompt = f"{plan.prompt}\n\n{APPROVED.format(who=click.user)}"
-        try:
-            handle = await orchestrator.draft(
-                plan.role,
-                prompt,
-                task_slug=slug,
-                requested_by=click.user,
-                model=model if isinstance(model, str) else None,
-            )
-        except HarnessError as exc:  # e.g. the task's budget is spent: the thread hears why
-            text = f"⚠️ The plan was not implemented: {exc.message}." + (
-                f" {exc.fix}." if exc.fix else ""
-            )
-            await conversations.outbox.owe(thread, [{"op": "post", "message": text}],
-                                           handles=click.key)  # fmt: skip
-            return
-        notice = click.extra.get("notice")
-        if isinstance(notice, dict) and isinstance(notice.get("ts"), str):
-            what = f"{escape(handle.role)} `{escape(handle.agent_id)}` implements it"
-            done = plan_done(notice, f"✅ {mention(click.user)} approved the plan: {what}")
-            await conversations.poster.update(thread.channel, notice["ts"], done)
-        # The agent's watch takes the click over: from now on its end is what is owed.
-        await conversations.watcher.follow(
-            thread, handle.agent_id, handle.role, task_slug=slug, handles=click.key
+    def draft() -> Awaitable[AgentHandle]:
+        return conversations.orchestrator.draft(
+            plan.role,
+            f"{plan.prompt}\n\n{APPROVED.format(who=click.user)}",
+            task_slug=slug,
+            requested_by=click.user,
+            model=model if isinstance(model, str) else None,
         )
 
-    conversations.lanes.enqueue(thread, implement, name=f"implement plan {click.subject}")
+    def marked(notice: dict[str, Any], handle: AgentHandle) -> SlackMessage:
+        what = f"{escape(handle.role)} `{escape(handle.agent_id)}` implements it"
+        return plan_done(notice, f"✅ {mention(click.user)} approved the plan: {what}")
+
+    refused, name = "The plan was not implemented", f"implement plan {click.subject}"
+    start_for_click(
+        conversations, click, draft, slug=slug, refused=refused, marked=marked, name=name
+    )
 
 
 async def resume_approval(conversations: Conversations, clicks: Clicks, click: KeptClick) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 from typing import Any
 
@@ -36,6 +35,7 @@ from harness.opening import Harness, open_harness
 from harness.project import Project, open_leases
 from harness.runtime.backends import runtime_backend
 from harness.runtime.spec import AgentRuntime
+from harness.stop_signals import StopSignals
 from harness.tasks.leases import LeaseKeeper
 
 logger = logging.getLogger(__name__)
@@ -323,31 +323,24 @@ async def _serve(
     server = BotServer(
         bot, mode, app_token=env.app_token, host=host, port=port, health_port=health_port
     )
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int) -> None:
-        received.append(signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-    stopped = asyncio.ensure_future(stop.wait())
+    signals = StopSignals()
     try:
-        try:
-            if await _start(server, stopped):
-                said = describe(server, project, harness.where)
-                print(f"harness bot: {said}", file=sys.stderr, flush=True)
-                await stopped
-        except (SlackClientError, OSError) as exc:
-            print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)
-            return 1
-        print(f"harness bot: {received[0]} received, stopping agents…", file=sys.stderr, flush=True)
-    finally:
-        stopped.cancel()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-        await server.stop(f"the Slack bot was stopped ({', '.join(received) or 'shutdown'})")
+        with signals.caught():
+            stopped = asyncio.ensure_future(signals.stopped.wait())
+            try:
+                if await _start(server, stopped):
+                    said = describe(server, project, harness.where)
+                    print(f"harness bot: {said}", file=sys.stderr, flush=True)
+                    await stopped
+            except (SlackClientError, OSError) as exc:
+                print(f"harness bot: could not start ({mode} mode): {exc}", file=sys.stderr)
+                return 1
+            finally:
+                stopped.cancel()
+        said = f"{signals.received[0]} received, stopping agents…"
+        print(f"harness bot: {said}", file=sys.stderr, flush=True)
+    finally:  # the handlers are gone by now: a second signal acts as it would anywhere
+        why = ", ".join(signals.received) or "shutdown"
+        await server.stop(f"the Slack bot was stopped ({why})")
     print("harness bot: stopped", file=sys.stderr, flush=True)
     return 0

@@ -12,13 +12,15 @@ one's end, or interruption, is said in the thread instead).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from bot.blocks import SlackMessage, mention, rerun_done
+from bot.click_agents import start_for_click
 from bot.clicks import Clicks, KeptClick, is_click, shown_message, started_since, take_once
 from bot.conversations import Conversations
 from bot.parsing import Ignore, parse_message_event
+from harness.agents.dispatching import AgentHandle
 from harness.errors import AgentNotFoundError, HarnessError
 from harness.tasks.model import ThreadRef
 
@@ -157,33 +159,25 @@ async def _waiting_in(conversations: Conversations, thread: ThreadRef) -> str | 
 def _enqueue(
     conversations: Conversations, click: KeptClick, role: str, prompt: str, slug: str
 ) -> None:
-    orchestrator, thread = conversations.orchestrator, click.thread
-
-    async def again() -> None:
-        if conversations.closing:
-            return  # still kept: the next start runs it
-        try:
-            handle = await orchestrator.draft(role, prompt, task_slug=slug, requested_by=click.user,
-                                              model=click.extra.get("model"),
-                                              plan=bool(click.extra.get("plan")))  # fmt: skip
-        except HarnessError as exc:  # e.g. the task's budget is spent: the thread hears why
-            text = f"⚠️ Not run again: {exc.message}." + (f" {exc.fix}." if exc.fix else "")
-            await conversations.outbox.owe(thread, [{"op": "post", "message": text}],
-                                           handles=click.key)  # fmt: skip
-            return
-        notice = click.extra.get("notice")
-        if isinstance(notice, dict) and isinstance(notice.get("ts"), str):
-            shown: SlackMessage = {"text": str(notice.get("text", "")),
-                                   "blocks": list(notice.get("blocks") or [])}  # fmt: skip
-            await conversations.poster.update(
-                thread.channel, notice["ts"], rerun_done(shown, click.user, handle.agent_id)
-            )
-        # The agent's watch takes the click over: from now on its end is what is owed.
-        await conversations.watcher.follow(
-            thread, handle.agent_id, handle.role, task_slug=slug, handles=click.key
+    def draft() -> Awaitable[AgentHandle]:
+        return conversations.orchestrator.draft(
+            role,
+            prompt,
+            task_slug=slug,
+            requested_by=click.user,
+            model=click.extra.get("model"),
+            plan=bool(click.extra.get("plan")),
         )
 
-    conversations.lanes.enqueue(thread, again, name=f"run {click.subject} again")
+    def marked(notice: dict[str, Any], handle: AgentHandle) -> SlackMessage:
+        shown: SlackMessage = {"text": str(notice.get("text", "")),
+                               "blocks": list(notice.get("blocks") or [])}  # fmt: skip
+        return rerun_done(shown, click.user, handle.agent_id)
+
+    refused, name = "Not run again", f"run {click.subject} again"
+    start_for_click(
+        conversations, click, draft, slug=slug, refused=refused, marked=marked, name=name
+    )
 
 
 async def resume_run_again(conversations: Conversations, clicks: Clicks, click: KeptClick) -> None:

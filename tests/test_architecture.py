@@ -14,6 +14,7 @@ and under ``TYPE_CHECKING`` alike, for each is a dependency all the same):
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -204,8 +205,10 @@ def harness_packages() -> frozenset[str]:
     )
 
 
-def harness_imports() -> list[Import]:
-    return read_imports(ROOT, ["harness"])
+@functools.cache
+def harness_imports() -> tuple[Import, ...]:
+    # Read once per process: four checks below walk the same imports.
+    return tuple(read_imports(ROOT, ["harness"]))
 
 
 def test_no_import_cycle_in_harness() -> None:

@@ -18,18 +18,18 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from harness.agents.authority import Authority
+from harness.agents.check_followers import CheckFollowers
 from harness.agents.events import AgentEvent, Events
 from harness.agents.task_desk import TaskDesk
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import Config, RepositorySettings
 from harness.errors import ForgeError, HarnessError
 from harness.forge.accounts import LinkedAccount
-from harness.forge.checks import fix_prompt, summarize
+from harness.forge.checks import ChecksView, fix_prompt, summarize
 from harness.forge.github import AppTokens, GitHubRepo
 from harness.forge.push import push_branch
 from harness.forge.text import pull_request_body, pull_request_title
 from harness.forge.webhook import ChecksReported
-from harness.retry import Backoff
 from harness.tasks.model import PullRequest, Task, ThreadRef
 from harness.tasks.store import TaskStore
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PullRequestEventKind = Literal["opened", "updated", "checks", "fixing", "failed"]
-# Checks still unreported this long after a push: the repository has none to wait for.
-NO_CHECKS_AFTER_POLLS = 40
 FIX_ROLE = "developer"
 
 
@@ -104,11 +102,14 @@ class PullRequests:
         self._linked_accounts = accounts
         self._events = Events[PullRequestEvent]()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._followers: dict[str, asyncio.Task[None]] = {}
+        self._pushes: dict[str, asyncio.Task[None]] = {}  # "slug:agent id" -> its push
         self._session_open: aiohttp.ClientSession | None = None
         self._app_tokens_cache: AppTokens | None = None
-        self._wake: dict[str, asyncio.Event] = {}
         self._thread_link: ThreadLink | None = None
+        self._checks = CheckFollowers(
+            config.github, store, tasks, read=self._read_checks, changed=self._checks_changed,
+            failed=self._checks_unread, fix=self._fix_quietly,
+        )  # fmt: skip
         # A writer that ends on a task with a pull request: its commits go there too.
         agent_events.subscribe(self._on_agent_event)
 
@@ -153,7 +154,7 @@ class PullRequests:
                 raise
         task = await self._tasks.task(slug)
         self._emit(PullRequestEvent("opened", task, pull, request=request))
-        self._follow(slug)
+        self._checks.follow(slug)
         return pull
 
     async def fix_checks(self, slug: str, *, by: str | None, request: str | None = None) -> str:
@@ -220,7 +221,7 @@ class PullRequests:
             pull = replace(pull, head_commit=head, checks="unknown", failing=(), checks_url=None)
             task = await self._store.set_pull_request(slug, pull)
         self._emit(PullRequestEvent("updated", task, pull))
-        self._follow(slug)
+        self._checks.follow(slug)
 
     async def _fix(self, task: Task, requested_by: str | None, request: str | None = None) -> str:
         pull, repo = _failed_pull(task), self.forge_or_error(task)
@@ -247,60 +248,18 @@ class PullRequests:
 
     # -- following checks ----------------------------------------------------------------
 
-    def _follow(self, slug: str) -> None:
-        if not self._config.github.follow_checks:
-            return
-        running = self._followers.pop(slug, None)
-        if running is not None:
-            running.cancel()
-        follower = asyncio.create_task(self._follow_checks(slug), name=f"checks of {slug}")
-        self._followers[slug] = follower
-        follower.add_done_callback(lambda done: self._forget_follower(slug, done))
+    async def _read_checks(self, task: Task, pull: PullRequest) -> ChecksView | None:
+        repo = self.forge_of(task)
+        if repo is None or pull.head_commit is None:
+            return None
+        github = self._github(repo, await self._bot_token(repo))
+        return summarize(await github.check_runs(pull.head_commit))
 
-    def _forget_follower(self, slug: str, done: asyncio.Task[None]) -> None:
-        if self._followers.get(slug) is done:
-            del self._followers[slug]
-        if not done.cancelled() and done.exception() is not None:
-            logger.error("following the checks of %s failed", slug, exc_info=done.exception())
+    def _checks_changed(self, task: Task, pull: PullRequest) -> None:
+        self._emit(PullRequestEvent("checks", task, pull))
 
-    async def _follow_checks(self, slug: str) -> None:
-        poll = self._config.github.check_poll_seconds
-        delays = Backoff(poll, poll * 4, factor=1.5).delays()
-        polls = 0
-        wake = self._wake.setdefault(slug, asyncio.Event())
-        while True:
-            with contextlib.suppress(TimeoutError):  # a webhook delivery looks at once
-                await asyncio.wait_for(wake.wait(), next(delays))
-            wake.clear()
-            polls += 1
-            task = await self._tasks.task(slug)
-            pull, repo = task.pull_request, self.forge_of(task)
-            if pull is None or repo is None or pull.head_commit is None:
-                return
-            try:
-                github = self._github(repo, await self._bot_token(repo))
-                view = summarize(await github.check_runs(pull.head_commit))
-            except ForgeError as exc:
-                logger.warning("checks of %s: %s", slug, exc.message)
-                if exc.failure in ("rate-limited", "unavailable"):
-                    continue
-                self._emit(PullRequestEvent("failed", task, pull, error=exc))
-                return
-            if view.state == "unknown" and polls >= NO_CHECKS_AFTER_POLLS:
-                return
-            if view.state != pull.checks:
-                changed = replace(
-                    pull, checks=view.state, failing=view.failing_names, checks_url=view.url
-                )
-                task = await self._store.set_pull_request(slug, changed)
-                self._emit(PullRequestEvent("checks", task, changed))
-                pull = changed
-            if view.state == "failed":
-                if pull.fix_tries < self._config.github.auto_fix_tries:
-                    await self._fix_quietly(task)
-                return
-            if view.state == "passed":
-                return
+    def _checks_unread(self, task: Task, pull: PullRequest, error: ForgeError) -> None:
+        self._emit(PullRequestEvent("failed", task, pull, error=error))
 
     async def _fix_quietly(self, task: Task) -> None:
         try:
@@ -320,58 +279,31 @@ class PullRequests:
         if record.head_commit == event.task.pull_request.head_commit:
             return
         follow_up = asyncio.create_task(self._push_again(event.task.slug))
-        self._followers.setdefault(f"push:{event.task.slug}:{record.agent_id}", follow_up)
+        self._pushes.setdefault(f"{event.task.slug}:{record.agent_id}", follow_up)
         follow_up.add_done_callback(
-            lambda done: self._followers.pop(f"push:{event.task.slug}:{record.agent_id}", None)
+            lambda done: self._pushes.pop(f"{event.task.slug}:{record.agent_id}", None)
         )
 
     async def checks_reported(self, reported: ChecksReported) -> list[str]:
         """A forge said checks changed (a webhook): the followers of the pull requests it
         names look now instead of at their next poll; their task slugs."""
-        woken = []
-        for slug, wake in self._wake.items():
-            if slug not in self._followers:
-                continue
-            pull = (await self._tasks.task(slug)).pull_request
-            if pull is None or pull.repository.lower() != reported.repository.lower():
-                continue
-            if pull.head_commit == reported.sha or pull.branch in reported.branches:
-                wake.set()
-                woken.append(slug)
-        return woken
+        return await self._checks.checks_reported(reported)
 
     async def follow_open_pull_requests(self) -> list[str]:
         """Follows the checks of the pull requests still waiting on them that nobody here
         follows yet (opened before a restart, or in another process); their task slugs."""
-        started = []
-        for task in await self._store.list():
-            pull = task.pull_request
-            waiting = pull is not None and pull.checks in ("unknown", "pending")
-            if waiting and task.slug not in self._followers:
-                self._follow(task.slug)
-                started.append(task.slug)
-        return started
+        return await self._checks.follow_open_pull_requests()
 
     def keep_following_pull_requests(self, every: float = 60.0) -> asyncio.Task[None]:
         """For the bot (the replica holding its lease): follows the pull requests waiting on
         checks now, and looks for new ones every ``every`` s until the task returned ends."""
-
-        async def look() -> None:
-            while True:
-                try:
-                    await self.follow_open_pull_requests()
-                except HarnessError as exc:  # the store unreadable for a moment
-                    logger.warning("could not look for pull requests to follow: %s", exc)
-                await asyncio.sleep(every)
-
-        if (looking := self._followers.get("look for pull requests")) is None or looking.done():
-            looking = self._followers["look for pull requests"] = asyncio.create_task(look())
-        return looking
+        return self._checks.keep_following_pull_requests(every)
 
     async def close(self) -> None:
-        for follower in list(self._followers.values()):
-            follower.cancel()
-        for follower in list(self._followers.values()):
+        pushes = list(self._pushes.values())
+        for push in pushes:
+            push.cancel()
+        for follower in [*pushes, *self._checks.cancel()]:
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
         if self._session_open is not None:

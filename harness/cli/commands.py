@@ -35,6 +35,7 @@ from harness.cli.terminal import TerminalChannel, confirm, terminal_user
 from harness.errors import ForgeError, HarnessError, UnknownRoleError
 from harness.opening import Purpose, open_harness
 from harness.project import Project
+from harness.stop_signals import StopSignals
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -77,28 +78,17 @@ async def run_command(project: Project, args: argparse.Namespace) -> int:
 async def _interruptible(operation: Awaitable[T]) -> T | None:
     """Runs ``operation`` to its end, unless SIGINT or SIGTERM comes first: then it is
     cancelled (None)."""
-    loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
-    signalled: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        signalled.append(signum)
-        task.cancel()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        return await operation
-    except asyncio.CancelledError:
-        if not signalled:
-            raise
-        while task.cancelling():  # the cancellations were ours, and are handled
-            task.uncancel()
-        return None
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+    with StopSignals(then=task.cancel).caught() as signals:
+        try:
+            return await operation
+        except asyncio.CancelledError:
+            if not signals.received:
+                raise
+            while task.cancelling():  # the cancellations were ours, and are handled
+                task.uncancel()
+            return None
 
 
 async def _on(orchestrator: Orchestrator, args: argparse.Namespace) -> int:

@@ -25,9 +25,8 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
         self.key = key
 
 
-# PyYAML's own parser, as `yaml.safe_load` uses (libyaml's words its errors differently).
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses a key written twice in one mapping (merge keys aside)."""
+class _UniqueKeys(yaml.constructor.SafeConstructor):
+    """Refuses a key written twice in one mapping (merge keys aside)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Hashable, yaml.Mark] = {}
@@ -43,8 +42,27 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# PyYAML's own parser, as `yaml.safe_load` uses (libyaml's words its errors differently).
+class _UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
+    """A safe loader that refuses a key written twice in one mapping."""
+
+
+# libyaml's parser (where PyYAML was built with it) with the same constructor: about 20 times
+# faster on config.yaml (0.4 ms against 9), read by every command, bot and worker at start.
+_FastUniqueKeyLoader = (
+    type("_FastUniqueKeyLoader", (_UniqueKeys, yaml.CSafeLoader), {})
+    if yaml.__with_libyaml__
+    else None
+)
+
+
 def load_yaml(text: str) -> Any:
     """``yaml.safe_load`` that raises DuplicateKeyError on a key written twice in a mapping."""
+    if _FastUniqueKeyLoader is not None:
+        try:
+            return yaml.load(text, Loader=_FastUniqueKeyLoader)
+        except yaml.YAMLError:
+            pass  # parsed again below: the error said is PyYAML's own, as documented
     return yaml.load(text, Loader=_UniqueKeyLoader)
 
 

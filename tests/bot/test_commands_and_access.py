@@ -7,14 +7,18 @@ import time
 import pytest
 
 from bot.settings import BotOptions
+from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, ToolCall, Turn
-from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt
+from tests.bot.conftest import WAIT, RigFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_harness_help_tasks_and_bad_input_over_http(rig: RigFactory) -> None:
-    async with rig(finish_with_prompt) as r:
+    # The commands are the bot's: an agent held and let go at once finishes the task they list
+    # (a DM's task through the real CLI: tests/bot/test_conversations.py).
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
         slack = r.slack
         started = time.monotonic()
         helped = await slack.slash_command("/harness", "", "U1", "C1")

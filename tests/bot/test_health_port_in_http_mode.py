@@ -15,13 +15,13 @@ import pytest
 from tests.bot.clocked_bots import clocked_bot
 from tests.bot.conftest import WAIT, bot_outside, finish_with_prompt, message_text
 from tests.bot.routine_bots import openings, signed
+from tests.routine_support import with_routines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 TOKEN = "deploy-hook-token-0123456789abcdef"
 HOOK_SECRET = "hook-secret"
-ROUTINES = """
-routines:
+ROUTINES = """\
   - name: deploy-check
     on: {http: {tokenEnv: DEPLOY_HOOK_TOKEN}}
     role: developer
@@ -39,8 +39,7 @@ routines:
 async def test_http_mode_serves_health_metrics_and_the_triggers_on_the_health_port(
     project_dir: Path,
 ) -> None:
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + ROUTINES, encoding="utf-8")
+    config = with_routines(project_dir / "config.yaml", ROUTINES)
     async with bot_outside(finish_with_prompt) as (_model, slack, env):
         env = {**env, "DEPLOY_HOOK_TOKEN": TOKEN, "GITHUB_WEBHOOK_SECRET": HOOK_SECRET}
         bot_args = ("--mode", "http", "--port", "0", "--health-port", "0")

@@ -19,6 +19,7 @@ from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text, session_of
 from tests.bot.routine_bots import openings, post, routine_bot, signed
 from tests.forge_support import FULL_NAME, Forge, forge, open_pull, posted_reviews, with_forge
+from tests.routine_support import with_routines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.git, pytest.mark.subprocess]
 __all__ = ["forge"]  # the fixture, used by name
@@ -88,8 +89,7 @@ async def test_harness_review_starts_a_thread_in_the_channel_with_the_reviews_li
         assert review["html_url"] in text
 
 
-REVIEW_ROUTINE = """
-routines:
+REVIEW_ROUTINE = """\
   - name: review-prs
     on: {github: [pull_request.opened, pull_request.ready_for_review]}
     repository: web
@@ -104,8 +104,7 @@ async def test_a_routines_pull_request_event_is_reviewed_once_however_often_deli
 ) -> None:
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "hook-secret")
     with_forge(project_dir, forge)
-    config = project_dir / "config.yaml"
-    config.write_text(config.read_text(encoding="utf-8") + REVIEW_ROUTINE, encoding="utf-8")
+    config = with_routines(project_dir / "config.yaml", REVIEW_ROUTINE)
     number = open_pull(forge, "feature", "app.py", APP)
     url = f"{forge.github.web_url}/{FULL_NAME}/pull/{number}"
     head = forge.github.pulls(FULL_NAME)[0].head_sha

@@ -25,25 +25,14 @@ from tests.bot.clocked_bots import (
 )
 from tests.bot.conftest import WAIT, bot_outside, finish_with_prompt, message_text
 from tests.bot.routine_bots import openings
+from tests.routine_support import EVERY_MINUTE, with_routines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.waits]
-
-ROUTINE = """
-routines:
-  - name: every-minute
-    schedule: "* * * * *"
-    channel: C0ROUTINE
-    owner: U0OWNER
-    role: developer
-    prompt: "Find the flakiest test and fix it."
-"""
 
 
 @pytest.fixture
 def config(project_dir: Path) -> Path:
-    file = project_dir / "config.yaml"
-    file.write_text(file.read_text(encoding="utf-8") + ROUTINE, encoding="utf-8")
-    return file
+    return with_routines(project_dir / "config.yaml", EVERY_MINUTE)
 
 
 def routine_tasks(config: Path) -> list[dict[str, object]]:

@@ -23,19 +23,13 @@ from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ScriptedModel
 from tests.bot.conftest import WAIT, finish_with_prompt, message_text
 from tests.bot.routine_bots import openings, post, routine_bot, signed
+from tests.routine_support import EVERY_MINUTE, with_routines
 
 pytestmark = pytest.mark.anyio
 
 TOKEN = "deploy-hook-token-0123456789abcdef"
 HOOK_SECRET = "hook-secret"
-ROUTINES = """
-routines:
-  - name: every-minute
-    schedule: "* * * * *"
-    channel: C0ROUTINE
-    owner: U0OWNER
-    role: developer
-    prompt: "Find the flakiest test and fix it."
+TRIGGERED = """\
   - name: deploy-check
     on: {http: {tokenEnv: DEPLOY_HOOK_TOKEN}}
     role: developer
@@ -56,9 +50,7 @@ routines:
 def config(project_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DEPLOY_HOOK_TOKEN", TOKEN)
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", HOOK_SECRET)
-    file = project_dir / "config.yaml"
-    file.write_text(file.read_text(encoding="utf-8") + ROUTINES, encoding="utf-8")
-    return file
+    return with_routines(project_dir / "config.yaml", EVERY_MINUTE, TRIGGERED)
 
 
 async def call(

@@ -20,25 +20,11 @@ from tests.bot.conftest import WAIT, finish_with_prompt, message_text
 from tests.bot.routine_bots import openings, signed
 from tests.bot.test_routines_across_processes import routine_tasks
 from tests.faults.nats_bot import nats_bot
+from tests.routine_support import EVERY_MINUTE, ON_PUSH, with_routines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
 HOOK_SECRET = "two-bots-hook-secret"
-ROUTINES = """
-routines:
-  - name: every-minute
-    schedule: "* * * * *"
-    channel: C0ROUTINE
-    owner: U0OWNER
-    role: developer
-    prompt: "Find the flakiest test and fix it."
-  - name: on-push
-    on: {github: [push]}
-    channel: C0ROUTINE
-    owner: U0OWNER
-    role: developer
-    prompt: "Check the push to {ref}."
-"""
 
 
 async def metric(bot: ClockedBot, name: str, labels: str) -> float:
@@ -66,8 +52,7 @@ async def test_two_bot_processes_on_one_nats_fire_a_slot_and_a_redelivered_event
     due, due_text = slot(minute, 1)
     set_time(clock, minute + timedelta(seconds=30))
     async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=10) as c:
-        with c.config.open("a", encoding="utf-8") as file:
-            file.write(ROUTINES)
+        with_routines(c.config, EVERY_MINUTE, ON_PUSH)
         env = {**c.env, "GITHUB_WEBHOOK_SECRET": HOOK_SECRET}
         worker = await c.worker()
         try:
@@ -123,8 +108,9 @@ async def test_one_of_two_bots_schedules_and_the_other_takes_over_once_it_is_kil
     second, second_text = slot(minute, 2)
     set_time(clock, minute + timedelta(seconds=30))
     async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=10) as c:
+        with_routines(c.config, EVERY_MINUTE, ON_PUSH)
         with c.config.open("a", encoding="utf-8") as file:  # replicas: the store on NATS too
-            file.write(ROUTINES + "\nstore: {kind: nats, prefix: scheduler}\n")
+            file.write("\nstore: {kind: nats, prefix: scheduler}\n")
         env = {**c.env, "GITHUB_WEBHOOK_SECRET": HOOK_SECRET}
         worker = await c.worker()
         try:

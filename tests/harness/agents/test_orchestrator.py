@@ -191,3 +191,25 @@ async def test_a_slow_progress_write_never_overwrites_a_newer_report(project: Pr
     final = await orchestrator.wait(handle.agent_id, 5)
     assert final.progress is not None and final.progress.message == "step 2"
     await orchestrator.shutdown()
+
+
+async def test_three_dispatches_finishing_together_keep_three_records(
+    held: tuple[Orchestrator, HeldRuntime],
+) -> None:
+    # The records are the orchestrator's and the store's: held agents let go at once finish
+    # together (a run's record through the real CLI: tests/harness/agents/test_runs.py).
+    orchestrator, runtime = held
+    task = await orchestrator.tasks.create_task("three at once")
+    # Reviewers only read, so three run in one task at once (writers would take turns).
+    handles = [
+        await orchestrator.draft("reviewer", f"part {n} of 3", task_slug=task.slug)
+        for n in (1, 2, 3)
+    ]
+    await runtime.wait_started(3)
+    runtime.release()
+    records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
+
+    assert [r.status for r in records] == ["completed"] * 3
+    stored = (await orchestrator.tasks.task(task.slug)).dispatches
+    assert sorted(d.agent_id for d in stored) == sorted(h.agent_id for h in handles)
+    assert all(d.status == "completed" and d.result for d in stored)

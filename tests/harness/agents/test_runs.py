@@ -138,34 +138,6 @@ async def test_a_model_that_never_returns_a_structured_result_fails_with_the_rea
     assert "I think it is done." in record.last_text
 
 
-async def test_three_dispatches_finishing_together_keep_three_records(
-    harness_with: HarnessFactory,
-) -> None:
-    release = asyncio.Event()
-    arrived: list[str] = []
-
-    async def script(request: ModelRequest) -> Turn:
-        arrived.append(request.first_user_text)
-        if len(arrived) == 3:
-            release.set()
-        await asyncio.wait_for(release.wait(), 30)
-        return Turn.finish(f"done: {request.first_user_text[-7:]}")
-
-    orchestrator, _ = await harness_with(script)
-    task = await orchestrator.tasks.create_task("three at once")
-    # Reviewers only read, so three run in one task at once (writers would take turns).
-    handles = [
-        await orchestrator.draft("reviewer", f"part {n} of 3", task_slug=task.slug)
-        for n in (1, 2, 3)
-    ]
-    records = await asyncio.gather(*(orchestrator.wait(h.agent_id, 60) for h in handles))
-
-    assert [r.status for r in records] == ["completed"] * 3
-    stored = (await orchestrator.tasks.task(task.slug)).dispatches
-    assert sorted(d.agent_id for d in stored) == sorted(h.agent_id for h in handles)
-    assert all(d.status == "completed" and d.result for d in stored)
-
-
 async def test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child(
     harness_with: HarnessFactory,
 ) -> None:

@@ -12,11 +12,11 @@ import pytest
 
 from harness.project import load_project
 from harness.routines.state import RoutineStates
+from tests.routine_support import with_routines
 
 pytestmark = pytest.mark.subprocess
 
-ROUTINE = """
-routines:
+NIGHTLY = """\
   - name: nightly
     schedule: "0 2 * * *"
     channel: C0ROUTINE
@@ -28,9 +28,7 @@ routines:
 
 @pytest.fixture
 def config(project_dir: Path) -> Path:
-    file = project_dir / "config.yaml"
-    file.write_text(file.read_text(encoding="utf-8") + ROUTINE, encoding="utf-8")
-    return file
+    return with_routines(project_dir / "config.yaml", NIGHTLY)
 
 
 def harness(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
