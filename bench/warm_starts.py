@@ -18,8 +18,12 @@ the event is sent to the bot to the model receiving the agent's first request.
   --breakdown:   the warm rows only, with the median time from the event to each step of
                  the harness's path to the prompt (the bot's task, the dispatch's records, the
                  spare taken and its folder adopted, the prompt handed to the CLI)
+  --compare:     the warm rows (scratch, repository) with spares that wait unprimed and
+                 primed (their CLI's context worked out ahead), alternating rows, twice; each
+                 row says the branch its first requests' git status names; then bare query()
+  --burst N:     N bursts of ten DMs on ten spares, unprimed and primed alternating
 
-Usage: .venv/bin/python bench/warm_starts.py [--runs 10] [--breakdown]
+Usage: .venv/bin/python bench/warm_starts.py [--runs 10] [--breakdown | --compare | --burst N]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -134,6 +139,11 @@ def breakdown_lines(samples: list[list[tuple[str, float]]]) -> list[str]:
     return lines
 
 
+def ended(slack: SlackEmulator, channel: str, ts: str) -> bool:
+    """Whether the DM's agent has ended (the bot marks the message done)."""
+    return "white_check_mark" in slack.reactions(channel, ts)
+
+
 def script(request: ModelRequest) -> Turn:
     return Turn.finish("done")
 
@@ -162,6 +172,16 @@ def first_request_after(model: ScriptedModel, sent: float, tag: str) -> float | 
     return None
 
 
+def branches(model: ScriptedModel, tag: str) -> set[str]:
+    """The branch named by the git status in the first request of each DM tagged ``tag``."""
+    named = set()
+    for request in model.main_requests:
+        text = json.dumps(request.body["messages"][0])
+        if tag in request.first_user_text and "Current branch: " in text:
+            named.add(text.split("Current branch: ", 1)[1].split("\\n", 1)[0])
+    return named
+
+
 async def measure(
     project: Project,
     model: ScriptedModel,
@@ -171,15 +191,21 @@ async def measure(
     burst: bool,
     label: str = "",
     steps: list[list[tuple[str, float]]] | None = None,
+    prime: bool = True,
 ) -> tuple[list[float], float | None]:
     # A burst of ten runs at once: the concurrency cap must not queue it.
     mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=10)
+    # Ten spares at once: above the shipped caps on idle spares and their memory.
     config = dataclasses.replace(
-        project.config, spares={"developer": spares}, follow_up_spares=0, mcp=mcp
+        project.config,
+        spares={"developer": spares},
+        follow_up_spares=0,
+        mcp=mcp,
+        spares_max_idle=max(spares, project.config.spares_max_idle),
+        spares_max_memory_mb=max(spares * 300, project.config.spares_max_memory_mb),
     )
-    host = AgentHost(
-        ClaudeRuntime(base_env=scripted_env(model.env())), Workspaces(config.workspaces)
-    )
+    runtime = ClaudeRuntime(base_env=scripted_env(model.env()), prime_spares=prime)
+    host = AgentHost(runtime, Workspaces(config.workspaces))
     orchestrator = build_orchestrator(dataclasses.replace(project, config=config), host)
     samples: list[float] = []
     memory = None
@@ -190,12 +216,14 @@ async def measure(
                 await host.spares.wait_ready(spares, 180)
                 memory = sum(rss_mb(p) for p in claude_children())
             tag = f"{label}s{spares}{'b' if burst else ''}"
+            asked: list[tuple[str, str]] = []
 
             async def one(n: int) -> None:
                 text = f"write {tag}-{n}"
                 MARKS.clear()
                 sent = time.time()  # the scripted model stamps requests with time.time()
-                await slack.user_message("U1", f"D{tag}{n}", text)
+                posted = await slack.user_message("U1", f"D{tag}{n}", text)
+                asked.append((f"D{tag}{n}", posted.event["ts"]))
                 got = await slack.wait_for(lambda: first_request_after(model, sent, text), 60)
                 samples.append(got)
                 if steps is not None:
@@ -204,6 +232,9 @@ async def measure(
 
             if burst:
                 await asyncio.gather(*(one(n) for n in range(dms)))
+                # Each run to its end: the bot's stop would otherwise kill them mid-run.
+                for channel, ts in asked:
+                    await slack.wait_for(lambda c=channel, t=ts: ended(slack, c, t), 120)
             else:
                 for n in range(dms):
                     if spares and host.spares is not None:
@@ -309,16 +340,61 @@ def with_repository(folder: Path, files: int) -> Path:
     return config
 
 
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+async def compare(
+    project: Project, in_repository: Project, model: ScriptedModel, runs: int
+) -> None:
+    """Warm rows with unprimed and primed spares, alternating, twice; then bare query()."""
+    tallies: dict[str, list[float]] = {}
+    for round_ in range(2):
+        for name, chosen in (("scratch", project), ("repository", in_repository)):
+            for prime in (False, True):
+                row = f"{name}: warm, {'primed' if prime else 'unprimed'}"
+                tag = f"{name[0]}{int(prime)}{round_}"
+                got, _ = await measure(chosen, model, 1, runs, burst=False, label=tag, prime=prime)
+                tallies.setdefault(row, []).extend(got)
+                named = ", ".join(sorted(branches(model, f"write {tag}")))
+                print(line(row, got) + f"  ({load()}; branch: {named})", flush=True)
+    for row, got in tallies.items():
+        print(line(f"all: {row}", got), flush=True)
+    print(line("bare query() start", await bare(model, runs)) + f"  ({load()})", flush=True)
+
+
+async def bursts(project: Project, model: ScriptedModel, rounds: int) -> None:
+    """Bursts of ten DMs on ten spares, unprimed and primed alternating."""
+    tallies: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in range(rounds):
+        for prime in (False, True):
+            label = f"{'p' if prime else 'u'}{round_}"
+            got, _ = await measure(project, model, 10, 10, burst=True, label=label, prime=prime)
+            tallies[prime].extend(got)
+            name = f"burst of 10, {'primed' if prime else 'unprimed'}"
+            print(line(name, got) + f"  ({load()})", flush=True)
+    for prime, got in tallies.items():
+        print(line(f"all bursts, {'primed' if prime else 'unprimed'}", got), flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--only-repository", action="store_true")
     parser.add_argument("--breakdown", action="store_true")
+    parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--burst", type=int, default=0, metavar="N")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         project = load_project(copy_project(Path(folder)))
         in_repository = load_project(with_repository(Path(folder) / "repository", 2000))
         async with ScriptedModel(script) as model:
+            if args.compare:
+                await compare(project, in_repository, model, args.runs)
+                return
+            if args.burst:
+                await bursts(project, model, args.burst)
+                return
             if args.breakdown:
                 mark_steps()
                 for name, chosen in (("repository", in_repository), ("scratch", project)):

@@ -44,7 +44,7 @@ from harness.runtime.agent_stream import (
     retry_limit,
 )
 from harness.runtime.attachments import prompt_input
-from harness.runtime.cli_process import disconnect, sdk_process
+from harness.runtime.cli_process import cli_failed, disconnect, prime, sdk_process
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
@@ -127,6 +127,7 @@ class WarmAgent:
     stderr_tail: deque[str]
     stack: contextlib.AsyncExitStack
     model_env: Mapping[str, str]
+    primed: bool = False  # its CLI worked out its context while it waits (``prime``)
 
     async def close(self) -> None:
         try:
@@ -160,9 +161,12 @@ class ClaudeRuntime:
         base_env: Mapping[str, str] | None = None,
         guard_children: bool = True,
         clock: Clock = SYSTEM,
+        prime_spares: bool = True,
     ) -> None:
         # Extra environment for every child (of the process's, only the allowed pass).
         self._base_env = dict(base_env or {})
+        # False: spares wait without working out their context (to measure what it saves).
+        self.prime_spares = prime_spares
         self._guard_children = guard_children
         self._clock = clock
         self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
@@ -269,9 +273,9 @@ class ClaudeRuntime:
         return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
     async def warm(self, template: AgentSpec) -> WarmAgent:
-        """A CLI for ``template``, started in its sandbox and connected: what every start
-        pays before the prompt, paid ahead. SandboxUnavailableError where there is none
-        (only sandboxed agents are kept warm), ClaudeSDKError when the CLI fails."""
+        """A CLI for ``template``, started in its sandbox, connected, its context worked out:
+        what every start pays before the prompt, paid ahead. SandboxUnavailableError where
+        there is none (only sandboxed agents are kept warm), HarnessError when the CLI fails."""
         await self._prepare_cli()
         if not template.sandbox.enabled:
             raise SandboxUnavailableError("spares run in the OS sandbox only", fix="")
@@ -287,15 +291,16 @@ class ClaudeRuntime:
             )
             client = ClaudeSDKClient(boxed)
             await client.connect()
+            primed = self.prime_spares and await prime(client)
         except ClaudeSDKError as exc:
             await stack.aclose()
             raise HarnessError(
-                _cli_failed(exc, stderr_tail), fix="dispatches start the CLI anew meanwhile"
+                cli_failed(exc, stderr_tail), fix="dispatches start the CLI anew meanwhile"
             ) from exc
         except BaseException:
             await stack.aclose()
             raise
-        return WarmAgent(template, client, binding, stderr_tail, stack, model_env)
+        return WarmAgent(template, client, binding, stderr_tail, stack, model_env, primed)
 
     async def run_warm(
         self, warm: WarmAgent, spec: AgentSpec, control: AgentControl, io: RunIO
@@ -408,7 +413,7 @@ class ClaudeRuntime:
         try:
             await client.connect()
         except ClaudeSDKError as exc:
-            tracker.error = _cli_failed(exc, stderr_tail)
+            tracker.error = cli_failed(exc, stderr_tail)
             return False
         return True
 
@@ -437,13 +442,6 @@ class ClaudeRuntime:
         except ResultError as exc:
             tracker.error = describe_result_error(exc)
         except ClaudeSDKError as exc:
-            tracker.error = _cli_failed(exc, stderr_tail)
+            tracker.error = cli_failed(exc, stderr_tail)
         finally:
             control.attach(None)
-
-
-def _cli_failed(exc: ClaudeSDKError, stderr_tail: deque[str]) -> str:
-    said = f"the Claude Code CLI failed: {exc}"
-    if stderr_tail:
-        said += " (stderr: " + " | ".join(s.strip() for s in stderr_tail) + ")"
-    return said

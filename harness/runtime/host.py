@@ -46,6 +46,7 @@ from harness.workspaces.manager import (
     commit_message,
     unknown_repository,
 )
+from harness.workspaces.spare_worktrees import renamed_branch_note
 
 logger = logging.getLogger(__name__)
 
@@ -310,6 +311,9 @@ class AgentHost:
         placed = dataclasses.replace(expected, cwd=str(workspace.path))
         if git_view is None:
             return spare, placed, None
+        if workspace.branch is not None:  # its CLI saw the placeholder's branch
+            note = renamed_branch_note(spare.view, workspace.branch)
+            placed = dataclasses.replace(placed, prompt=f"{placed.prompt}\n\n{note}")
         placed = dataclasses.replace(placed, mounts=git_view.binds, mount_env=git_view.env)
         return spare, placed, workspace
 

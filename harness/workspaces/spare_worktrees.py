@@ -57,6 +57,17 @@ def placeholder(view: Path) -> str:
     return PLACEHOLDER_MARK + view.name
 
 
+def renamed_branch_note(view: Path, branch: str) -> str:
+    """What the first agent on the spare made at ``view`` is told of its branch, after its
+    task adopted the spare: its CLI read git's status while it waited, under the placeholder's
+    name, and says that name to the model (pure)."""
+    return (
+        f"(Your work is on git branch `{branch}`. The git status at the start of this "
+        f"conversation names `{BRANCH_PREFIX}{placeholder(view)}`: the same branch, read "
+        "before it was renamed for this task.)"
+    )
+
+
 def private_shown(view: Path) -> Path:
     """Where an agent shown its worktree at ``view`` is shown its private folder P: a path
     of the spare's shape, whichever task it works for (pure)."""

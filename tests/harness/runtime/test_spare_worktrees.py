@@ -146,13 +146,19 @@ def shape(seen: str, slug: str) -> str:
     return text.replace(slug, "<slug>")
 
 
-def normalised(request: ModelRequest, slug: str) -> tuple[str, str, list[str]]:
+def normalised(
+    request: ModelRequest, slug: str, prompt: str | None = None
+) -> tuple[str, str, list[str]]:
+    """The request's system prompt, its prompt (or ``prompt``) and tools, but for the parts
+    that differ from task to task."""
+
     def plain(text: str) -> str:
         text = re.sub(r"([/_-])\.?views[/-][0-9a-f]{12}", r"\1views/<folder>", text)
         text = re.sub(r"cc_version=[0-9.]+[0-9a-f]{3};", "cc_version=<v>;", text)
         return text.replace(slug, "<slug>")
 
-    return plain(request.system_text), plain(request.first_user_text), sorted(request.tool_names)
+    shown = request.first_user_text if prompt is None else prompt
+    return plain(request.system_text), plain(shown), sorted(request.tool_names)
 
 
 async def test_a_spare_worktree_serves_a_new_task_as_a_cold_start_would_have(rig: Rig) -> None:
@@ -191,7 +197,11 @@ async def test_a_spare_worktree_serves_a_new_task_as_a_cold_start_would_have(rig
         cold.strip() == f"{rig.root}/.views/<id>\nharness/<slug>\n{rig.root}/.sandbox/_<id>/objects"
     )
     first_cold, first_warm = rig.requests("t-cold")[0], rig.requests("t-warm")[0]
-    assert normalised(first_cold, "t-cold") == normalised(first_warm, "t-warm")
+    # Its CLI read git's status while it waited, on the placeholder branch: the prompt says
+    # which branch the work is on now.
+    prompt, note = first_warm.first_user_text.split("\n\n(Your work is on git branch ", 1)
+    assert note.startswith("`harness/t-warm`.")
+    assert normalised(first_cold, "t-cold") == normalised(first_warm, "t-warm", prompt)
     # A follow-up runs cold in the task's worktree, on top of the spare's work.
     await rig.run("t-warm", "more")
 
