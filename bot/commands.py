@@ -37,6 +37,7 @@ from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.agents.visibility import is_direct_message
 from harness.config.settings import SlackSettings
+from harness.errors import HarnessError
 from harness.tasks.model import TaskSummary
 from harness.tasks.store import DamagedTask
 
@@ -49,6 +50,13 @@ _DAMAGED_SHOWN = 10
 ACK_WITHIN = 2.5
 # How long `kill` waits for the core to have stopped the agent before it answers "Stopping".
 _STOP_ANSWERED_WITHIN = 0.5
+# Bot replicas: the agent is another process's, which did not take the command, or which
+# stopped and whose agents another is taking over (seconds); "no such agent" would be untrue.
+HELD_ELSEWHERE = (
+    "`{agent}` was started by another bot process, which did not take the command (it may "
+    "have stopped, and its agents are being taken over): try `/harness kill {agent}` again "
+    "in a few seconds."
+)
 
 HELP = (
     "*/harness*: the agents working on your tasks\n"
@@ -248,6 +256,8 @@ class Commands:
         """Asks the core to stop the agent for ``user`` and answers at once (the answer is the
         ack); the answer, and the outcome in a few words."""
         entry = self.orchestrator.agent(agent_id)
+        if entry is None and await self._unfinished_elsewhere(agent_id):
+            return HELD_ELSEWHERE.format(agent=agent_id), "held by another replica"
         if entry is None:
             return (
                 f"No running or queued agent `{agent_id}`: it may have finished already. "
@@ -276,6 +286,13 @@ class Commands:
             f"Stopping {escape(entry.role)} `{agent_id}`; its thread will say when it has stopped.",
             "stopping",
         )
+
+    async def _unfinished_elsewhere(self, agent_id: str) -> bool:
+        try:
+            return await self.orchestrator.tasks.agent_unfinished_elsewhere(agent_id)
+        except HarnessError as exc:  # the store out of reach: answered from this process
+            logger.warning("kill %s: could not read its record: %s", agent_id, exc)
+            return False
 
     async def _list(self) -> str:
         agents = self.orchestrator.agents()

@@ -135,6 +135,16 @@ class TaskDesk:
             return None
         return await self._live_elsewhere([record])
 
+    async def agent_unfinished_elsewhere(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` is unfinished under another process's run: a bot replica that
+        holds it, or one that stopped and whose agents are being taken over (seconds)."""
+        try:
+            record = await self._store.record(agent_id)
+        except AgentNotFoundError:
+            return False
+        mine = await self._store.begin_run()
+        return record.status not in FINAL_STATUSES and record.run_id not in (None, mine)
+
     async def _live_elsewhere(self, records: Sequence[DispatchRecord]) -> str | None:
         mine = await self._store.begin_run()
         for record in records:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bot.commands import HELD_ELSEWHERE
 from bot.sessions import (
     ENABLE_HINT,
     HELD_BY_A_STOPPED_REPLICA,
@@ -308,7 +309,7 @@ async def test_stop_on_an_agent_a_stopped_replica_left_says_to_press_again_not_n
         store = FileTaskStore(r.orchestrator.config.tasks_dir)
         try:
             slug = (await latest_task(r.orchestrator)).slug
-            await store.save_dispatch(slug, make_record("aelsewhere", run_id="0123456789abcdef"))
+            await store.save_dispatch(slug, make_record("a0e15e", run_id="0123456789abcdef"))
         finally:
             await store.close()
 
@@ -316,3 +317,25 @@ async def test_stop_on_an_agent_a_stopped_replica_left_says_to_press_again_not_n
         [answer] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1"), WAIT)
 
         assert answer["text"] == HELD_BY_A_STOPPED_REPLICA
+
+
+async def test_kill_of_an_agent_another_replica_holds_says_to_try_again_not_that_none_runs(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
+        ts = (await r.say("fix the login page")).event["ts"]
+        assert await r.final_reaction("D1", ts) == "white_check_mark"
+        # As another bot process that stopped mid-run leaves its agent, not yet taken over:
+        store = FileTaskStore(r.orchestrator.config.tasks_dir)
+        try:
+            slug = (await latest_task(r.orchestrator)).slug
+            await store.save_dispatch(slug, make_record("a0e15e", run_id="0123456789abcdef"))
+        finally:
+            await store.close()
+
+        elsewhere = await r.slack.slash_command("/harness", "kill a0e15e", "U1", "D1")
+        unknown = await r.slack.slash_command("/harness", "kill a000000", "U1", "D1")
+
+        assert elsewhere.response_payload["text"] == HELD_ELSEWHERE.format(agent="a0e15e")
+        assert unknown.response_payload["text"].startswith("No running or queued agent `a000000`")
