@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import serialise
 from harness.errors import HarnessError, TaskNotFoundError
 from harness.retry import Backoff, retrying
 from harness.spool import Spool
@@ -259,6 +258,8 @@ class PendingFinals:
             raise ValueError(f"not an agent id to name a file by: {record.agent_id!r}")
         if diff is not None:  # before the record that names it
             await self._spool.put_beside(record.agent_id, _DIFF_SUFFIX, diff.encode("utf-8"))
+        from harness import serialise  # pydantic: only once there is a record to spool
+
         data = {"taskSlug": slug, "record": serialise.to_json(record)}
         await self._spool.put(record.agent_id, data)
 
@@ -281,6 +282,9 @@ def _decoded(name: str, data: dict[str, Any] | None) -> tuple[str, DispatchRecor
     """(task slug, record) of a spooled record; None when there is none (or it is not one)."""
     if data is None:
         return None
+    # pydantic only when the spool holds a record: a listing reads an empty one
+    from harness import serialise
+
     try:
         slug = data["taskSlug"]
         record = serialise.from_json(DispatchRecord, data["record"])

@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.serialise import to_json
 from harness.tasks.common import DamagedTask, RepairReport
 from harness.tasks.context import task_branch
 from harness.tasks.model import AgentResult, DispatchRecord, PullRequest, Task, TaskSummary
@@ -258,6 +257,14 @@ def render_pull_request(pull: PullRequest) -> str:
 
 
 # --json: one JSON document on standard output, for scripts (nothing else is printed there).
+def to_json(value: Any) -> Any:
+    """``value`` in its task.json form (``harness.serialise``): imported for the JSON
+    outputs alone, since it loads pydantic, which the text listing does not need."""
+    from harness import serialise
+
+    return serialise.to_json(value)
+
+
 # Tasks, summaries and workspaces in their task.json form (harness.serialise), camelCase keys.
 
 

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness import serialise
-
 DispatchStatus = Literal["queued", "running", "completed", "failed", "killed", "interrupted"]
 FeedbackValue = Literal["good", "bad"]
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "killed", "interrupted"})
@@ -58,6 +56,8 @@ class AgentResult:
     proposed_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        from harness import serialise  # pydantic, which a listing does not need
+
         return serialise.to_json(self)
 
     @classmethod
@@ -71,6 +71,8 @@ class AgentResult:
             for key, value in data.items()
             if isinstance(value, list)
         }
+        from harness import serialise
+
         return serialise.from_json(cls, {**lists, "summary": data["summary"]})
 
 

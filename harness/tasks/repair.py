@@ -24,12 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from harness import serialise
 from harness.clock import file_stamp, timestamp
 from harness.errors import HarnessError
-from harness.problems import describe, problems
 from harness.tasks.model import Task, ThreadRef
 
 # The schema task.json is validated against, to word each problem as task_json does.
@@ -54,6 +50,10 @@ class Salvage:
 def salvage(data: bytes, *, slug: str, file: Path, file_time: float) -> Salvage:
     """Everything of ``data`` (a task.json that does not parse) that still reads; ``file``
     names it in messages, ``file_time`` (its mtime) dates a task with no readable date."""
+    # pydantic's parts are imported when a file is salvaged: the store's modules import this
+    # one, and a listing that salvages nothing loads no pydantic.
+    from harness.problems import describe
+
     dropped: list[str] = []
     doc = _load(data, dropped)
     if not isinstance(doc, dict):
@@ -187,6 +187,11 @@ class _Checker:
     def errors(self, doc: dict[str, Any], *, strip: int) -> list[_Error]:
         """parse_task's complaints about ``doc`` (with a stand-in ``created`` when it has
         none), each location less its first ``strip`` parts."""
+        from pydantic import ValidationError
+
+        from harness import serialise
+        from harness.problems import problems
+
         try:
             parse_task(_encode({"created": "", **doc}), file=self.file, slug=self.slug)
         except HarnessError as exc:

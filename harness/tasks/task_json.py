@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness import serialise
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
-from harness.problems import TOP_LEVEL
 from harness.tasks.model import Task
+
+if TYPE_CHECKING:
+    from harness import serialise
 
 # What identifies one version of task.json without reading it: (mtime_ns, size, inode).
 # Every atomic write makes a new inode, so two writes within one clock tick still differ.
@@ -54,6 +56,9 @@ def parse_task(data: bytes, *, file: Path, slug: str) -> Task:
     """The task in ``data`` (task.json's bytes), or HarnessError naming the file, each bad
     field's path (e.g. ``dispatches[0].status``), what was found there, and the fix; its
     cause is pydantic's ValidationError."""
+    # Imported here: a listing, which reads the index and no task.json, loads no pydantic.
+    from harness import serialise
+
     try:
         # The folder name is the task's identity, whatever the file says.
         return serialise.load_json(Task, data, given={"slug": slug})
@@ -69,6 +74,8 @@ def corrupt_task_file(file: Path, exc: serialise.DecodeError) -> HarnessError:
     if len(found) > 3:
         shown.append(f"and {len(found) - 3} more")
     first = found[0]
+    from harness.problems import TOP_LEVEL
+
     where = "" if first.path == TOP_LEVEL else f" at {first.path}"
     return HarnessError(
         f"{os.path.abspath(file)}: corrupt task file: {'; '.join(shown)}",
@@ -88,5 +95,7 @@ def write_task_file(file: Path, task: Task) -> Fingerprint:
 
 def dump_task(task: Task) -> bytes:
     """task.json's bytes: UTF-8, two-space indents, a final newline (stable, diff-friendly)."""
+    from harness import serialise
+
     data = serialise.to_json(task)
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

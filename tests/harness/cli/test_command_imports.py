@@ -108,6 +108,29 @@ def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
     assert loaded(modules, NOT_FOR_TASKS) == []
 
 
+def test_a_text_listing_with_config_remembered_and_nothing_spooled_loads_no_pydantic(
+    project_dir: Path,
+) -> None:
+    async def one_task() -> None:
+        store = FileTaskStore(project_dir / ".agents" / "tasks")
+        try:
+            await store.create("fix the footer")
+        finally:
+            await store.close()
+
+    asyncio.run(one_task())
+    config = str(project_dir / "config.yaml")
+    imports_of("tasks", "--config", config)  # config.yaml read in full, and remembered
+
+    done, modules = imports_of("tasks", "--config", config)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
+    # pydantic is a tenth of a CPU-second: it reads task.json and spooled records, neither
+    # of which a listing from the index needs.
+    assert loaded(modules, ("pydantic", "harness.serialise")) == []
+
+
 def test_tasks_shows_a_final_record_still_pending_in_the_spool(project_dir: Path) -> None:
     asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
 
