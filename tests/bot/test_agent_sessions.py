@@ -297,21 +297,27 @@ async def test_a_session_left_processing_by_a_crashed_bot_gets_its_status_at_the
         await status_becomes(r, "D1", ts, "active")
 
 
+async def a_thread_a_stopped_replica_left(r: Rig) -> str:
+    """A finished thread's ts, whose task also holds agent ``a0e15e`` as another bot process
+    that stopped mid-run leaves it, not yet taken over."""
+    r.held.release()
+    ts = (await r.say("fix the login page")).event["ts"]
+    assert await r.final_reaction("D1", ts) == "white_check_mark"
+    await status_becomes(r, "D1", ts, "active")
+    store = FileTaskStore(r.orchestrator.config.tasks_dir)
+    try:
+        slug = (await latest_task(r.orchestrator)).slug
+        await store.save_dispatch(slug, make_record("a0e15e", run_id="0123456789abcdef"))
+    finally:
+        await store.close()
+    return ts
+
+
 async def test_stop_on_an_agent_a_stopped_replica_left_says_to_press_again_not_nothing_runs(
     rig: RigFactory,
 ) -> None:
     async with rig(runtime=HeldRuntime()) as r:
-        r.held.release()
-        ts = (await r.say("fix the login page")).event["ts"]
-        assert await r.final_reaction("D1", ts) == "white_check_mark"
-        await status_becomes(r, "D1", ts, "active")
-        # As another bot process that stopped mid-run leaves its agent, not yet taken over:
-        store = FileTaskStore(r.orchestrator.config.tasks_dir)
-        try:
-            slug = (await latest_task(r.orchestrator)).slug
-            await store.save_dispatch(slug, make_record("a0e15e", run_id="0123456789abcdef"))
-        finally:
-            await store.close()
+        ts = await a_thread_a_stopped_replica_left(r)
 
         await r.slack.agent.press_stop("U1", "D1", ts)
         [answer] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1"), WAIT)
@@ -323,16 +329,7 @@ async def test_kill_of_an_agent_another_replica_holds_says_to_try_again_not_that
     rig: RigFactory,
 ) -> None:
     async with rig(runtime=HeldRuntime()) as r:
-        r.held.release()
-        ts = (await r.say("fix the login page")).event["ts"]
-        assert await r.final_reaction("D1", ts) == "white_check_mark"
-        # As another bot process that stopped mid-run leaves its agent, not yet taken over:
-        store = FileTaskStore(r.orchestrator.config.tasks_dir)
-        try:
-            slug = (await latest_task(r.orchestrator)).slug
-            await store.save_dispatch(slug, make_record("a0e15e", run_id="0123456789abcdef"))
-        finally:
-            await store.close()
+        await a_thread_a_stopped_replica_left(r)
 
         elsewhere = await r.slack.slash_command("/harness", "kill a0e15e", "U1", "D1")
         unknown = await r.slack.slash_command("/harness", "kill a000000", "U1", "D1")
