@@ -301,7 +301,7 @@ async def a_thread_a_stopped_replica_left(r: Rig) -> str:
     """A finished thread's ts, whose task also holds agent ``a0e15e`` as another bot process
     that stopped mid-run leaves it, not yet taken over."""
     r.held.release()
-    ts = (await r.say("fix the login page")).event["ts"]
+    ts: str = (await r.say("fix the login page")).event["ts"]
     assert await r.final_reaction("D1", ts) == "white_check_mark"
     await status_becomes(r, "D1", ts, "active")
     store = FileTaskStore(r.orchestrator.config.tasks_dir)
