@@ -267,7 +267,10 @@ def bench_command(config: Path, count: int, runs: int, before: Path | None = Non
     }
     trees = {"": env}
     if before is not None:
-        trees = {"before: ": {**env, "PYTHONPATH": str(before)}, "after: ": env}
+        # Each tree remembers config.yaml in a folder of its own: the entry names the
+        # modules that read it, so alternating trees in one folder would forget it each time.
+        older = {"PYTHONPATH": str(before), "XDG_CACHE_HOME": str(config.parent / "cache-before")}
+        trees = {"before: ": {**env, **older}, "after: ": env}
     timed = [("python -c pass", commands.pop("python -c pass"), env)]
     # config.yaml loaded in full each time, as a first listing (or any config edit) does.
     timed.append(("harness tasks, config not remembered", commands["harness tasks"], unremembered))

@@ -67,18 +67,6 @@ def test_a_kill_command_is_about_its_agent_and_other_commands_about_none() -> No
     assert killed_agent("event_callback", {"text": "kill a1b2c3"}) is None
 
 
-@pytest.mark.anyio
-@pytest.mark.nats
-async def test_a_kill_the_holder_does_not_take_is_answered_here(
-    forwarder: tuple[ThreadForwarder, list[str]],
-) -> None:
-    forward, told = forwarder
-    body = urlencode({"command": "/harness", "text": "kill a1b2c3", "channel_id": "C1"})
-    assert await forward.forward("command", body, "", {}) is False
-    await forward.close()
-    assert told == []
-
-
 def test_an_interaction_s_payload_is_read_from_its_form_field() -> None:
     payload = {"type": "block_actions", "message": {"thread_ts": "1.0"}}
     body = urlencode({"payload": json.dumps(payload)})
@@ -140,35 +128,41 @@ async def forwarder(settings: StoreSettings) -> AsyncIterator[tuple[ThreadForwar
 
 @pytest.mark.anyio
 @pytest.mark.nats
-async def test_a_stop_the_holder_does_not_take_is_said_in_the_thread_not_handled_here(
-    forwarder: tuple[ThreadForwarder, list[str]],
+@pytest.mark.parametrize(
+    ("kind", "body", "said"),
+    [
+        pytest.param("event_callback", json.dumps(STOP), ("Stop was not passed on",
+                     "again in a few seconds"), id="a-stop-is-said-not-passed-on"),
+        pytest.param("block_actions", urlencode({"payload": json.dumps(CLICK)}),
+                     ("click was not passed on",), id="a-click-is-said-not-passed-on"),
+    ],
+)  # fmt: skip
+async def test_a_press_the_holder_does_not_take_is_said_in_the_thread_not_handled_here(
+    forwarder: tuple[ThreadForwarder, list[str]], kind: str, body: str, said: tuple[str, ...]
 ) -> None:
     forward, told = forwarder
-    assert await forward.forward("event_callback", json.dumps(STOP), "", {}) is True
+    assert await forward.forward(kind, body, "", {}) is True
     await forward.close()  # what the thread is told is said apart: its end is awaited
     [notice] = told
-    assert "Stop was not passed on" in notice and "again in a few seconds" in notice
+    assert all(words in notice for words in said), notice
 
 
 @pytest.mark.anyio
 @pytest.mark.nats
-async def test_a_click_the_holder_does_not_take_is_said_in_the_thread_not_handled_here(
-    forwarder: tuple[ThreadForwarder, list[str]],
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        pytest.param("event_callback", json.dumps(REPLY),
+                     id="a-message-is-handled-here-so-nothing-is-lost"),
+        pytest.param("command", urlencode({"command": "/harness", "text": "kill a1b2c3",
+                     "channel_id": "C1"}), id="a-kill-is-answered-here"),
+    ],
+)  # fmt: skip
+async def test_a_request_the_holder_does_not_take_is_handled_here_and_nothing_is_said(
+    forwarder: tuple[ThreadForwarder, list[str]], kind: str, body: str
 ) -> None:
     forward, told = forwarder
-    body = urlencode({"payload": json.dumps(CLICK)})
-    assert await forward.forward("block_actions", body, "", {}) is True
-    await forward.close()
-    assert len(told) == 1 and "click was not passed on" in told[0]
-
-
-@pytest.mark.anyio
-@pytest.mark.nats
-async def test_a_message_the_holder_does_not_take_is_handled_here_so_nothing_is_lost(
-    forwarder: tuple[ThreadForwarder, list[str]],
-) -> None:
-    forward, told = forwarder
-    assert await forward.forward("event_callback", json.dumps(REPLY), "", {}) is False
+    assert await forward.forward(kind, body, "", {}) is False
     await forward.close()
     assert told == []
 

@@ -1,20 +1,23 @@
 """Scaffolding for the fault tests of a bot whose agents run on workers: a real nats-server,
 the scripted model, the Slack emulator, ``harness bot`` processes started (and stopped) as
-people run them, and ``harness worker`` processes whose logs are read as they go."""
+people run them, alone or as replicas on one config, and ``harness worker`` processes whose
+logs are read as they go."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.project import load_project
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
 from harness.testing.workers import start_worker, worker_env
+from tests.bot.clocked_bots import ClockedBot, clocked_bot
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, message_text, session_of
 from tests.faults.runs import stored_dispatches
 
@@ -138,3 +141,53 @@ async def nats_bot(
             "SLACK_API_URL": slack.api_url,
         }
         yield NatsBot(nats, model, slack, config, env, folder)
+
+
+Mode = Literal["http", "socket"]
+BOT_ARGS: dict[Mode, tuple[str, ...]] = {
+    "http": ("--mode", "http", "--port", "0"),
+    "socket": ("--mode", "socket"),
+}
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """``harness bot`` replicas on one config, started one after the other (in Socket Mode
+    the emulator's connection ``i`` is ``bots[i]``'s), and the worker their agents run on."""
+
+    bots: tuple[ClockedBot, ...]
+    worker: WorkerProcess
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    c: NatsBot,
+    n: int = 2,
+    *,
+    mode: Mode = "http",
+    store: str | None = "replicas",
+    env: Mapping[str, str] | None = None,
+    clock: Path | None = None,
+) -> AsyncIterator[Replicas]:
+    """A worker, then ``n`` replicas of the bot on ``c``'s config in ``mode``, on ``clock``'s
+    time (None: the real time), with ``env`` on top of ``c.env``. ``store``: the prefix of
+    the thread store on NATS that makes them replicas (None: only the runtime is on NATS).
+    At the end each bot the test did not stop is killed, then the worker is stopped: no
+    process is left."""
+    if store is not None:
+        with c.config.open("a", encoding="utf-8") as file:
+            file.write(f"\nstore: {{kind: nats, prefix: {store}}}\n")
+    socket = {"SLACK_APP_TOKEN": "xapp-emulator"} if mode == "socket" else {}
+    bot_env = {**c.env, **socket, **(env or {})}
+    worker = await c.worker()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            bots = [
+                await stack.enter_async_context(
+                    clocked_bot(c.config, c.slack, bot_env, clock, bot_args=BOT_ARGS[mode])
+                )
+                for _ in range(n)
+            ]
+            yield Replicas(tuple(bots), worker)
+    finally:
+        await worker.stop()

@@ -14,67 +14,48 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot.clocked_bots import ClockedBot, clocked_bot
+from tests.bot.clocked_bots import until
 from tests.bot.conftest import WAIT
-from tests.faults.nats_bot import HeldUntilReleased, nats_bot
+from tests.faults.nats_bot import HeldUntilReleased, nats_bot, replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
-
-
-async def bounded(check: object, what: str, bot: ClockedBot) -> None:
-    """Waits, within a bound, until ``check()`` holds."""
-    try:
-        async with asyncio.timeout(WAIT):
-            while not check():  # type: ignore[operator]
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"not within {WAIT} s: {what}\n{''.join(bot.lines[-40:])}") from None
 
 
 async def test_a_killed_replica_s_agent_ends_in_its_thread_posted_by_the_other_once(
     project_dir: Path, tmp_path: Path
 ) -> None:
     held = HeldUntilReleased()
-    async with nats_bot(project_dir, tmp_path, held, lost_after=30) as c:
-        with c.config.open("a", encoding="utf-8") as file:
-            file.write("\nstore: {kind: nats, prefix: failover}\n")
-        worker = await c.worker()
-        try:
-            async with (
-                clocked_bot(c.config, c.slack, c.env, None) as a,
-                clocked_bot(c.config, c.slack, c.env, None) as b,
-            ):
-                c.slack.bot_url = a.url
-                sent = await c.slack.user_message("U1", "D1", "fix the login bug")
-                ts = sent.event["ts"]
-                await bounded(lambda: len(held.sessions) == 1, "A's agent starts", a)
-                await a.kill()
+    async with nats_bot(project_dir, tmp_path, held, lost_after=30) as c, replicas(c) as r:
+        a, b = r.bots
+        c.slack.bot_url = a.url
+        sent = await c.slack.user_message("U1", "D1", "fix the login bug")
+        ts = sent.event["ts"]
+        await until(lambda: len(held.sessions) == 1, "A's agent starts", a)
+        await a.kill()
 
-                c.slack.bot_url = b.url
-                await c.slack.deliver_event(sent.event, retry_of=sent)  # Slack's retry, to B
-                await c.slack.user_message("U1", "D1", "also update the docs", thread_ts=ts)
-                await bounded(lambda: len(held.sessions) == 2, "the follow-up starts on B", b)
-                await bounded(
-                    lambda: any("taking over from a stopped replica" in line for line in b.lines),
-                    "B follows A's agent",
-                    b,
-                )
-                held.release.set()
+        c.slack.bot_url = b.url
+        await c.slack.deliver_event(sent.event, retry_of=sent)  # Slack's retry, to B
+        await c.slack.user_message("U1", "D1", "also update the docs", thread_ts=ts)
+        await until(lambda: len(held.sessions) == 2, "the follow-up starts on B", b)
+        await until(
+            lambda: any("taking over from a stopped replica" in line for line in b.lines),
+            "B follows A's agent",
+            b,
+        )
+        held.release.set()
 
-                results = await c.until_said("D1", ts, "Done: fix the login bug")
-                await c.until_said("D1", ts, "Done: also update the docs")
-                assert await b.stop() == 0
-            assert len(results) == 1 and len(c.said("D1", ts, "Done: fix the login bug")) == 1
-            assert len(held.sessions) == 2  # the retry ran nothing
+        results = await c.until_said("D1", ts, "Done: fix the login bug")
+        await c.until_said("D1", ts, "Done: also update the docs")
+        assert await b.stop() == 0
+        assert len(results) == 1 and len(c.said("D1", ts, "Done: fix the login bug")) == 1
+        assert len(held.sessions) == 2  # the retry ran nothing
 
-            listed = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "harness", "tasks", "--json", "--config", str(c.config),
-                env=c.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(listed.communicate(), WAIT)
-            assert listed.returncode == 0, err.decode()
-            # One task: the follow-up ran in the thread's task, after the first agent.
-            [task] = json.loads(out)["tasks"]
-            assert (task["dispatchCount"], task["thread"]) == (2, {"channel": "D1", "threadTs": ts})
-        finally:
-            await worker.stop()
+        listed = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "harness", "tasks", "--json", "--config", str(c.config),
+            env=c.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(listed.communicate(), WAIT)
+        assert listed.returncode == 0, err.decode()
+        # One task: the follow-up ran in the thread's task, after the first agent.
+        [task] = json.loads(out)["tasks"]
+        assert (task["dispatchCount"], task["thread"]) == (2, {"channel": "D1", "threadTs": ts})

@@ -7,14 +7,15 @@ answered once."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.bot.clocked_bots import ClockedBot, clocked_bot
+from tests.bot.clocked_bots import ClockedBot, until
 from tests.bot.conftest import WAIT, finish_with_prompt
-from tests.faults.nats_bot import HeldUntilReleased, NatsBot, nats_bot
+from tests.faults.nats_bot import HeldUntilReleased, NatsBot, nats_bot, replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
@@ -53,41 +54,36 @@ async def answered(c: NatsBot, bot: ClockedBot, text: str) -> str:
 async def test_nats_killed_and_restarted_under_two_replicas_then_both_are_ready_and_answer_once(
     project_dir: Path, tmp_path: Path
 ) -> None:
-    async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=30) as c:
-        with c.config.open("a", encoding="utf-8") as file:
-            file.write("\nstore: {kind: nats, prefix: restarted}\n")
-        worker = await c.worker()
-        try:
-            async with (
-                clocked_bot(c.config, c.slack, c.env, None) as a,
-                clocked_bot(c.config, c.slack, c.env, None) as b,
-            ):
-                for bot in (a, b):
-                    await until_ready(bot, True)
-                before = await answered(c, a, "fix the login bug")
+    async with (
+        nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=30) as c,
+        replicas(c) as r,
+    ):
+        a, b = r.bots
+        for bot in (a, b):
+            await until_ready(bot, True)
+        before = await answered(c, a, "fix the login bug")
 
-                await c.nats.kill()
-                for bot in (a, b):
-                    assert "NATS" in await until_ready(bot, False)
-                await c.nats.start()  # same port, same store folder
-                for bot in (a, b):
-                    await until_ready(bot, True)
+        await c.nats.kill()
+        for bot in (a, b):
+            assert "NATS" in await until_ready(bot, False)
+        await c.nats.start()  # same port, same store folder
+        for bot in (a, b):
+            await until_ready(bot, True)
 
-                on_b = await answered(c, b, "update the docs")
-                on_a = await answered(c, a, "tidy the logs")
-                assert await a.stop() == 0 and await b.stop() == 0
-        finally:
-            await worker.stop()
+        on_b = await answered(c, b, "update the docs")
+        on_a = await answered(c, a, "tidy the logs")
+        assert await a.stop() == 0 and await b.stop() == 0
     for ts, text in ((before, "fix the login bug"), (on_b, "update the docs"),
                      (on_a, "tidy the logs")):  # fmt: skip
         assert len(c.said("D1", ts, f"Done: {text}")) == 1
-    ran = sorted(r.first_user_text.strip().splitlines()[-1] for r in c.model.main_requests)
+    ran = sorted(m.first_user_text.strip().splitlines()[-1] for m in c.model.main_requests)
     assert ran == ["fix the login bug", "tidy the logs", "update the docs"]
 
 
-def beats_missed(bot: ClockedBot, since: int) -> int:
-    """How many of its run's heartbeats the replica failed to store, after log line ``since``."""
-    return sum("heartbeat not stored" in line for line in bot.lines[since:])
+def beats_missed(bot: ClockedBot, since: int) -> Callable[[], bool]:
+    """Whether the replica has failed to store 3 of its run's heartbeats after log line
+    ``since``."""
+    return lambda: sum("heartbeat not stored" in line for line in bot.lines[since:]) >= 3
 
 
 def back(bot: ClockedBot, since: int) -> bool:
@@ -99,36 +95,27 @@ async def test_an_agent_at_work_through_a_long_nats_outage_ends_in_its_thread_on
     project_dir: Path, tmp_path: Path
 ) -> None:
     held = HeldUntilReleased()
-    async with nats_bot(project_dir, tmp_path, held, lost_after=60) as c:
-        with c.config.open("a", encoding="utf-8") as file:
-            file.write("\nstore: {kind: nats, prefix: outage}\n")
-        worker = await c.worker()
-        try:
-            async with (
-                clocked_bot(c.config, c.slack, c.env, None) as a,
-                clocked_bot(c.config, c.slack, c.env, None) as b,
-            ):
-                for bot in (a, b):
-                    await until_ready(bot, True)
-                c.slack.bot_url = a.url
-                ts = str((await c.slack.user_message("U1", "D1", "fix the login bug")).event["ts"])
-                await held.until_started(1, WAIT)
+    async with nats_bot(project_dir, tmp_path, held, lost_after=60) as c, replicas(c) as r:
+        a, b = r.bots
+        for bot in (a, b):
+            await until_ready(bot, True)
+        c.slack.bot_url = a.url
+        ts = str((await c.slack.user_message("U1", "D1", "fix the login bug")).event["ts"])
+        await held.until_started(1, WAIT)
 
-                marks = [len(a.lines), len(b.lines)]
-                await c.nats.kill()
-                # Away for longer than a run's heartbeat lasts (3 beats): when it is back,
-                # neither replica's run is marked live until it beats again.
-                for bot, mark in zip((a, b), marks, strict=True):
-                    await bounded(lambda bot=bot, mark=mark: beats_missed(bot, mark) >= 3, bot)
-                await c.nats.start()
-                for bot in (a, b):
-                    await until_ready(bot, True)
-                # The replica taking over looks for stopped runs while the agent still works.
-                await bounded(lambda: back(a, marks[0]) or back(b, marks[1]), a)
-                after = await answered_once_released(c, held, b, ts)
-                assert await a.stop() == 0 and await b.stop() == 0
-        finally:
-            await worker.stop()
+        marks = [len(a.lines), len(b.lines)]
+        await c.nats.kill()
+        # Away for longer than a run's heartbeat lasts (3 beats): when it is back,
+        # neither replica's run is marked live until it beats again.
+        for bot, mark in zip((a, b), marks, strict=True):
+            await until(beats_missed(bot, mark), "3 heartbeats not stored", bot)
+        await c.nats.start()
+        for bot in (a, b):
+            await until_ready(bot, True)
+        # The replica taking over looks for stopped runs while the agent still works.
+        await until(lambda: back(a, marks[0]) or back(b, marks[1]), "NATS is back", a)
+        after = await answered_once_released(c, held, b, ts)
+        assert await a.stop() == 0 and await b.stop() == 0
     assert len(c.said("D1", ts, "Done: fix the login bug")) == 1
     assert len(c.said("D1", after, "Done: update the docs")) == 1
     assert not any("taking over from a stopped replica" in line for line in a.lines + b.lines)
@@ -142,12 +129,3 @@ async def answered_once_released(
     held.release.set()
     await c.until_said("D1", ts, "Done: fix the login bug")
     return await answered(c, bot, "update the docs")
-
-
-async def bounded(check: object, bot: ClockedBot) -> None:
-    try:
-        async with asyncio.timeout(WAIT):
-            while not check():  # type: ignore[operator]
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise AssertionError("not within the bound:\n" + "".join(bot.lines[-30:])) from None

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot.clocked_bots import clocked_bot
 from tests.bot.conftest import finish_with_prompt
-from tests.faults.nats_bot import nats_bot
+from tests.faults.nats_bot import nats_bot, replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
@@ -21,28 +20,20 @@ ASKED = [f"tidy module {n}" for n in range(6)]
 async def test_dms_spread_over_two_socket_mode_replicas_are_each_answered_once(
     project_dir: Path, tmp_path: Path
 ) -> None:
-    socket = ("--mode", "socket")
-    async with nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=30) as c:
-        with c.config.open("a", encoding="utf-8") as file:
-            file.write("\nstore: {kind: nats, prefix: sockets}\n")
-        env = {**c.env, "SLACK_APP_TOKEN": "xapp-emulator"}
-        worker = await c.worker()
-        try:
-            async with (
-                clocked_bot(c.config, c.slack, env, None, bot_args=socket) as a,
-                clocked_bot(c.config, c.slack, env, None, bot_args=socket) as b,
-            ):
-                assert c.slack.server.socket_connections == 2  # one connection each
-                c.slack.server.socket_spread = True
-                sent = [await c.slack.user_message("U1", "D1", text) for text in ASKED]
-                for text, message in zip(ASKED, sent, strict=True):
-                    await c.until_said("D1", message.event["ts"], f"Done: {text}")
-                spread = c.slack.server.envelopes_by_connection
-                assert sorted(spread) == [1, 2] and min(spread.values()) >= len(ASKED) // 2
-                assert await a.stop() == 0 and await b.stop() == 0
-        finally:
-            await worker.stop()
+    async with (
+        nats_bot(project_dir, tmp_path, finish_with_prompt, lost_after=30) as c,
+        replicas(c, mode="socket") as r,
+    ):
+        a, b = r.bots
+        assert c.slack.server.socket_connections == 2  # one connection each
+        c.slack.server.socket_spread = True
+        sent = [await c.slack.user_message("U1", "D1", text) for text in ASKED]
+        for text, message in zip(ASKED, sent, strict=True):
+            await c.until_said("D1", message.event["ts"], f"Done: {text}")
+        spread = c.slack.server.envelopes_by_connection
+        assert sorted(spread) == [1, 2] and min(spread.values()) >= len(ASKED) // 2
+        assert await a.stop() == 0 and await b.stop() == 0
     for text, message in zip(ASKED, sent, strict=True):
         assert len(c.said("D1", message.event["ts"], f"Done: {text}")) == 1
-    ran = [r.first_user_text.strip().splitlines()[-1] for r in c.model.main_requests]
+    ran = [m.first_user_text.strip().splitlines()[-1] for m in c.model.main_requests]
     assert sorted(ran) == ASKED  # each DM's agent ran once, on one replica
