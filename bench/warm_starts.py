@@ -19,7 +19,8 @@ the event is sent to the bot to the model receiving the agent's first request.
                  the harness's path to the prompt (the bot's task, the dispatch's records, the
                  spare taken and its folder adopted, the prompt handed to the CLI)
   --compare:     the warm rows (scratch, repository) with spares that wait unprimed and
-                 primed (their CLI's context worked out ahead), alternating rows, twice; each
+                 primed (their CLI's context worked out and a priming turn run ahead, its
+                 model calls answered by the sandbox's proxy), alternating rows, twice; each
                  row says the branch its first requests' git status names; then bare query()
   --burst N:     N bursts of ten DMs on ten spares, unprimed and primed alternating
 

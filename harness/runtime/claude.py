@@ -44,7 +44,7 @@ from harness.runtime.agent_stream import (
     retry_limit,
 )
 from harness.runtime.attachments import prompt_input
-from harness.runtime.cli_process import cli_failed, disconnect, prime, sdk_process
+from harness.runtime.cli_process import CallHold, cli_failed, disconnect, prime, sdk_process
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
 from harness.runtime.spec import (
@@ -114,6 +114,7 @@ class Binding:
     on_tool_use: ToolUseSink = _no_tool_use
     # Its model calls as its sandbox's proxy counted them.
     spend: CountedSpend = field(default_factory=CountedSpend)
+    hold: CallHold = field(default_factory=CallHold)  # on for a spare's priming turn
 
 
 @dataclass
@@ -273,9 +274,10 @@ class ClaudeRuntime:
         return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
     async def warm(self, template: AgentSpec) -> WarmAgent:
-        """A CLI for ``template``, started in its sandbox, connected, its context worked out:
-        what every start pays before the prompt, paid ahead. SandboxUnavailableError where
-        there is none (only sandboxed agents are kept warm), HarnessError when the CLI fails."""
+        """A CLI for ``template``, started in its sandbox, connected, its first turn run
+        ahead (``prime``): what every start pays before the prompt, paid ahead.
+        SandboxUnavailableError where there is none (only sandboxed agents are kept warm),
+        HarnessError when the CLI fails."""
         await self._prepare_cli()
         if not template.sandbox.enabled:
             raise SandboxUnavailableError("spares run in the OS sandbox only", fix="")
@@ -291,7 +293,7 @@ class ClaudeRuntime:
             )
             client = ClaudeSDKClient(boxed)
             await client.connect()
-            primed = self.prime_spares and await prime(client)
+            primed = self.prime_spares and await prime(client, binding.hold)
         except ClaudeSDKError as exc:
             await stack.aclose()
             raise HarnessError(
@@ -397,6 +399,7 @@ class ClaudeRuntime:
             on_usage=binding.spend.add,
             budget_usd=spec.role.max_budget_usd,
             clock=self._clock,
+            held=binding.hold,
         ) as box:
             yield dataclasses.replace(
                 options,

@@ -110,7 +110,8 @@ def _discard_unread(writer: asyncio.StreamWriter) -> None:
 class EgressProxy:
     """Serves the sandbox's socket: model calls ``models`` allows to ``upstream`` with its
     credentials, each one's cost to ``on_usage(cost_usd, usage)``, none once ``budget_usd``
-    is spent; CONNECT and plain http to the hosts in ``allow``, or that ``ask`` approves;
+    is spent, none while ``held()`` says so (answered here, unsent: the harness's own priming
+    turn); CONNECT and plain http to the hosts in ``allow``, or that ``ask`` approves;
     ``on_refused("host:port")`` for others."""
 
     def __init__(
@@ -126,6 +127,7 @@ class EgressProxy:
         on_refused: Callable[[str], None] | None = None,
         ask: Callable[[str, int], Awaitable[bool]] | None = None,
         clock: Clock = SYSTEM,
+        held: Callable[[], bool] | None = None,
     ) -> None:
         for entry in allow:
             parse_entry(entry)  # a malformed entry fails here, not on some agent's request
@@ -138,6 +140,7 @@ class EgressProxy:
         self._on_usage = on_usage
         self._budget = budget_usd
         self._spent = 0.0
+        self._held = held
         self._gate = Gate(limits or ProxyLimits(), str(socket_path), clock)
         self._on_refused = on_refused
         # A host not allowed is asked once per proxy (one agent run): its connections, often
@@ -345,6 +348,15 @@ class EgressProxy:
     ) -> None:
         """A request to the model API: checked, then sent on with the key, its reply relayed
         and its usage counted."""
+        if self._held is not None and self._held():
+            # Nothing is sent on or counted; a final 400 ends the CLI's turn without retries.
+            logger.debug("sandbox proxy: a model call held back (%s)", method)
+            raise HttpError(
+                HTTPStatus.BAD_REQUEST,
+                "model calls are held while the harness primes this CLI",
+                api_error="invalid_request_error",
+                final=True,
+            )
         try:
             billed = endpoint(method, target)
             if billed and self._budget is not None and self._spent >= self._budget:

@@ -180,6 +180,7 @@ async def open_sandbox(
     on_usage: Callable[[float, Usage], None] | None = None,
     budget_usd: float | None = None,
     clock: Clock = SYSTEM,
+    held: Callable[[], bool] | None = None,
 ) -> AsyncIterator[RunSandbox]:
     """The run's sandbox, from its start to the end of the ``async with``: a private folder
     with the egress proxy's socket and the launcher; both gone afterwards. ``ask(host,
@@ -187,8 +188,8 @@ async def open_sandbox(
     show empty where a bind would show them. Inside, the environment is ``pass_env``'s
     names (with the values the CLI is started with) and ``set_env``, nothing else. Model
     calls name a model of ``models``; each one's cost goes to ``on_usage(cost_usd,
-    usage)``, and none is made once they come to ``budget_usd``. The proxy's rate limit
-    runs on ``clock``."""
+    usage)``, and none is made once they come to ``budget_usd``, nor while ``held()``. The
+    proxy's rate limit runs on ``clock``."""
     await check_sandbox()
     await asyncio.to_thread(sweep_once)
     folder = await asyncio.to_thread(make_folder)
@@ -203,6 +204,7 @@ async def open_sandbox(
             on_refused=lambda host: logger.info("sandbox refused a connection to %s", host),
             ask=ask,
             clock=clock,
+            held=held,
         )
         set_env = {**set_env, **QUIET_CLI_ENV}
         async with proxy:
