@@ -20,7 +20,7 @@ from harness.runtime.spare_agent import (
     fits,
     stop_watching,
 )
-from harness.runtime.spare_budget import SpareBudget
+from harness.runtime.spare_budget import SpareBudget, WhenSettled
 from harness.runtime.spare_health import carries_cli_config, checked
 from harness.runtime.spec import AgentSpec
 from harness.workspaces.manager import SandboxFolders, SandboxGit, Workspace
@@ -31,9 +31,10 @@ logger = logging.getLogger(__name__)
 class FollowUpSpares:
     """A spare per recently active task, started in that task's folder or worktree, so that
     its next follow-up starts at once; at most ``limit``, the oldest giving way. Made after
-    an agent of the task completed, unless agents queue (``SpareBudget``) or the folder
-    carries what the CLI would load; one that no longer fits the follow-up, or whose CLI
-    ended, is closed (a follow-up's spare is not replaced: it was for one moment)."""
+    an agent of the task completed, or, when agents queued then (``SpareBudget``), once the
+    load has settled, for the tasks last completed; never when the folder carries what the
+    CLI would load. One that no longer fits the follow-up, or whose CLI ended, is closed (a
+    follow-up's spare is not replaced: it was for one moment)."""
 
     def __init__(
         self,
@@ -58,6 +59,10 @@ class FollowUpSpares:
         self._closed = False
         self._changed = asyncio.Condition()
         self._notes: set[asyncio.Future[None]] = set()
+        # Tasks whose agent completed while agents queued, newest last: their spares start
+        # once the load settles (a burst's tail would otherwise get none).
+        self._put_off: dict[str, tuple[AgentSpec, Path, Workspace | None]] = {}
+        self._settled = WhenSettled(self._budget, self._start_put_off)
 
     def idle_count(self) -> int:
         return len(self._by_task) + len(self._making_for)
@@ -100,9 +105,15 @@ class FollowUpSpares:
         """After an agent of ``spec``'s task: a spare for the task's next agent, in the
         task's ``folder`` (its ``worktree``, whose git the spare's sandbox shows as the next
         run's will: the view is filled at dispatch, ``SandboxGit.sandbox_view``)."""
-        if self.limit <= 0 or self._closed or not self._budget.quiet(counted=0):
-            return  # agents queue: a spare's start would cost them, and none would wait
+        if self.limit <= 0 or self._closed:
+            return
         slug = spec.task_slug
+        self._put_off.pop(slug, None)
+        if not self._budget.quiet(counted=0):  # a start now would cost the agents queued
+            self._put_off[slug] = (spec, folder, worktree)
+            while len(self._put_off) > self.limit:
+                del self._put_off[next(iter(self._put_off))]
+            return
         # At most ``limit`` at once, those starting included: the oldest gives way first.
         if (old := self._by_task.pop(slug, None)) is not None:
             self._spawn_close(old)
@@ -120,6 +131,22 @@ class FollowUpSpares:
                 del self._making_for[slug]
 
         task.add_done_callback(made)
+
+    def nudge(self) -> None:
+        """The load changed (an agent started or ended): the spares put off while agents
+        queued start once it has settled."""
+        if self._put_off and not self._closed:
+            self._settled.nudge()
+
+    def came(self, slug: str) -> None:
+        """An agent of task ``slug`` starts: a spare put off for its follow-up is not made
+        (its end asks for one again)."""
+        self._put_off.pop(slug, None)
+
+    def _start_put_off(self) -> None:
+        put_off, self._put_off = list(self._put_off.values()), {}
+        for spec, folder, worktree in put_off:  # the newest last: it outlasts the others
+            self.prepare(spec, folder, worktree)
 
     async def _make(self, spec: AgentSpec, folder: Path, worktree: Workspace | None) -> None:
         slug = spec.task_slug
@@ -203,6 +230,8 @@ class FollowUpSpares:
 
     async def close(self) -> None:
         self._closed = True  # those starting end once started (as in SparePool.close)
+        self._settled.cancel()
+        self._put_off = {}
         await asyncio.gather(*self._making, return_exceptions=True)
         spares, self._by_task = list(self._by_task.values()), {}
         await asyncio.gather(

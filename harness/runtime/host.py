@@ -146,6 +146,8 @@ class AgentHost:
         finally:  # one agent fewer: spares held back while agents queued may start
             if self._spares is not None:
                 self._spares.nudge()
+            if self._follow_ups is not None:
+                self._follow_ups.nudge()
 
     async def _run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         try:
@@ -279,6 +281,7 @@ class AgentHost:
         the task's git workspace when it has one; (None, None, None) when none fits."""
         if self._spares is None or self._follow_ups is None or not self._may_view(spec):
             return None, None, None
+        self._follow_ups.came(spec.task_slug)
         expected = self._as_placed(spec)
         if not self._spares.may_have(expected) and not self._follow_ups.has(spec.task_slug):
             return None, None, None  # none to look for: the cold path alone

@@ -85,7 +85,7 @@ class SpareBudget:
         """Whether a spare may start as far as the load goes (no agent queues, nor did
         within the settling time), and the count allows one more (``counted``: the caller's
         spare is among the idle already)."""
-        if self.settling() > 0:
+        if self.settling() > 0 or self.busy():  # busy: with no settling time configured
             return False
         cap = self.limits.max_idle
         return cap is None or self.idle() - counted < cap
@@ -130,3 +130,32 @@ class SpareBudget:
             self.largest = max(sizes) if not self._measured else max(self.largest, *sizes)
             self._measured = True
         return found
+
+
+class WhenSettled:
+    """Calls ``start`` when the load lets spares start: at once when it does, else at the
+    end of the settling time (one timer, armed again at each ``nudge``); never while agents
+    queue, whose ends nudge again. For a pool whose spares wait for a burst to pass."""
+
+    def __init__(self, budget: SpareBudget, start: Callable[[], None]) -> None:
+        self._budget = budget
+        self._start = start
+        self._wake: asyncio.TimerHandle | None = None
+
+    def nudge(self) -> None:
+        """The load changed (an agent started or ended)."""
+        if self._budget.quiet():
+            self.cancel()
+            self._start()
+        elif not self._budget.busy() and (left := self._budget.settling()) > 0:
+            self.cancel()
+            self._wake = asyncio.get_running_loop().call_later(left, self._woken)
+
+    def _woken(self) -> None:
+        self._wake = None
+        self.nudge()
+
+    def cancel(self) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None

@@ -38,7 +38,7 @@ from harness.runtime.spare_agent import (
     fits,
     stop_watching,
 )
-from harness.runtime.spare_budget import SpareBudget
+from harness.runtime.spare_budget import SpareBudget, WhenSettled
 from harness.runtime.spare_health import carries_cli_config, checked
 from harness.runtime.spec import AgentSpec
 from harness.workspaces.manager import SandboxFolders
@@ -76,7 +76,7 @@ class SparePool:
         self._claimed: set[asyncio.Task[Spare | None]] = set()  # each promised to a dispatch
         self._refill = True
         self._spent = False
-        self._wake: asyncio.TimerHandle | None = None  # the nudge once the load settled
+        self._settled = WhenSettled(self._budget, self._replenish)
         # A used spare's replacement starts this long after: a CLI starting takes about
         # 0.3 s of CPU, which would otherwise compete with the agent just given the spare
         # for its first turn (and, in a burst, with every other one).
@@ -232,20 +232,9 @@ class SparePool:
 
     def nudge(self) -> None:
         """The load changed (an agent started or ended): spares held back may start now,
-        or once the queue has stayed empty for the settling time (one timer: while agents
-        queue, their ends nudge again)."""
-        if self._closed:
-            return
-        if self._budget.quiet():
-            self._replenish()
-        elif not self._budget.busy() and (left := self._budget.settling()) > 0:
-            if self._wake is not None:
-                self._wake.cancel()
-            self._wake = asyncio.get_running_loop().call_later(left, self._woken)
-
-    def _woken(self) -> None:
-        self._wake = None
-        self.nudge()
+        or once the queue has stayed empty for the settling time."""
+        if not self._closed:
+            self._settled.nudge()
 
     async def wait_ready(self, count: int, timeout: float) -> None:
         """Until ``count`` spares are ready (tests and benchmarks); TimeoutError after."""
@@ -355,8 +344,7 @@ class SparePool:
         starting are let finish and then closed: a sandbox ended while it starts can leave
         its inside running."""
         self._closed = True
-        if self._wake is not None:
-            self._wake.cancel()
+        self._settled.cancel()
         if self._refilling is not None:
             await asyncio.gather(self._refilling, return_exceptions=True)
         await asyncio.gather(*self._making, *self._closing, return_exceptions=True)

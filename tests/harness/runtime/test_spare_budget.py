@@ -52,3 +52,12 @@ def test_a_queue_seen_again_while_settling_starts_the_wait_over() -> None:
     assert not budget.quiet() and budget.settling() == 0.5
     clock.advance(0.5)
     assert budget.quiet()
+
+
+def test_with_no_settling_time_a_spare_still_waits_while_agents_queue() -> None:
+    queued = [True]
+    budget = SpareBudget(FakeClock())
+    budget.set(SpareLimits(settle_seconds=0.0), lambda: queued[0])
+    assert not budget.quiet()
+    queued[0] = False
+    assert budget.quiet()

@@ -1,6 +1,7 @@
 """At the end of a burst, slots free one by one: no spare (a replacement or a follow-up's)
 starts until the queue has stayed empty for the settling time, and then the replacement
-starts by itself, with no agent left to nudge the pool. The real orchestrator and its pool,
+and the follow-up spare of a task the burst's tail completed start by themselves, with no
+agent left to nudge the pools. The real orchestrator and its pool,
 the real Claude Code CLI in its sandbox against the scripted model."""
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Watched:
         return started
 
 
-async def test_after_a_burst_no_spare_starts_until_the_queue_stayed_empty_then_one_does(
+async def test_after_a_burst_no_spare_starts_until_the_queue_stayed_empty_then_they_do(
     project: Project, tmp_path: Path
 ) -> None:
     mcp = dataclasses.replace(project.config.mcp, max_concurrent_agents=SLOTS)
@@ -93,12 +94,17 @@ async def test_after_a_burst_no_spare_starts_until_the_queue_stayed_empty_then_o
             await spares.wait_ready(1, WAIT)  # the used spare is replaced, unnudged
             await spares.settled(WAIT)
             await follow_ups.settled(WAIT)
+            waiting = list(follow_ups.ready_pids())  # the tasks whose follow-up spare waits
         finally:
             await orchestrator.shutdown()
 
     assert [d.status for d in done] == ["completed"] * BURST
     assert spares.served >= 1
     assert spares.started - before[0] == 1  # the replacement, once
+    # Every task ended while agents queued or within the settling time: the last one's
+    # follow-up spare was put off, not dropped, and started once the load settled.
+    assert follow_ups.started - before[1] == 1
+    assert waiting in [[h.task_slug] for h in handles]
     assert watched.starts, "no spare started after the burst"
     for started, queued in watched.starts:  # the replacement and any follow-up's spare
         assert not queued
