@@ -1,6 +1,6 @@
 """``harness mcp`` for the tests: served over Streamable HTTP in this process (its agents the
-real Claude Code CLI against a scripted model), and the ``mcp`` SDK's client as the outside
-client, with a bearer token."""
+real Claude Code CLI against a scripted model, or a runtime the test gives), and the ``mcp``
+SDK's client as the outside client, with a bearer token."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from harness.mcp_server.server import bind, build_server, endpoint_url, http_app
 from harness.mcp_server.service import McpService
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.spec import AgentRuntime
 from harness.testing.scripted_model import Script, ScriptedModel
 
 ALICE, BOB, ADMIN = "UALICE", "UBOB", "UADMIN"
@@ -38,12 +39,15 @@ TOKEN_OF = {user: token for token, user in TOKENS.items()}
 class Served:
     url: str
     orchestrator: Orchestrator
-    model: ScriptedModel
 
 
 class ServeFactory(Protocol):
     def __call__(
-        self, script: Script, *, announcer: Announcer | None = None
+        self,
+        script: Script | None = None,
+        *,
+        announcer: Announcer | None = None,
+        runtime: AgentRuntime | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Served]: ...
 
 
@@ -54,28 +58,47 @@ def served(project: Project) -> ServeFactory:
 
 def serve_factory(project: Project) -> ServeFactory:
     """``async with served(script) as s:`` harness mcp over HTTP on a free port, with
-    ADMIN in slack.admins (and posting in Slack through ``announcer``, if given)."""
+    ADMIN in slack.admins (and posting in Slack through ``announcer``, if given). Its agents
+    run the real CLI against ``script``, or on ``runtime`` if given (no CLI, no model)."""
 
     @contextlib.asynccontextmanager
-    async def serve(script: Script, *, announcer: Announcer | None = None) -> AsyncIterator[Served]:
-        slack = dataclasses.replace(project.config.slack, admins=(ADMIN,))
-        config = dataclasses.replace(project.config, slack=slack)
+    async def serve(
+        script: Script | None = None,
+        *,
+        announcer: Announcer | None = None,
+        runtime: AgentRuntime | None = None,
+    ) -> AsyncIterator[Served]:
+        if runtime is not None:
+            async with serving(project, runtime, announcer) as served:
+                yield served
+            return
+        assert script is not None, "served() needs a script for the real CLI, or a runtime"
         async with ScriptedModel(script) as model:
             runtime = ClaudeRuntime(base_env=model.env())
-            orchestrator = build_orchestrator(Project(config, project.roles), runtime)
-            service = McpService(orchestrator, announcer)
-            await service.start()
-            try:
-                sock = bind("127.0.0.1", 0)
-                url = endpoint_url(sock, "127.0.0.1")
-                server = build_server(service, local_name="local")
-                app = http_app(server, TOKENS, host="127.0.0.1", port=sock.getsockname()[1])
-                async with serving_http(app, sock):
-                    yield Served(url, orchestrator, model)
-            finally:
-                await service.close()
+            async with serving(project, runtime, announcer) as served:
+                yield served
 
     return serve
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    project: Project, runtime: AgentRuntime, announcer: Announcer | None
+) -> AsyncIterator[Served]:
+    slack = dataclasses.replace(project.config.slack, admins=(ADMIN,))
+    config = dataclasses.replace(project.config, slack=slack)
+    orchestrator = build_orchestrator(Project(config, project.roles), runtime)
+    service = McpService(orchestrator, announcer)
+    await service.start()
+    try:
+        sock = bind("127.0.0.1", 0)
+        url = endpoint_url(sock, "127.0.0.1")
+        server = build_server(service, local_name="local")
+        app = http_app(server, TOKENS, host="127.0.0.1", port=sock.getsockname()[1])
+        async with serving_http(app, sock):
+            yield Served(url, orchestrator)
+    finally:
+        await service.close()
 
 
 @contextlib.asynccontextmanager

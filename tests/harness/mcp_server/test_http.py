@@ -1,5 +1,6 @@
 """``harness mcp --transport http`` as an outside MCP client uses it: the mcp SDK's client
-with a bearer token, the agents the real Claude Code CLI against a scripted model."""
+with a bearer token, the agents the real Claude Code CLI against a scripted model (held agents
+where only the server's rules are proven)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.harness.mcp_server.conftest import (
     ADMIN,
@@ -60,15 +62,18 @@ async def test_a_task_started_over_http_is_awaited_to_its_result_with_progress(
         assert [(e["tool"], e["callerUser"]) for e in audit] == [("mcp:start_task", ALICE)]
 
 
-@pytest.mark.slow
 async def test_only_the_requester_or_an_admin_kills_an_agent(served: ServeFactory) -> None:
+    # Who may kill is the MCP server's: a held agent is enough (a real CLI killed through
+    # harness mcp: test_client_disconnect.py's and test_stdio.py's kill_agent calls).
+    held = HeldRuntime()
     async with (
-        served(lambda request: Turn(stall_seconds=60)) as s,
+        served(runtime=held) as s,
         connect(s.url, ALICE) as alice,
         connect(s.url, BOB) as bob,
     ):
         started = await call(alice, "start_task", request="a long job")
         agent = started["agentId"]
+        await held.wait_started(1)
 
         refused = await call(bob, "kill_agent", agentId=agent)
         assert refused["error"]["code"] == "PERMISSION_DENIED"
@@ -81,26 +86,32 @@ async def test_only_the_requester_or_an_admin_kills_an_agent(served: ServeFactor
         assert again["error"]["code"] == "INVALID_AGENT_STATE"
 
 
-@pytest.mark.slow
 async def test_an_admin_stops_anyones_agent(served: ServeFactory) -> None:
+    # As above: a held agent (a real CLI killed: test_stdio.py, test_client_disconnect.py).
+    held = HeldRuntime()
     async with (
-        served(lambda request: Turn(stall_seconds=60)) as s,
+        served(runtime=held) as s,
         connect(s.url, ALICE) as alice,
         connect(s.url, ADMIN) as admin,
     ):
         started = await call(alice, "start_task", request="a long job")
+        await held.wait_started(1)
         listed = await call(admin, "list_agents")
         assert [a["id"] for a in listed["agents"]] == [started["agentId"]]
         assert (await call(admin, "kill_agent", agentId=started["agentId"]))["success"]
 
 
-@pytest.mark.slow
+@pytest.mark.waits
 async def test_awaiting_a_working_agent_says_at_once_what_it_does(served: ServeFactory) -> None:
+    # The lines heard are the MCP server's: a held agent is enough (a real CLI awaited with
+    # progress: the first test here and the approval test below).
+    held = HeldRuntime()
     async with (
-        served(lambda request: Turn(stall_seconds=60)) as s,
+        served(runtime=held) as s,
         connect(s.url, ALICE) as alice,
     ):
         started = await call(alice, "start_task", request="a long job")
+        await held.wait_started(1)
         heard: list[str] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:

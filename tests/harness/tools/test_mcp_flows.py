@@ -15,7 +15,6 @@ from harness.testing.scripted_model import (
     Turn,
     demo_script,
 )
-from harness.tools.gateway import HarnessTools
 from tests.harness.conftest import HarnessFactory
 from tests.support import latest_task
 
@@ -141,44 +140,11 @@ async def test_kill_agent_stops_a_slow_developer(harness_with: HarnessFactory) -
     assert f"agent {record.agent_id} (product-analyst)" in developer.error
 
 
-async def test_draft_beyond_the_depth_limit_is_refused_and_audited(
-    harness_with: HarnessFactory,
-) -> None:
-    orchestrator, model = await harness_with(demo_script, max_depth=1)
-    record = await orchestrator.run("product-analyst", "plan: deep work")
-
-    refusal = next(r for r in model.main_requests[-1].all_tool_results if r.is_error)
-    error = refusal.json()["error"]
-    assert error["code"] == "DEPTH_LIMIT_EXCEEDED"
-    assert "mcp.maxDepth" in error["suggestion"]
-    assert record.status == "completed"
-    task = await latest_task(orchestrator)
-    assert [d.role for d in task.dispatches] == ["product-analyst"]
-    [entry] = await orchestrator.tasks.audit_log(task.slug)
-    assert (entry["tool"], entry["outcome"]) == ("draft_agent", "DEPTH_LIMIT_EXCEEDED")
-
-
-async def test_draft_over_the_task_budget_is_refused(harness_with: HarnessFactory) -> None:
-    orchestrator, _ = await harness_with(demo_script, task_budget_usd=1e-9)
-    first = await orchestrator.run("developer", "build it")
-    assert first.cost_usd
-    slug = (await latest_task(orchestrator)).slug
-
-    reply = await HarnessTools(orchestrator.services).invoke(
-        "draft_agent", {"role": "developer", "prompt": "more", "taskSlug": slug}, None
-    )
-
-    assert reply.is_error
-    error = reply.payload["error"]
-    assert error["code"] == "BUDGET_EXCEEDED"
-    assert error["suggestion"].startswith("finish with what you have and report it")
-    assert "mcp.taskBudgetUsd" in error["suggestion"]
-    assert len((await orchestrator.tasks.task(slug)).dispatches) == 1
-
-
 async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(
     harness_with: HarnessFactory,
 ) -> None:
+    # The real CLI's proof that a refusal reaches the model; the limits' own refusals (depth,
+    # budget) are proven on held agents in test_limits.py.
     def bad_draft(_: Sequence[ToolResultView]) -> Turn:
         return Turn.call(DRAFT, role="wizard", prompt="do magic")
 
@@ -195,31 +161,10 @@ async def test_a_bad_tool_input_reaches_the_model_as_a_coded_error(
     assert "developer, product-analyst, reviewer" in issue
 
 
-async def test_agents_beyond_the_cap_queue_and_run_in_order(harness_with: HarnessFactory) -> None:
-    release = asyncio.Event()
-
-    async def script(request: ModelRequest) -> Turn:
-        if "first" in request.first_user_text:
-            await asyncio.wait_for(release.wait(), 30)
-        return Turn.finish(request.first_user_text)
-
-    orchestrator, model = await harness_with(script, max_concurrent_agents=1)
-    first = await orchestrator.draft("developer", "the first job")
-    second = await orchestrator.draft("developer", "the second job")
-    await model.wait_for_request(timeout=20)
-
-    statuses = {a.agent_id: a.status for a in orchestrator.agents()}
-    assert statuses == {first.agent_id: "running", second.agent_id: "queued"}
-    assert (await orchestrator.record(second.agent_id)).status == "queued"
-    release.set()
-    done = [await orchestrator.wait(h.agent_id, 30) for h in (first, second)]
-    assert [d.status for d in done] == ["completed", "completed"]
-    assert done[0].completed_at is not None and done[1].started_at >= done[0].completed_at
-
-
 async def test_a_coordinator_awaiting_lends_its_slot_so_a_cap_of_one_cannot_deadlock(
     harness_with: HarnessFactory,
 ) -> None:
+    # Real CLIs queued behind a cap of one (the queue's order: test_limits.py, held agents).
     orchestrator, _ = await harness_with(demo_script, max_concurrent_agents=1)
     record = await asyncio.wait_for(orchestrator.run("product-analyst", "plan: tiny"), 30)
     assert record.status == "completed"

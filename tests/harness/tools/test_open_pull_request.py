@@ -4,13 +4,15 @@ model, a bare repository as the remote and a loopback GitHub."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from harness.agents.orchestrator import Orchestrator
-from harness.project import Project
+from harness.project import Project, build_orchestrator
 from harness.tasks.model import DispatchRecord, ThreadRef
+from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.tools.gateway import HarnessTools
 from harness.tools.registry import Caller
@@ -42,8 +44,8 @@ def analyst(request: ModelRequest) -> Turn:
 async def run_analyst(
     harness_with: HarnessFactory, forge: Forge, reply: str
 ) -> tuple[Orchestrator, ScriptedModel, AnsweringHumans, str, DispatchRecord]:
-    """A task of U42's in `web` with a commit on its branch; its analyst calls the tool and
-    U42 answers the approval with ``reply``."""
+    """A task of U42's in `web` with a commit on its branch; its analyst (the real CLI) calls
+    the tool and U42 answers the approval with ``reply``."""
     orchestrator, model = await harness_with(analyst)
     humans = AnsweringHumans(orchestrator.humans.answer_question, reply=reply)
     orchestrator.humans.add_human_channel(humans)
@@ -83,22 +85,45 @@ async def test_an_approved_call_pushes_the_branch_and_opens_the_pull_request(
 
 
 async def test_a_denied_call_pushes_nothing_and_tells_the_agent_why(
-    harness_with: HarnessFactory, forge: Forge
+    project: Project, forge: Forge
 ) -> None:
-    orchestrator, _, humans, slug, record = await run_analyst(
-        harness_with, forge, "deny: not before the review"
+    # The denial is the harness's: a held analyst's call, made as its MCP server makes it, is
+    # enough (the tool called through the real CLI, its reply heard: the approved call above).
+    runtime = HeldRuntime()
+    orchestrator = build_orchestrator(project, runtime)
+    humans = AnsweringHumans(
+        orchestrator.humans.answer_question, reply="deny: not before the review"
     )
+    orchestrator.humans.add_human_channel(humans)
+    try:
+        task = await orchestrator.tasks.create_task(
+            "Add a settings page", ThreadRef("C1", "1700000000.000100"), "web", requester="U42"
+        )
+        slug = task.slug
+        commit_on_branch(forge.repository, f"harness/{slug}", "settings.html", "<h1>Hi\n")
+        handle = await orchestrator.draft(
+            "product-analyst", "open the pull request", task_slug=slug, requested_by="U42"
+        )
+        await runtime.wait_started(1)
 
-    assert len(humans.asked) == 1
-    assert forge.github.pulls(FULL_NAME) == [] and forge.remote_branch(f"harness/{slug}") is None
-    assert record.result is not None
-    [said] = record.result.issues
-    assert "PERMISSION_DENIED" in said and "denied by U42: not before the review" in said
-    assert (await orchestrator.tasks.task(slug)).pull_request is None
-    audit = await orchestrator.tasks.audit_log(slug)
-    assert [(e["tool"], e["outcome"]) for e in audit] == [
-        ("open_pull_request", "PERMISSION_DENIED")
-    ]
+        reply = await HarnessTools(orchestrator.services).call(
+            handle.agent_id, "open_pull_request", {}
+        )
+
+        assert len(humans.asked) == 1
+        assert forge.github.pulls(FULL_NAME) == []
+        assert forge.remote_branch(f"harness/{slug}") is None
+        assert reply.is_error
+        said = json.dumps(reply.payload)
+        assert "PERMISSION_DENIED" in said and "denied by U42: not before the review" in said
+        assert (await orchestrator.tasks.task(slug)).pull_request is None
+        audit = await orchestrator.tasks.audit_log(slug)
+        assert [(e["tool"], e["outcome"]) for e in audit] == [
+            ("open_pull_request", "PERMISSION_DENIED")
+        ]
+    finally:
+        runtime.release()
+        await orchestrator.shutdown()
 
 
 async def test_a_worker_is_not_offered_the_tool_and_a_call_is_refused_and_audited(
