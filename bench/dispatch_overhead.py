@@ -9,7 +9,7 @@ turn ending in a StructuredOutput call, alternating so that drift hits both equa
   kill:        Orchestrator.kill during a stalled model turn -> the claude child is gone
   start-up:    `python -m harness --help` vs `python -c pass`
 
-Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10] [--only command]
+Usage: .venv/bin/python bench/dispatch_overhead.py [--runs 10] [--only command] [--before DIR]
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from common import bare_query, copy_project, summary
@@ -67,40 +69,68 @@ async def in_process(model: ScriptedModel, config: Path, runs: int) -> tuple[flo
     return statistics.median(harness_times), statistics.median(bare_times)
 
 
-def commands(model: ScriptedModel, config: Path, runs: int) -> tuple[float, float]:
+def commands(
+    model: ScriptedModel, config: Path, runs: int, before: Sequence[Path] = ()
+) -> tuple[float, float]:
     """`harness run` and a bare query() script, alternating (A B A B), byte code cached (these
     machines export PYTHONDONTWRITEBYTECODE; a user's installed wheel has byte code): wall
-    time, and where it goes: start to the first model request, the last request to exit."""
+    time, and where it goes: start to the first model request, the last request to exit; CPU
+    (user + system of the command and the children it reaped: not the sandboxed CLI's, reaped
+    in its sandbox). With ``before`` (older trees of the project, each put first on
+    PYTHONPATH in its turn) `harness run` runs from each too, in turn."""
     env = {**os.environ, **model.env()}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     bare = BARE_SCRIPT.format(schema=RESULT_SCHEMA)
-    sides = {
-        "`harness run`": lambda tag: [sys.executable, "-m", "harness", "run", "--config",
-                                      str(config), "--role", "developer", tag],
-        "bare query()": lambda tag: [sys.executable, "-c", bare, tag],
-    }  # fmt: skip
-    for name, argv in sides.items():  # writes the byte code; not measured
-        subprocess.run(argv(f"warm-up {name}"), env=env, check=True, capture_output=True, cwd=REPO)
-    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-    taken: dict[str, dict[str, list[float]]] = {
-        name: {"total": [], "to first request": [], "last request to exit": []} for name in sides
+
+    def run(tag: str) -> list[str]:
+        return [sys.executable, "-m", "harness", "run", "--config", str(config),
+                "--role", "developer", tag]  # fmt: skip
+
+    # (argv, env, cwd): `harness run` in the project's folder, not the repository, whose
+    # folder `python -m` would put first on sys.path, before PYTHONPATH.
+    sides: dict[str, tuple[Callable[[str], list[str]], dict[str, str], Path]] = {
+        "`harness run`": (run, env, config.parent),
+        "bare query()": (lambda tag: [sys.executable, "-c", bare, tag], env, REPO),
     }
+    if before:
+        older = {
+            f"before ({tree.name}) `harness run`": (
+                run,
+                {**env, "PYTHONPATH": str(tree)},
+                config.parent,
+            )
+            for tree in before
+        }
+        sides = {**older, "after `harness run`": sides["`harness run`"],
+                 "bare query()": sides["bare query()"]}  # fmt: skip
+    for name, (argv, side_env, cwd) in sides.items():  # writes the byte code; not measured
+        subprocess.run(argv(f"warm-up {name}"), env=side_env, check=True, capture_output=True,
+                       cwd=cwd)  # fmt: skip
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    parts = ("total", "to first request", "last request to exit", "cpu")
+    taken: dict[str, dict[str, list[float]]] = {name: {p: [] for p in parts} for name in sides}
     for n in range(runs):
-        for name, argv in sides.items():
+        for name, (argv, side_env, cwd) in sides.items():
             tag = f"bench cli {n} {name}"
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.time()
-            subprocess.run(argv(tag), env=env, check=True, capture_output=True, cwd=REPO)
+            subprocess.run(argv(tag), env=side_env, check=True, capture_output=True, cwd=cwd)
             ended = time.time()
+            now = resource.getrusage(resource.RUSAGE_CHILDREN)
             mine = [r.received_at for r in model.main_requests if tag in r.first_user_text]
             taken[name]["total"].append(ended - started)
             taken[name]["to first request"].append(mine[0] - started)
             taken[name]["last request to exit"].append(ended - mine[-1])
-    for name, parts in taken.items():
-        for part, samples in parts.items():
-            print(summary(f"{name} {part}", samples))
+            taken[name]["cpu"].append(now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime)
+    for name, samples in taken.items():
+        for part, values in samples.items():
+            print(summary(f"{name} {part}", values))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    h, b = (statistics.median(taken[name]["total"]) for name in sides)
-    return h, b
+    medians = {name: statistics.median(samples["total"]) for name, samples in taken.items()}
+    for name, median in medians.items():
+        print(f"ratio {name} / bare query(): {median / medians['bare query()']:.3f}")
+    harness = "after `harness run`" if before else "`harness run`"
+    return medians[harness], medians["bare query()"]
 
 
 def help_startup(runs: int) -> None:
@@ -149,6 +179,16 @@ async def main() -> None:
     parser.add_argument(
         "--only", choices=("all", "command"), default="all", help="command: `harness run` only"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="an older tree of the project (e.g. `git archive HEAD harness bot`, unpacked): "
+        "`harness run` runs from it too, alternating with this tree's and the bare script "
+        "(repeat it for more trees)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
@@ -159,7 +199,8 @@ async def main() -> None:
             if args.only == "all":
                 h, b = await in_process(model, config, args.runs)
                 print(f"ratio in-process: {h / b:.3f}")
-            hc, bc = await asyncio.to_thread(commands, model, config, args.runs)
+            before = [tree.absolute() for tree in args.before]
+            hc, bc = await asyncio.to_thread(commands, model, config, args.runs, before)
             print(f"ratio command: {hc / bc:.3f}")
             if args.only == "all":
                 await kill_latency(model, config, args.runs)

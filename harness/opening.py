@@ -11,6 +11,7 @@ start (``harness/sandbox/runner.py``), and ``harness doctor`` reports it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -23,7 +24,9 @@ from harness.clock import SYSTEM, Clock
 from harness.project import Project, build_orchestrator, configured_hosting, task_store
 from harness.runtime.backends import runtime_backend
 from harness.runtime.model_access import require_model_access, scripted_env
+from harness.runtime.orphans import guarded_cli
 from harness.runtime.spec import AgentRuntime
+from harness.sandbox.runner import probe_ahead
 from harness.tasks.nats_store import NatsTaskStore
 from harness.workspaces.manager import Workspaces
 
@@ -74,12 +77,13 @@ async def open_harness(
     says what is missing, and how to fix it, before anything is made."""
     config = project.config
     backend = runtime_backend(config.runtime)
+    sandboxed = config.sandbox.enabled
     async with contextlib.AsyncExitStack() as stack:
         if scripted:
             model_env = await stack.enter_async_context(_scripted_model())
             simulated_costs = True
         if runtime is None and model_env is not None:
-            runtime = _claude_runtime(model_env, clock)
+            runtime = await _claude_runtime(model_env, clock, purpose, sandboxed)
         here = runtime is not None or backend.agents_here
         if purpose != "read":
             if here:
@@ -87,7 +91,7 @@ async def open_harness(
                     require_model_access(os.environ, Path.home())
                 # Loaded now: an agent can start ahead, and no first request waits on the
                 # Claude SDK's import.
-                runtime = runtime or _claude_runtime({}, clock)
+                runtime = runtime or await _claude_runtime({}, clock, purpose, sandboxed)
             else:
                 backend.require()
         workspaces = Workspaces(config.workspaces, clock)
@@ -115,11 +119,27 @@ async def open_harness(
         yield Harness(orchestrator, where="local" if here else backend.where)
 
 
-def _claude_runtime(model_env: Mapping[str, str], clock: Clock) -> AgentRuntime:
-    # Imported here: the Claude SDK takes most of a second to import.
-    from harness.runtime.claude import ClaudeRuntime
-
-    return ClaudeRuntime(base_env=model_env, clock=clock)
+async def _claude_runtime(
+    model_env: Mapping[str, str], clock: Clock, purpose: Purpose, sandboxed: bool
+) -> AgentRuntime:
+    # Opened for agents, what the first agent's start would wait for runs while the Claude
+    # SDK imports (most of a second): the sandbox's check (a bubblewrap process, about 0.1 s)
+    # and the CLI's launcher (a `setpriv --help` and a file read, in a thread); each cached.
+    ahead = purpose != "read"
+    probe = probe_ahead() if ahead and sandboxed else None
+    launcher = asyncio.get_running_loop().run_in_executor(None, guarded_cli) if ahead else None
+    try:
+        # Imported here: a command that runs no agent never pays for it.
+        from harness.runtime.claude import ClaudeRuntime
+    finally:
+        if probe is not None:
+            await asyncio.to_thread(probe.end)
+        if launcher is not None:
+            await launcher
+    # A server's spares are primed (their CLI's first turn run ahead) for requests that come
+    # later. Opened to run agents (`harness run`, `harness mcp`), the only spare is the one
+    # started ahead for the agent about to start: priming it would delay that agent's turn.
+    return ClaudeRuntime(base_env=model_env, clock=clock, prime_spares=purpose == "serve")
 
 
 @contextlib.asynccontextmanager

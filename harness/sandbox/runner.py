@@ -86,6 +86,17 @@ def bwrap_binary() -> str | None:
 def _probe() -> Refusal | None:
     """None when bubblewrap makes a sandbox like the agents' here; else why not, with the
     fix. Blocking."""
+    if _answered_ahead:  # a check started ahead (``probe_ahead``) has just ended
+        return _answered_ahead.pop()
+    return _probe_end(_probe_start())
+
+
+# The answer of a check started ahead, from its end until ``_probe`` keeps it.
+_answered_ahead: list[Refusal | None] = []
+
+
+def _probe_start() -> subprocess.Popen[str] | Refusal:
+    """The check's bubblewrap, started (or why it cannot be). Blocking, briefly."""
     bwrap = bwrap_binary()
     if bwrap is None:
         return _refusal("missing")
@@ -96,14 +107,54 @@ def _probe() -> Refusal | None:
     for path, target in links:
         args += ["--symlink", target, path]
     try:
-        done = subprocess.run(
-            [*args, "--", "true"], capture_output=True, text=True, timeout=30, check=False
+        return subprocess.Popen(
+            [*args, "--", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
-    except (OSError, subprocess.SubprocessError) as exc:
+    except OSError as exc:
         return _refusal("refused", f"it could not run ({exc})")
-    if done.returncode != 0:
-        return _refusal("refused", done.stderr.strip() or f"exit status {done.returncode}")
+
+
+def _probe_end(started: subprocess.Popen[str] | Refusal) -> Refusal | None:
+    """The check's answer, once its bubblewrap has ended. Blocking."""
+    if isinstance(started, Refusal):
+        return started
+    with started as process:  # its pipe closed and the process reaped, whatever happens
+        try:
+            _, stderr = process.communicate(timeout=PROBE_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            process.kill()
+            return _refusal("refused", f"it could not run ({exc})")
+    if process.returncode != 0:
+        return _refusal("refused", stderr.strip() or f"exit status {process.returncode}")
     return None
+
+
+PROBE_TIMEOUT = 30.0  # seconds
+
+
+class SandboxProbe:
+    """The sandbox's check, started ahead: its bubblewrap runs while the process does
+    other work. ``end`` waits for it and keeps its answer for ``check_sandbox``."""
+
+    def __init__(self, started: subprocess.Popen[str] | Refusal) -> None:
+        self._started = started
+
+    def end(self) -> None:
+        """Blocking (until its bubblewrap ends: about 0.1 s after its start)."""
+        _answered_ahead[:] = [_probe_end(self._started)]
+        try:
+            _probe()  # keeps it, unless a check was made meanwhile
+        finally:
+            _answered_ahead.clear()
+
+
+def probe_ahead() -> SandboxProbe | None:
+    """Starts the check ``check_sandbox`` makes, to ``end`` later; None when it has been made
+    in this process already, or is not made here (not Linux). Blocking, briefly (it lists
+    /etc and starts one process)."""
+    if not sys.platform.startswith("linux") or _probe.cache_info().currsize:
+        return None
+    return SandboxProbe(_probe_start())
 
 
 def _refusal(cause: Cause, detail: str = "") -> Refusal:
@@ -115,7 +166,9 @@ def _refusal(cause: Cause, detail: str = "") -> Refusal:
 async def check_sandbox() -> None:
     """Raises SandboxUnavailableError, with the fix here, where agents cannot be sandboxed."""
     if sys.platform.startswith("linux"):
-        refused = await asyncio.to_thread(_probe)
+        # Made once per process: once made, its answer is read here, not in a thread (a
+        # thread waits for a busy event loop, and for the interpreter, at every step).
+        refused = _probe() if _probe.cache_info().currsize else await asyncio.to_thread(_probe)
     else:
         refused = await asyncio.to_thread(_refusal, "not-linux")
     if refused is not None:
@@ -191,8 +244,7 @@ async def open_sandbox(
     usage)``, and none is made once they come to ``budget_usd``, nor while ``held()``. The
     proxy's rate limit runs on ``clock``."""
     await check_sandbox()
-    await asyncio.to_thread(sweep_once)
-    folder = await asyncio.to_thread(make_folder)
+    folder = await asyncio.to_thread(_new_folder)
     try:
         proxy = EgressProxy(
             Path(folder) / "egress.sock",
@@ -219,6 +271,13 @@ async def open_sandbox(
             socket = str(Path(folder) / "egress.sock")
             await asyncio.to_thread(kill_left_behind, bwrap, socket)
         await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def _new_folder() -> str:
+    """The run's private folder, after the process's first sweep of folders left behind
+    (one thread's round trip for both). Blocking."""
+    sweep_once()
+    return make_folder()
 
 
 def _write_launcher(

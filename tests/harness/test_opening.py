@@ -4,6 +4,7 @@ front end opens the harness for; leaving shuts it down."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from harness.errors import HarnessError
 from harness.opening import open_harness
 from harness.project import Project
 from harness.runtime.model_access import KEY_VARIABLES, PROVIDER_SWITCHES
+from harness.sandbox import runner
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.nats_server import free_port
 
@@ -117,3 +119,38 @@ async def test_leaving_after_the_front_ends_own_shutdown_is_quiet(project: Proje
         await harness.orchestrator.shutdown("the bot was stopped", leave_remote_agents=True)
     record = await harness.orchestrator.record(handle.agent_id)
     assert record.status == "interrupted"
+
+
+@pytest.fixture
+def refusing_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A bubblewrap that cannot make namespaces here (as in some containers); each start
+    is a line in the file yielded (the checks are cached per process: cleared around)."""
+    starts = tmp_path / "bwrap-starts"
+    bwrap = tmp_path / "bwrap"
+    bwrap.write_text(
+        f'#!/bin/sh\necho started >> "{starts}"\n'
+        'echo "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n',
+        encoding="utf-8",
+    )
+    bwrap.chmod(0o755)
+    runner._probe.cache_clear()
+    monkeypatch.setattr(runner, "bwrap_binary", lambda: str(bwrap))
+    yield starts
+    runner._probe.cache_clear()
+
+
+@pytest.mark.subprocess
+async def test_the_sandbox_is_checked_while_the_harness_opens_and_its_refusal_stops_a_writer(
+    project: Project, refusing_bubblewrap: Path
+) -> None:
+    async with open_harness(project, purpose="run", scripted=True) as harness:
+        # Checked once, while the Claude SDK loaded: the first agent does not wait for it.
+        assert refusing_bubblewrap.read_text("utf-8").splitlines() == ["started"]
+        handle = await harness.orchestrator.draft("developer", "fix the login bug")
+        record = await harness.orchestrator.wait(handle.agent_id, 60)
+
+    assert record.status == "failed"
+    assert record.error is not None
+    assert record.error.startswith("the agent's OS sandbox cannot start here: ")
+    assert "Permission denied" in record.error
+    assert refusing_bubblewrap.read_text("utf-8").splitlines() == ["started"]  # not again

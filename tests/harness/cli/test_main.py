@@ -77,6 +77,9 @@ def test_run_then_follow_ups_with_and_without_a_role_then_list_and_show(
     assert "product-analyst completed" in first.stdout
     # Its agent's CLI was started while the task was made.
     assert "starts on a spare, started ahead" in first.stderr
+    # Not primed (no first turn run ahead, its model calls held): its prompt is on the way,
+    # and a priming turn would only come before it.
+    assert "primes this CLI" not in first.stderr
     assert "Summary: Settings page planned" in first.stdout
     assert "  1. Which fields?" in first.stdout
     slug = first.stdout.split("Task: ")[1].split()[0]
