@@ -28,9 +28,10 @@ from harness.tasks.leases import LeaseKeeper
 logger = logging.getLogger(__name__)
 
 TTL = 6.0  # seconds a lease outlives its holder's last renewal (renewed every 2 s)
-# A replica without a lease looks again this often; a failing NATS server less often.
+# A replica without a lease looks again this often; a failing NATS server less often, but
+# at least once a ttl: after a long outage the singletons are back within seconds of NATS.
 CONTEND = Backoff(first=TTL / 3, cap=TTL / 3)
-UNREACHABLE = Backoff(first=TTL / 3, cap=30.0)
+UNREACHABLE = Backoff(first=TTL / 3, cap=TTL)
 
 
 @dataclass(frozen=True)
