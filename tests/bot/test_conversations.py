@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
-from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Turn, demo_script
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text
 from tests.support import latest_task
@@ -97,15 +94,18 @@ async def test_a_follow_up_is_routed_when_a_rule_matches(rig: RigFactory) -> Non
 async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_context(
     rig: RigFactory,
 ) -> None:
-    async with rig(finish_with_prompt) as r:
+    # The prompt is the bot's: the agent is held (a thread's prompt reaching the model through
+    # the real CLI: test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up).
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
         parent = await r.say("the CSV export is broken", user="U2", channel="C1")
         ts = parent.event["ts"]
         await r.say("it fails on quotes & commas", user="U3", channel="C1", thread_ts=ts)
         mention = await r.say("<@UBOT> fix it please", channel="C1", thread_ts=ts)
         assert await r.final_reaction("C1", mention.event["ts"]) == "white_check_mark"
 
-        [run] = r.runs()
-        prompt = run.first_user_text
+        [run] = r.held.started
+        prompt = run.prompt
         assert "the CSV export is broken" in prompt
         assert "U3: it fails on quotes & commas" in prompt
         assert prompt.rstrip().endswith("fix it please")
@@ -116,13 +116,16 @@ async def test_a_mention_in_an_unbound_thread_takes_its_earlier_messages_as_cont
 
 
 async def test_a_rate_limited_post_is_retried_and_the_result_arrives(rig: RigFactory) -> None:
-    async with rig(finish_with_prompt) as r:
+    # The agent is held: a result from the real CLI reaching its thread is proved by
+    # test_a_top_level_dm_starts_a_task_bound_to_its_thread.
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
         r.slack.faults.fail_next("chat.postMessage", times=2, status=429, retry_after=0)
         sent = await r.say("fix the login bug")
         assert await r.final_reaction("D1", sent.event["ts"]) == "white_check_mark"
         statuses = [c.status for c in r.slack.calls("chat.postMessage")]
         assert statuses[:3] == [429, 429, 200]
-        assert "Done: fix the login bug" in r.bot_text("D1", sent.event["ts"])
+        assert "did: fix the login bug" in r.bot_text("D1", sent.event["ts"])
 
 
 async def test_a_10000_character_result_arrives_complete_and_split(rig: RigFactory) -> None:
@@ -178,30 +181,24 @@ async def test_an_analyst_drafting_a_developer_shows_both_in_the_thread(rig: Rig
 async def test_a_follow_up_waits_for_the_running_agent_and_the_thread_says_so(
     rig: RigFactory,
 ) -> None:
-    gate = asyncio.Event()
-
-    async def script(request: ModelRequest) -> Turn:
-        if "first step" in request.first_user_text and "## Task History" not in (
-            request.first_user_text
-        ):
-            await gate.wait()
-        return finish_with_prompt(request)
-
-    async with rig(script) as r:
+    # The agents are held: a follow-up's prompt, with the first result, reaching the model
+    # through the real CLI is proved by
+    # test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up.
+    async with rig(runtime=HeldRuntime()) as r:
         sent = await r.say("do the first step")
         ts = sent.event["ts"]
-        await r.model.wait_for_request(timeout=WAIT)
+        await r.held.wait_started(1, WAIT)
         reply = await r.say("then the second step", thread_ts=ts)
         notice = await r.slack.wait_for(
             lambda: [m for m in r.bot_messages("D1", ts) if "⏳ Got it" in m["text"]]
         )
         assert "developer `a" in notice[0]["text"]
         assert "eyes" in r.slack.reactions("D1", reply.event["ts"])
-        assert len(r.runs()) == 1  # the follow-up has not started
-        gate.set()
+        assert len(r.held.started) == 1  # the follow-up has not started
+        r.held.release()
         assert await r.final_reaction("D1", reply.event["ts"]) == "white_check_mark"
-        _, second = r.runs()
-        assert "Done: do the first step" in second.first_user_text
+        _, second = r.held.started
+        assert "did: do the first step" in second.prompt
 
 
 async def test_a_failed_run_says_what_failed_which_agent_and_what_to_do(rig: RigFactory) -> None:
@@ -222,17 +219,18 @@ async def test_a_failed_run_says_what_failed_which_agent_and_what_to_do(rig: Rig
 
 
 async def test_shutdown_stops_the_agent_and_starts_no_queued_follow_up(rig: RigFactory) -> None:
-    async with rig(lambda request: Turn(text="slow", stall_seconds=120)) as r:
+    # The agent is held: that a shutdown leaves no CLI process is proved by tests/harness/agents/
+    # test_runs.py::test_shutdown_marks_running_dispatches_interrupted_and_leaves_no_child.
+    async with rig(runtime=HeldRuntime()) as r:
         sent = await r.say("fix it slowly")
         ts = sent.event["ts"]
-        await r.model.wait_for_request(timeout=WAIT)
-        children = claude_children()
+        await r.held.wait_started(1, WAIT)
         reply = await r.say("and then the docs", thread_ts=ts)
         await r.slack.wait_for(lambda: "⏳ Got it" in r.bot_text("D1", ts))
 
         await r.server.stop("the test stopped the bot")
 
-        assert len(r.runs()) == 1  # the queued follow-up never started an agent
+        assert len(r.held.started) == 1  # the queued follow-up never started an agent
         [record] = (await latest_task(r.orchestrator)).dispatches
         assert record.status == "interrupted"
         shown = r.bot_text("D1", ts)
@@ -240,4 +238,3 @@ async def test_shutdown_stops_the_agent_and_starts_no_queued_follow_up(rig: RigF
         assert "I am shutting down, so I did not start on this." in shown
         assert r.slack.reactions("D1", ts) >= {"x"}
         assert r.slack.reactions("D1", reply.event["ts"]) >= {"x"}
-        assert children and not claude_children() & children

@@ -1,7 +1,7 @@
-"""The spend limits in Slack, with the real bot against the Slack emulator and the real CLI
-against the scripted model: a person over their daily limit is told which limit, what was
-spent and when it resets, and nothing starts, while another person's request runs; only an
-admin's *Raise for this task* lifts it for that task."""
+"""The spend limits in Slack, with the real bot against the Slack emulator and held agents (the
+limits are the bot's and the ledger's, not the CLI's): a person over their daily limit is told
+which limit, what was spent and when it resets, and nothing starts, while another person's
+request runs; only an admin's *Raise for this task* lifts it for that task."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
 from harness.tasks.model import ThreadRef
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.records import make_record
-from tests.bot.conftest import JSON, WAIT, RigFactory, finish_with_prompt, message_text
+from tests.bot.conftest import JSON, WAIT, RigFactory, message_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -70,8 +70,14 @@ def replies_with(r: Any, channel: str, ts: str, needle: str) -> list[JSON]:
 async def test_a_person_over_their_daily_limit_is_refused_while_another_persons_request_runs(
     rig: RigFactory, project: Project
 ) -> None:
+    # The agents are held: a run's cost as the real CLI reports it, into the task's record, is
+    # proved by tests/harness/agents/test_runs.py::
+    # test_a_run_stores_its_structured_result_in_task_json, and in Slack by
+    # test_routines_in_slack.py::
+    # test_a_schedule_firing_opens_a_thread_in_its_channel_and_the_agent_answers_there.
     await spent_today(project, "U1", 20.0)
-    async with rig(finish_with_prompt, slack_settings=ADMINS) as r:
+    async with rig(runtime=HeldRuntime(), slack_settings=ADMINS) as r:
+        r.held.release()
         refused = (await r.say("<@UBOT> fix the login", user="U1", channel="C1")).event["ts"]
         assert await r.final_reaction("C1", refused) == "x"
         [notice] = replies_with(r, "C1", refused, "daily limit")
@@ -82,10 +88,10 @@ async def test_a_person_over_their_daily_limit_is_refused_while_another_persons_
 
         ran = (await r.say("<@UBOT> fix the logout", user="U2", channel="C1")).event["ts"]
         assert await r.final_reaction("C1", ran) == "white_check_mark"
-        [run] = r.runs()  # the only agent that started is U2's
-        assert "fix the logout" in run.first_user_text
+        [run] = r.held.started  # the only agent that started is U2's
+        assert "fix the logout" in run.prompt
         [summary] = [s for s in await r.orchestrator.tasks.task_summaries() if s.requester == "U2"]
-        billed = summary.cost_usd  # what the CLI said the scripted model billed
+        billed = summary.cost_usd  # what the runtime said the run cost
         assert billed and billed > 0 and not summary.cost_simulated
 
         # The usage view adds up to it: the command, and each person's App Home.
@@ -105,12 +111,14 @@ async def test_a_person_over_their_daily_limit_is_refused_while_another_persons_
         assert f'{spend}routine=""}} {billed}' in scraped
 
 
-@pytest.mark.subprocess
 async def test_only_an_admin_raises_the_limits_for_the_task_and_then_it_starts(
     rig: RigFactory, project: Project
 ) -> None:
+    # The agents are held; a request in a thread run through the real CLI:
+    # test_conversations.py::test_a_mention_in_a_channel_starts_one_task_and_a_reply_follows_up.
     await spent_today(project, "U1", 20.0)
-    async with rig(finish_with_prompt, slack_settings=ADMINS) as r:
+    async with rig(runtime=HeldRuntime(), slack_settings=ADMINS) as r:
+        r.held.release()
         ts = (await r.say("<@UBOT> fix the login", user="U1", channel="C1")).event["ts"]
         await r.final_reaction("C1", ts)
         [notice] = replies_with(r, "C1", ts, "daily limit")
@@ -132,7 +140,7 @@ async def test_only_an_admin_raises_the_limits_for_the_task_and_then_it_starts(
 
         again = await r.say("go on please", user="U1", channel="C1", thread_ts=ts)
         assert await r.final_reaction("C1", again.event["ts"]) == "white_check_mark"
-        assert len(r.runs()) == 1
+        assert len(r.held.started) == 1
 
 
 async def test_a_raise_pressed_just_before_a_stop_is_carried_out_at_the_next_start(

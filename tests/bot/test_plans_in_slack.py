@@ -205,27 +205,34 @@ async def test_model_opus_reaches_the_model_api_and_the_footer_names_it(
 async def test_a_model_the_role_does_not_allow_is_refused_with_the_list_and_no_task_is_made(
     rig: RigFactory,
 ) -> None:
-    async with rig(finish_at_once) as r:
+    # The agents are held: a picked model reaching the model API through the real CLI is
+    # proved by test_model_opus_reaches_the_model_api_and_the_footer_names_it.
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
         ts = (await r.say("<@UBOT> model:fable fix the login form", channel="C1")).event["ts"]
         assert await r.final_reaction("C1", ts) == "x"
         text = r.bot_text("C1", ts)
         assert "does not allow the model `fable`; it allows `sonnet`, `opus`, `haiku`" in text
         assert await r.orchestrator.tasks.find_task(ThreadRef("C1", ts)) is None
         assert await r.orchestrator.tasks.task_summaries() == []
-        assert r.model.main_requests == []
+        assert r.held.started == []
 
         # The thread stays free: the request sent again there, with a model allowed, runs.
         again = await r.say("<@UBOT> model:opus fix the login form", channel="C1", thread_ts=ts)
         assert await r.final_reaction("C1", again.event["ts"]) == "white_check_mark"
         [record] = (await task_of(r, "C1", ts)).dispatches
         assert record.model == "opus"
+        assert len(r.held.started) == 1
         assert len(await r.orchestrator.tasks.task_summaries()) == 1
 
 
 async def test_a_message_of_only_a_model_is_told_to_say_what_the_agent_should_do(
     rig: RigFactory,
 ) -> None:
-    async with rig(finish_at_once) as r:
+    # The agents are held; a request's run through the real CLI:
+    # test_model_opus_reaches_the_model_api_and_the_footer_names_it.
+    async with rig(runtime=HeldRuntime()) as r:
+        r.held.release()
         await r.say("model:opus")
         [told] = await r.slack.wait_for(lambda: r.slack.ephemeral("U1"))
         assert "Say what the agent should do after `model:opus`" in told["text"]
@@ -235,7 +242,7 @@ async def test_a_message_of_only_a_model_is_told_to_say_what_the_agent_should_do
         await r.say("plan first: model:haiku", thread_ts=ts)  # a follow-up of directives alone
         second = await r.slack.wait_for(lambda: r.slack.ephemeral("U1")[1:] or None)
         assert "after `plan first: model:haiku`" in second[0]["text"]
-        assert len(r.runs()) == 1  # neither started an agent
+        assert len(r.held.started) == 1  # neither started an agent
         assert len(await r.orchestrator.tasks.task_summaries()) == 1
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.tasks.model import ThreadRef
-from harness.testing.processes import claude_children
-from harness.testing.scripted_model import ModelRequest, Turn
+from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, RigFactory, finish_with_prompt, message_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -31,17 +30,18 @@ async def test_socket_mode_dm_and_follow_up_share_one_task(rig: RigFactory) -> N
 
 
 async def test_socket_mode_harness_list_and_kill(rig: RigFactory) -> None:
-    def script(request: ModelRequest) -> Turn:
-        return Turn(text="thinking", stall_seconds=60)
-
-    async with rig(script, mode="socket") as r:
+    # The agent is held. That a kill ends the agent's real CLI process is proved by
+    # test_agent_sessions.py::
+    # test_stop_during_a_run_ends_the_agents_process_and_the_session_leaves_processing and by
+    # tests/harness/agents/test_runs.py::
+    # test_kill_during_a_slow_turn_ends_killed_and_the_child_is_gone; Socket Mode with the real
+    # CLI by test_socket_mode_dm_and_follow_up_share_one_task.
+    async with rig(runtime=HeldRuntime(), mode="socket") as r:
         slack = r.slack
         sent = await r.say("fix it slowly")
         ts = sent.event["ts"]
-        await r.model.wait_for_request(timeout=WAIT)
+        await r.held.wait_started(1, WAIT)
         [agent] = r.orchestrator.agents()
-        children = claude_children()
-        assert children
 
         await slack.slash_command("/harness", "list", "U1", "D1")
         listing = await slack.wait_for(
@@ -67,5 +67,6 @@ async def test_socket_mode_harness_list_and_kill(rig: RigFactory) -> None:
         assert "⏹️ *developer* was stopped by <@U1>" in shown
         assert f"agent `{agent.agent_id}`" in shown
         assert "*What to do next:*" in shown
+        ended = await r.orchestrator.wait(agent.agent_id, timeout=WAIT)  # its run has ended
+        assert ended.status == "killed"
         assert (await r.orchestrator.record(agent.agent_id)).status == "killed"
-        assert not claude_children() & children
