@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +14,27 @@ from harness.agents.orchestrator import Orchestrator
 from harness.agents.questions import Answer, CloseReason, Question, answer_for
 from harness.runtime.spec import Approval, RunIO, ToolReply, ToolUse
 from harness.tasks.model import Task
+
+# A line of ``python -X importtime``'s report: the module imported is its last field.
+IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
+
+
+def harness_imports(
+    *args: str, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``harness ARGS`` run as a user runs it (in ``cwd``, no ``HARNESS_*`` variable), and
+    every module it imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")},
+        check=False,
+    )
+    modules = {m[1] for line in done.stderr.splitlines() if (m := IMPORT_LINE.match(line))}
+    return done, modules
 
 
 async def latest_task(orchestrator: Orchestrator) -> Task:

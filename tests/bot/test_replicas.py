@@ -5,6 +5,7 @@ singletons run on one replica at a time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
@@ -50,14 +51,27 @@ def project(project_dir: Path, store: StoreSettings) -> Project:
     return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, store=store))
 
 
-async def test_a_key_claimed_by_one_replica_is_a_duplicate_on_the_other(
+@contextlib.asynccontextmanager
+async def two_replicas_dedupe(
     store: StoreSettings,
-) -> None:
+) -> AsyncIterator[tuple[NatsLedger, Dedupe, Dedupe]]:
+    """Two replicas' dedupes, each on a connection of its own to the ledger on ``store``,
+    loaded; the first one's ledger too."""
     first, second = await NatsLedger.open(store), await NatsLedger.open(store)
     try:
         a, b = Dedupe(first, HOUR), Dedupe(second, HOUR)
         await a.load()
         await b.load()
+        yield first, a, b
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_key_claimed_by_one_replica_is_a_duplicate_on_the_other(
+    store: StoreSettings,
+) -> None:
+    async with two_replicas_dedupe(store) as (_, a, b):
         event = {"type": "message", "channel": "D1", "user": "U1", "text": "hi", "ts": "1.0"}
         keys = event_keys(event, "Ev1", "UBOT")
         assert keys == ["event:Ev1", "message:D1:1.0"]
@@ -68,19 +82,12 @@ async def test_a_key_claimed_by_one_replica_is_a_duplicate_on_the_other(
         assert not b.first_time("event:Ev1") and not b.first_time("message:D1:1.0")
         # A repeat within one replica is still answered from memory.
         assert not a.first_time("event:Ev1")
-    finally:
-        await first.close()
-        await second.close()
 
 
 async def test_a_retry_that_loses_the_event_leaves_the_message_to_the_replica_claiming_it(
     store: StoreSettings,
 ) -> None:
-    first, second = await NatsLedger.open(store), await NatsLedger.open(store)
-    try:
-        a, b = Dedupe(first, HOUR), Dedupe(second, HOUR)
-        await a.load()
-        await b.load()
+    async with two_replicas_dedupe(store) as (first, a, b):
         keys = ["event:Ev2", "message:D1:2.0"]
         # A has claimed the event id and is about to claim the message (a slow replica) when
         # Slack's retry reaches B.
@@ -90,9 +97,6 @@ async def test_a_retry_that_loses_the_event_leaves_the_message_to_the_replica_cl
 
         assert not b.first_time("event:Ev2") and not b.first_time("message:D1:2.0")
         assert a.first_time("message:D1:2.0")  # A runs it: the message is not lost
-    finally:
-        await first.close()
-        await second.close()
 
 
 async def test_a_retry_delivered_to_another_replica_is_not_run_again(

@@ -8,10 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
 from harness.tasks.model import AgentResult, DispatchRecord, Task
 from harness.tasks.store import FileTaskStore
 from harness.testing.records import make_record
+from tests.support import harness_imports
 
 pytestmark = pytest.mark.subprocess
 
@@ -60,21 +58,6 @@ NOT_FOR_TASKS = (
     "harness.workspaces",
     "harness.opening",
 )
-_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$")
-
-
-def imports_of(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """``harness ARGS`` run as a user runs it, and every module it imported."""
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")},
-        check=False,
-    )
-    modules = {m[1] for line in done.stderr.splitlines() if (m := _IMPORTED.match(line))}
-    return done, modules
 
 
 def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
@@ -86,13 +69,13 @@ def test_help_and_version_print_without_the_agents_stack_or_the_config_schema() 
         (("--help",), "usage: harness", NOT_FOR_HELP),
         (("--version",), "harness ", NOT_FOR_VERSION),
     ):
-        done, modules = imports_of(*args)
+        done, modules = harness_imports(*args)
 
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.startswith(says), done.stdout
         assert "harness.cli.main" in modules  # the measurement saw the harness load
         assert loaded(modules, unloaded) == [], args
-    assert "    bot " in imports_of("--help")[0].stdout  # the plug-ins' commands are listed
+    assert "    bot " in harness_imports("--help")[0].stdout  # the plug-ins' commands are listed
 
 
 def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
@@ -100,7 +83,7 @@ def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
 ) -> None:
     asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
 
-    done, modules = imports_of("tasks", "--config", str(project_dir / "config.yaml"))
+    done, modules = harness_imports("tasks", "--config", str(project_dir / "config.yaml"))
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
@@ -120,9 +103,9 @@ def test_a_text_listing_with_config_remembered_and_nothing_spooled_loads_no_pyda
 
     asyncio.run(one_task())
     config = str(project_dir / "config.yaml")
-    imports_of("tasks", "--config", config)  # config.yaml read in full, and remembered
+    harness_imports("tasks", "--config", config)  # config.yaml read in full, and remembered
 
-    done, modules = imports_of("tasks", "--config", config)
+    done, modules = harness_imports("tasks", "--config", config)
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
@@ -134,15 +117,7 @@ def test_a_text_listing_with_config_remembered_and_nothing_spooled_loads_no_pyda
 def test_tasks_shows_a_final_record_still_pending_in_the_spool(project_dir: Path) -> None:
     asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "tasks", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=project_dir,
-        env={k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")},
-        check=False,
-    )
+    done, _ = harness_imports("tasks", "--json", cwd=project_dir)
 
     assert done.returncode == 0, done.stderr
     (listed,) = json.loads(done.stdout)["tasks"]

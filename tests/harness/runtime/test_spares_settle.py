@@ -19,25 +19,14 @@ from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.host import AgentHost
 from harness.runtime.spare_agent import WarmAgent
 from harness.runtime.spec import AgentSpec, SpareLimits
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from harness.testing.scripted_model import ScriptedModel
 from harness.workspaces.manager import Workspaces
+from tests.harness.agents.test_spares_under_load import Held
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.subprocess, pytest.mark.waits]
 
 SLOTS, BURST, WAIT = 2, 6, 120.0
 SETTLE = SpareLimits().settle_seconds
-
-
-class Held:
-    """Every agent's first model call waits until the test lets them go: the whole burst is
-    queued before any agent ends."""
-
-    def __init__(self) -> None:
-        self.go = asyncio.Event()
-
-    async def __call__(self, request: ModelRequest) -> Turn:
-        await self.go.wait()
-        return Turn.finish("done")
 
 
 class Watched:
