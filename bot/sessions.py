@@ -41,7 +41,7 @@ from harness.agents.orchestrator import Orchestrator
 from harness.agents.pool import AgentInfo
 from harness.errors import HarnessError, NotAllowedError
 from harness.metrics import Metrics
-from harness.tasks.model import FINAL_STATUSES, DispatchRecord, Task, ThreadRef
+from harness.tasks.model import DispatchRecord, Task, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -325,15 +325,11 @@ class AgentSessions:
         return outcome
 
     async def _unfinished_elsewhere(self, task: Task) -> bool:
-        """Whether another process's run still has an unfinished agent in ``task`` (one
-        process: never, for a restart marks its predecessor's ended or follows them here)."""
+        """Whether another process's run still has an unfinished agent in ``task``."""
         try:
-            mine = await self.orchestrator.tasks.this_run()
+            return await self.orchestrator.tasks.unfinished_elsewhere(task.dispatches)
         except HarnessError:
             return False
-        return any(
-            d.status not in FINAL_STATUSES and d.run_id not in (None, mine) for d in task.dispatches
-        )
 
     async def _stop(self, thread: ThreadRef, user: str) -> str:
         try:

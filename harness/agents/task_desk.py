@@ -136,20 +136,27 @@ class TaskDesk:
         return await self._live_elsewhere([record])
 
     async def agent_unfinished_elsewhere(self, agent_id: str) -> bool:
-        """Whether ``agent_id`` is unfinished under another process's run: a bot replica that
-        holds it, or one that stopped and whose agents are being taken over (seconds)."""
+        """Whether ``agent_id`` is unfinished under another process's run (as
+        ``unfinished_elsewhere`` says)."""
         try:
             record = await self._store.record(agent_id)
         except AgentNotFoundError:
             return False
+        return await self.unfinished_elsewhere([record])
+
+    async def unfinished_elsewhere(self, records: Sequence[DispatchRecord]) -> bool:
+        """Whether one of ``records`` is unfinished under another process's run: a bot
+        replica that holds it, or one that stopped and whose agents are being taken over
+        (seconds). One process: never, for a restart marks its predecessor's ended or
+        follows them here."""
         mine = await self._store.begin_run()
-        return record.status not in FINAL_STATUSES and record.run_id not in (None, mine)
+        return any(_unfinished_under_another(record, mine) for record in records)
 
     async def _live_elsewhere(self, records: Sequence[DispatchRecord]) -> str | None:
         mine = await self._store.begin_run()
         for record in records:
             run = record.run_id
-            if record.status in FINAL_STATUSES or run is None or run == mine:
+            if run is None or not _unfinished_under_another(record, mine):
                 continue
             if await self._store.run_alive(run):
                 return run
@@ -274,3 +281,8 @@ class TaskDesk:
 
     def _now(self) -> str:
         return timestamp(self._clock.now())
+
+
+def _unfinished_under_another(record: DispatchRecord, mine: str) -> bool:
+    """Whether ``record`` is unfinished under a run other than ``mine`` (pure)."""
+    return record.status not in FINAL_STATUSES and record.run_id not in (None, mine)
