@@ -54,13 +54,8 @@ def _exit_untraced() -> None:
     import atexit
     import gc
 
-    global _untraced_at_exit
-    if not _untraced_at_exit:
-        _untraced_at_exit = True
-        atexit.register(gc.freeze)
-
-
-_untraced_at_exit = False
+    atexit.unregister(gc.freeze)  # one registration, however often ``main`` runs
+    atexit.register(gc.freeze)
 
 
 def _main(argv: Sequence[str] | None) -> int:
