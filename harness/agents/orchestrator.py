@@ -24,7 +24,7 @@ from harness.agents.dispatching import AgentHandle, Dispatcher
 from harness.agents.events import AgentEvent, Events, Listener
 from harness.agents.humans import Humans
 from harness.agents.metadata import MetadataCollector
-from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
+from harness.agents.pending_finals import PendingFinals
 from harness.agents.pool import AgentInfo, AgentPool
 from harness.agents.pull_requests import PullRequests
 from harness.agents.recovery import AFTERCARE_FOLDER, Late, recover_interrupted
@@ -41,6 +41,7 @@ from harness.forge.accounts import AccountStore
 from harness.memory.service import team_memory
 from harness.runtime.attachments import Attachment, LeftOut
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, Hosting, SpareLimits
+from harness.tasks.common import PENDING_FOLDER
 from harness.tasks.model import DispatchRecord, Task
 from harness.tasks.store import Store
 from harness.workspaces.manager import Workspaces

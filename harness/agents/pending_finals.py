@@ -38,7 +38,6 @@ from harness.tasks.store import Store
 
 logger = logging.getLogger(__name__)
 
-PENDING_FOLDER = ".pending"
 _DIFF_SUFFIX = ".diff"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 RETRY = Backoff(0.2, 30.0)  # after a failed store: soon, then at most every half minute

@@ -81,14 +81,14 @@ def _main(argv: Sequence[str] | None) -> int:
         level=getattr(args, "log_level", logging.WARNING),
     )
     # Imported once the command is known: config.yaml's schema and the event loop are not
-    # needed for `--help` or `--version`.
-    import asyncio
-
+    # needed for `--help` or `--version` (nor the event loop for a listing).
     from harness.config_file import default_config_path
 
     config_path: Path = getattr(args, "config", None) or default_config_path()
     try:
         if args.command == "worker":  # a worker machine needs no config.yaml
+            import asyncio
+
             return asyncio.run(_worker(args))
         if args.command == "doctor":  # says what is wrong with config.yaml, not raising
             from harness.cli import doctor
@@ -120,6 +120,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if handler is not None:
             return handler(project, args)
         # Loaded here, not at the top: a command that opens no harness never loads its stack.
+        import asyncio
+
         from harness.cli import commands
 
         return asyncio.run(commands.run_command(project, args))
@@ -132,14 +134,19 @@ def _list_tasks(config_path: Path, args: argparse.Namespace) -> int:
     """``harness tasks``: with config.yaml unchanged since a clean load, its remembered tasks
     folder and admins, without importing or running config.yaml's schema
     (``harness/cli/listing_cache.py``)."""
-    import asyncio
-
     from harness.cli import listing_cache
-    from harness.cli.task_list import list_folder, list_tasks
+    from harness.cli.task_list import list_folder, list_folder_now, list_tasks
 
     # `-v` asks for the load's details (what config.yaml and roles/ were read as): in full.
     read = None if getattr(args, "verbose", False) else listing_cache.read_config(config_path)
     remembered = listing_cache.cached(read) if read is not None else None
+    if remembered is not None and args.routine is None:
+        text = list_folder_now(remembered.tasks_dir, remembered.admins, as_json=args.json)
+        if text is not None:
+            print(text)
+            return 0
+    import asyncio
+
     if remembered is not None:
         listing = list_folder(
             remembered.tasks_dir, remembered.admins, as_json=args.json, routine=args.routine

@@ -15,30 +15,64 @@ answers listings), ``index_db`` (the index's tables, connection and row writes),
 thread), ``run_lock`` (whether the process that started a dispatch still lives), ``ledger``
 (what a front end has seen and still owes people), ``context`` (a task's history as the next
 agent's prompt), ``common`` (slugs, file names, times).
+
+The names below are imported on first use: reading the task model (a listing, a command that
+renders a task) does not load the file store, its journals and aiofiles, or asyncio.
 """
 
-from harness.tasks.context import build_task_context, compose_prompt
-from harness.tasks.model import (
-    AgentResult,
-    Decision,
-    DispatchRecord,
-    Feedback,
-    Progress,
-    Task,
-    TaskSummary,
-    ThreadRef,
-)
-from harness.tasks.store import (
-    DamagedTask,
-    FileTaskStore,
-    LogEntries,
-    MemoryTaskStore,
-    RepairReport,
-    RunLiveness,
-    Store,
-    TaskFiles,
-    TaskStore,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.tasks.context import (
+        build_task_context,
+        compose_prompt,
+    )
+    from harness.tasks.model import (
+        AgentResult,
+        Decision,
+        DispatchRecord,
+        Feedback,
+        Progress,
+        Task,
+        TaskSummary,
+        ThreadRef,
+    )
+    from harness.tasks.store import (
+        DamagedTask,
+        FileTaskStore,
+        LogEntries,
+        MemoryTaskStore,
+        RepairReport,
+        RunLiveness,
+        Store,
+        TaskFiles,
+        TaskStore,
+    )
+
+_EXPORTS = {
+    "AgentResult": "harness.tasks.model",
+    "build_task_context": "harness.tasks.context",
+    "compose_prompt": "harness.tasks.context",
+    "DamagedTask": "harness.tasks.store",
+    "Decision": "harness.tasks.model",
+    "DispatchRecord": "harness.tasks.model",
+    "Feedback": "harness.tasks.model",
+    "FileTaskStore": "harness.tasks.store",
+    "LogEntries": "harness.tasks.store",
+    "MemoryTaskStore": "harness.tasks.store",
+    "Progress": "harness.tasks.model",
+    "RepairReport": "harness.tasks.store",
+    "RunLiveness": "harness.tasks.store",
+    "Store": "harness.tasks.store",
+    "Task": "harness.tasks.model",
+    "TaskFiles": "harness.tasks.store",
+    "TaskStore": "harness.tasks.store",
+    "TaskSummary": "harness.tasks.model",
+    "ThreadRef": "harness.tasks.model",
+}
 
 __all__ = [
     "AgentResult",
@@ -61,3 +95,9 @@ __all__ = [
     "build_task_context",
     "compose_prompt",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'harness.tasks' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

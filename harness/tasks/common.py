@@ -28,6 +28,8 @@ JOURNALS = "journals"
 DIFFS = "diffs"
 # A dot name: never a valid slug, so listings never mistake it (or its -wal/-shm) for a task.
 INDEX_FILE = ".index.sqlite3"
+# The final records the store could not take yet (``harness/agents/pending_finals.py``).
+PENDING_FOLDER = ".pending"
 SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 _MAX_WORDS = 6
 _MAX_SLUG_CHARS = 48

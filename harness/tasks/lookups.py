@@ -43,6 +43,17 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def read_listing(tasks_dir: Path) -> tuple[list[TaskSummary], list[DamagedTask]]:
+    """What ``FileTaskStore.listing`` answers for ``tasks_dir``, read in this thread: for a
+    command that runs no event loop (``harness tasks``), so that it loads neither asyncio nor
+    the store's writers."""
+    index = TaskIndex(tasks_dir)
+    try:
+        return TaskLookups(tasks_dir, index).listing()
+    finally:
+        index.close()
+
+
 class TaskLookups:
     """The file store's reads: no locks taken, since task.json is only ever replaced whole
     (atomically), so a reader sees one version or the other."""

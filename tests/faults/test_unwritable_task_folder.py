@@ -26,10 +26,9 @@ from bot.server import BotServer
 from bot.settings import BotOptions, SlackEnv
 from bot.testing.slack_emulator import SlackEmulator
 from harness.agents.orchestrator import Orchestrator
-from harness.agents.pending_finals import PENDING_FOLDER
 from harness.errors import HarnessError, LimitError
 from harness.project import Project, build_orchestrator, load_project
-from harness.tasks.common import TASK_FILE
+from harness.tasks.common import PENDING_FOLDER, TASK_FILE
 from harness.tasks.model import DispatchRecord
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import BOT_TOKEN, SECRET, WAIT, Rig, RigFactory, message_text

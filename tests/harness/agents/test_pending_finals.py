@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
+from harness.agents.pending_finals import PendingFinals
 from harness.agents.recovery import recover_interrupted
 from harness.retry import Backoff
+from harness.tasks.common import PENDING_FOLDER
 from harness.tasks.model import AgentResult, DispatchRecord, Task
 from harness.tasks.store import FileTaskStore
 from harness.testing.records import make_record

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents.pending_finals import PENDING_FOLDER, PendingFinals
+from harness.agents.pending_finals import PendingFinals
+from harness.tasks.common import PENDING_FOLDER
 from harness.tasks.model import AgentResult, DispatchRecord, Task
 from harness.tasks.store import FileTaskStore
 from harness.testing.records import make_record
@@ -91,7 +92,7 @@ def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
     assert loaded(modules, NOT_FOR_TASKS) == []
 
 
-def test_a_text_listing_with_config_remembered_and_nothing_spooled_loads_no_pydantic(
+def test_a_listing_with_config_remembered_and_nothing_spooled_loads_no_pydantic_or_event_loop(
     project_dir: Path,
 ) -> None:
     async def one_task() -> None:
@@ -110,11 +111,17 @@ def test_a_text_listing_with_config_remembered_and_nothing_spooled_loads_no_pyda
     assert done.returncode == 0, done.stderr[-2000:]
     assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
     # pydantic is a tenth of a CPU-second: it reads task.json and spooled records, neither
-    # of which a listing from the index needs.
-    assert loaded(modules, ("pydantic", "harness.serialise")) == []
+    # of which a listing from the index needs; asyncio (with ssl) and the store's writers
+    # another sixth of the command, for a read that waits on nothing.
+    unloaded = ("pydantic", "harness.serialise", "asyncio", "aiofiles", "harness.tasks.files")
+    assert loaded(modules, unloaded) == []
+    done, _ = harness_imports("tasks", "--json", "--config", config)
+    assert [task["slug"] for task in json.loads(done.stdout)["tasks"]] == ["fix-the-footer"]
 
 
 def test_tasks_shows_a_final_record_still_pending_in_the_spool(project_dir: Path) -> None:
+    # config.yaml remembered first: a remembered listing reads the spool too.
+    assert harness_imports("tasks", cwd=project_dir)[0].returncode == 0
     asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
 
     done, _ = harness_imports("tasks", "--json", cwd=project_dir)
