@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,19 +83,6 @@ def bwrap_binary() -> str | None:
     return shutil.which("bwrap")
 
 
-@functools.cache
-def _probe() -> Refusal | None:
-    """None when bubblewrap makes a sandbox like the agents' here; else why not, with the
-    fix. Blocking."""
-    if _answered_ahead:  # a check started ahead (``probe_ahead``) has just ended
-        return _answered_ahead.pop()
-    return _probe_end(_probe_start())
-
-
-# The answer of a check started ahead, from its end until ``_probe`` keeps it.
-_answered_ahead: list[Refusal | None] = []
-
-
 def _probe_start() -> subprocess.Popen[str] | Refusal:
     """The check's bubblewrap, started (or why it cannot be). Blocking, briefly."""
     bwrap = bwrap_binary()
@@ -132,6 +120,41 @@ def _probe_end(started: subprocess.Popen[str] | Refusal) -> Refusal | None:
 PROBE_TIMEOUT = 30.0  # seconds
 
 
+class _SandboxCheck:
+    """Whether bubblewrap makes a sandbox like the agents' here, asked once per process and
+    its answer kept: ``probe_ahead`` starts it early, else the first ``check_sandbox``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: tuple[Refusal | None] | None = None  # None: not asked yet
+
+    def made(self) -> bool:
+        return self._kept is not None
+
+    def answer(self) -> Refusal | None:
+        """None when it makes one; else why not, with the fix. Blocking the first time."""
+        with self._lock:
+            if self._kept is None:
+                self._kept = (_probe_end(_probe_start()),)
+            return self._kept[0]
+
+    def keep(self, started: subprocess.Popen[str] | Refusal) -> None:
+        """Waits for a check started ahead, and keeps its answer unless one was kept
+        meanwhile. Blocking."""
+        refused = _probe_end(started)
+        with self._lock:
+            if self._kept is None:
+                self._kept = (refused,)
+
+    def forget(self) -> None:
+        """Asks again at the next check: for a test that changes the machine's answer."""
+        with self._lock:
+            self._kept = None
+
+
+SANDBOX_CHECK = _SandboxCheck()
+
+
 class SandboxProbe:
     """The sandbox's check, started ahead: its bubblewrap runs while the process does
     other work. ``end`` waits for it and keeps its answer for ``check_sandbox``."""
@@ -141,18 +164,14 @@ class SandboxProbe:
 
     def end(self) -> None:
         """Blocking (until its bubblewrap ends: about 0.1 s after its start)."""
-        _answered_ahead[:] = [_probe_end(self._started)]
-        try:
-            _probe()  # keeps it, unless a check was made meanwhile
-        finally:
-            _answered_ahead.clear()
+        SANDBOX_CHECK.keep(self._started)
 
 
 def probe_ahead() -> SandboxProbe | None:
     """Starts the check ``check_sandbox`` makes, to ``end`` later; None when it has been made
     in this process already, or is not made here (not Linux). Blocking, briefly (it lists
     /etc and starts one process)."""
-    if not sys.platform.startswith("linux") or _probe.cache_info().currsize:
+    if not sys.platform.startswith("linux") or SANDBOX_CHECK.made():
         return None
     return SandboxProbe(_probe_start())
 
@@ -168,7 +187,8 @@ async def check_sandbox() -> None:
     if sys.platform.startswith("linux"):
         # Made once per process: once made, its answer is read here, not in a thread (a
         # thread waits for a busy event loop, and for the interpreter, at every step).
-        refused = _probe() if _probe.cache_info().currsize else await asyncio.to_thread(_probe)
+        check = SANDBOX_CHECK
+        refused = check.answer() if check.made() else await asyncio.to_thread(check.answer)
     else:
         refused = await asyncio.to_thread(_refusal, "not-linux")
     if refused is not None:

@@ -32,10 +32,10 @@ def no_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A Linux host without bubblewrap: its lookup finds none (the checks are cached per
     process: cleared around)."""
     runner.bwrap_binary.cache_clear()
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
     monkeypatch.setattr(runner, "bwrap_binary", lambda: None)
     yield
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
 
 
 class NoTools:

@@ -133,10 +133,10 @@ def refusing_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
         encoding="utf-8",
     )
     bwrap.chmod(0o755)
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
     monkeypatch.setattr(runner, "bwrap_binary", lambda: str(bwrap))
     yield starts
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
 
 
 @pytest.mark.subprocess

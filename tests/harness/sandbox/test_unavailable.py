@@ -42,10 +42,10 @@ class NoTools:
 def no_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A machine without bubblewrap (the checks are cached per process: cleared around)."""
     runner.bwrap_binary.cache_clear()
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
     monkeypatch.setattr(runner, "bwrap_binary", lambda: None)
     yield
-    runner._probe.cache_clear()
+    runner.SANDBOX_CHECK.forget()
 
 
 async def run(tmp_path: Path, tools: tuple[str, ...], sandbox: SandboxSettings) -> Any:
