@@ -162,7 +162,9 @@ class AgentHost:
             return RunOutcome(status="failed", error=f"could not make its workspace: {said}")
         io.on_placed(placed.cwd)
         try:
-            await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
+            # No thread's round trip without files: on a spare it delays the prompt.
+            if spec.attachments:
+                await asyncio.to_thread(write_attachments, Path(placed.cwd), spec.attachments)
         except (OSError, HarnessError) as exc:  # HarnessError: a name its agent made unwritable
             if spare is not None:
                 await close_spare(spare, self._folders)
