@@ -14,16 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# pytest on pytest-xdist's workers: JOBS=4 by default, two per core of the machines we run on.
-# The suite is bound by the CPU of the processes it starts (the real CLI's start, about 0.8
-# CPU-s, is 45% of it): four workers keep two cores about 80% busy (-n 2 left them idle much
-# of the time, waiting on those processes); JOBS=0 runs it in this process. Six workers cost
-# more: the same 2,769 tests took 959 CPU-s at -n 6 against 837 at -n 4 (cgroup-measured,
-# both beside other work), the cores being busy already.
+# pytest on pytest-xdist's workers: JOBS=3 by default on the two cores of the machines we run
+# on. The suite is bound by the CPU of the processes it starts (the real CLI's runs about 45%
+# of it, the harness processes the restart, replica and command tests start about 30%): on a
+# fresh clone, three workers took 8m18 in all (pytest 472 s, 790 CPU-s) against four's 8m33
+# (488 s, 894 CPU-s): with fewer processes competing each takes less CPU. -n 2 left the cores
+# idle much of the time, -n 6 only added CPU (959 against 837 CPU-s); JOBS=0 runs it in this
+# process.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set:
 # else every worker, and every harness process a test starts, compiles and assert-rewrites
 # every module again, seconds each.
-JOBS ?= 4
+JOBS ?= 3
 # The fast tier is in-process tests only: two workers fill two cores; a third only pays
 # collection again (-n 3: 57.9 CPU-s and no sooner, against 51.5 at -n 2).
 FAST_JOBS ?= 2
