@@ -128,7 +128,7 @@ class WarmAgent:
     stderr_tail: deque[str]
     stack: contextlib.AsyncExitStack
     model_env: Mapping[str, str]
-    primed: bool = False  # its CLI worked out its context while it waits (``prime``)
+    primed: bool = False  # its CLI's context and first turn were run while it waits (``prime``)
 
     async def close(self) -> None:
         try:
@@ -166,7 +166,7 @@ class ClaudeRuntime:
     ) -> None:
         # Extra environment for every child (of the process's, only the allowed pass).
         self._base_env = dict(base_env or {})
-        # False: spares wait without working out their context (to measure what it saves).
+        # False: spares wait unprimed (``prime``), as `harness run`'s, whose prompt follows.
         self.prime_spares = prime_spares
         self._guard_children = guard_children
         self._clock = clock
