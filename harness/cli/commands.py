@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
 
@@ -181,15 +180,12 @@ async def _run(
     plan = plan or (slug is None and planner.plan_first)
     orchestrator.subscribe(_progress_on_stderr)
     orchestrator.humans.add_human_channel(TerminalChannel(orchestrator.humans.answer_question))
-    stop = _install_signal_handlers(orchestrator)
-    try:
+    with _stopping_agents(orchestrator).caught():
         handle = await orchestrator.draft(
             role, prompt, task_slug=slug, repository=repository, requested_by=terminal_user(),
             model=model, plan=plan,
         )  # fmt: skip
         record = await orchestrator.wait(handle.agent_id)
-    finally:
-        stop()
     print(render_record(record, task_slug=handle.task_slug))
     if record.plan and record.status == "completed":
         print(f"To implement this plan: harness run --task {handle.task_slug} --role {role} "
@@ -210,21 +206,15 @@ def _progress_on_stderr(event: AgentEvent) -> None:
         print(f"[{r.agent_id}] {r.role} {r.status}", file=sys.stderr)
 
 
-def _install_signal_handlers(orchestrator: Orchestrator) -> Callable[[], None]:
+def _stopping_agents(orchestrator: Orchestrator) -> StopSignals:
     """SIGINT/SIGTERM stop every agent (dispatches end ``interrupted``), never orphan them."""
-    loop = asyncio.get_running_loop()
     pending: list[asyncio.Task[None]] = []
 
-    def on_signal(signum: int) -> None:
-        name = signal.Signals(signum).name
+    def stop_agents() -> None:
+        name = signals.received[-1]
         print(f"harness: {name} received, stopping agents…", file=sys.stderr)
-        pending.append(loop.create_task(orchestrator.shutdown(f"interrupted by {name}")))
+        shutdown = orchestrator.shutdown(f"interrupted by {name}")
+        pending.append(asyncio.get_running_loop().create_task(shutdown))
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-
-    def remove() -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-
-    return remove
+    signals = StopSignals(then=stop_agents)
+    return signals

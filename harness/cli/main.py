@@ -179,14 +179,13 @@ def configure_logging(*, verbose: bool, log_file: Path | None, level: int) -> No
 
 
 async def _worker(args: argparse.Namespace) -> int:
-    import asyncio
     import os
-    import signal
     import socket
 
     from harness.runtime.claude import ClaudeRuntime
     from harness.runtime.nats_link import NatsSettings, require_nats
     from harness.runtime.worker import Worker
+    from harness.stop_signals import StopSignals
 
     if not args.nats:
         raise HarnessError(
@@ -206,15 +205,13 @@ async def _worker(args: argparse.Namespace) -> int:
         workspaces=args.workspaces.absolute(),
         health_port=args.health_port,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     print(f"harness worker {args.name}: connecting to {args.nats}", file=sys.stderr, flush=True)
-    await worker.serve(stop, ready=lambda: print(
-        f"harness worker {args.name}: ready, {args.slots} slot(s)", file=sys.stderr, flush=True
-    ), waiting=lambda what: print(
-        f"harness worker {args.name}: {what}", file=sys.stderr, flush=True
-    ))  # fmt: skip
+    with StopSignals().caught() as signals:
+        await worker.serve(signals.stopped, ready=lambda: print(
+            f"harness worker {args.name}: ready, {args.slots} slot(s)", file=sys.stderr,
+            flush=True,
+        ), waiting=lambda what: print(
+            f"harness worker {args.name}: {what}", file=sys.stderr, flush=True
+        ))  # fmt: skip
     print(f"harness worker {args.name}: stopped", file=sys.stderr, flush=True)
     return 0

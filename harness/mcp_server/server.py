@@ -10,7 +10,6 @@ import contextlib
 import json
 import logging
 import re
-import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
@@ -32,6 +31,7 @@ from harness.mcp_server.auth import TokenTable
 from harness.mcp_server.disconnects import ClientGone
 from harness.mcp_server.service import McpService, McpTool, as_tool_error
 from harness.mcp_server.task_tools import TASK_TOOLS, task_context, task_diff
+from harness.stop_signals import StopSignals
 from harness.tools.validation import input_schema
 from harness.version import installed_version
 
@@ -260,15 +260,8 @@ async def serve_http(app: Starlette, sock: socket.socket) -> None:
     def stop() -> None:
         server.should_exit = True
 
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop)
-    try:
-        with contextlib.closing(sock):
-            await server.serve(sockets=[sock])
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+    with StopSignals(then=stop).caught(), contextlib.closing(sock):
+        await server.serve(sockets=[sock])
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any
@@ -25,6 +24,7 @@ from harness.mcp_server.service import McpService
 from harness.mcp_server.unready import unready_server
 from harness.opening import open_harness
 from harness.project import Project
+from harness.stop_signals import StopSignals
 
 # The exit code of a stdio server whose harness could not open, once its client leaves.
 EXIT_NOT_READY = 2
@@ -85,13 +85,6 @@ async def _serve_unready(exc: HarnessError) -> int:
 
 async def _until_signal(serving: Coroutine[Any, Any, None]) -> None:
     """Runs ``serving`` until it ends (the client closed stdio) or SIGINT / SIGTERM."""
-    loop = asyncio.get_running_loop()
     work = asyncio.ensure_future(serving)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, work.cancel)
-    try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+    with StopSignals(then=work.cancel).caught(), contextlib.suppress(asyncio.CancelledError):
+        await work
