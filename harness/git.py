@@ -2,10 +2,11 @@
 with and their git directories (the workspaces, a push) and, hardened on top of this, over
 what an agent wrote (``harness.boundary.git`` adds its rules for that git).
 
-Every git call is a subprocess (``asyncio.create_subprocess_exec``), so the event loop never
-waits on git. Each call gets a fixed locale (so error text can be recognised), no terminal
-prompt (a clone needing credentials fails instead of hanging), no optional locks (a status
-never takes the agent's index lock) and none of the caller's ``GIT_DIR``-style variables.
+Every git call is a subprocess: :func:`git` from async code (``asyncio.create_subprocess_exec``,
+so the event loop never waits on git), :func:`git_now` inside a whole blocking operation that
+runs in a worker thread. Each call gets a fixed locale (so error text can be recognised), no
+terminal prompt (a clone needing credentials fails instead of hanging), no optional locks (a
+status never takes the agent's index lock) and none of the caller's ``GIT_DIR``-style variables.
 Lock errors from another git process (``index.lock``, ``config.lock``, a ref lock) are retried
 briefly; any other failure is a :class:`GitError` with git's own message.
 
@@ -21,13 +22,14 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import GitError, WorkspaceError
-from harness.retry import Backoff, retrying
+from harness.retry import Backoff, retrying, retrying_now
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +154,36 @@ class _LockHeldError(Exception):
         self.result = result
 
 
+def _call_env(cwd: Path, env: Mapping[str, str] | None, inherit: bool) -> dict[str, str]:
+    # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
+    # the harness's git to an enclosing checkout (the operator's).
+    guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
+    return git_env(guarded, inherit=inherit)
+
+
+def _lock_held(result: GitResult) -> GitResult:
+    """``result``, or _LockHeldError when another git process held a lock."""
+    if not result.ok and _LOCK_ERROR.search(result.stderr):
+        raise _LockHeldError(result)
+    return result
+
+
+def _retried(args: Sequence[str], cwd: Path) -> Callable[[BaseException, float], None]:
+    def held(_exc: BaseException, delay: float) -> None:
+        logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)
+
+    return held
+
+
+def _checked(result: GitResult, args: Sequence[str], cwd: Path, check: bool, fix: str) -> GitResult:
+    if check and not result.ok:
+        logger.debug("git %s in %s failed: %s", " ".join(args), cwd, result.stderr.strip())
+        raise GitError(
+            tuple(args), cwd, result.stderr, fix=fix or "fix what git reports, then retry"
+        )
+    return result
+
+
 async def git(
     *args: str,
     cwd: Path,
@@ -163,18 +195,10 @@ async def git(
 ) -> GitResult:
     """Run ``git args`` in ``cwd``; with ``check`` a failure raises GitError carrying ``fix``.
     ``inherit`` false: of the process's environment only PATH and HOME (``git_env``)."""
-    # Never a repository above ``cwd``: a worktree whose .git its agent deleted must not send
-    # the harness's git to an enclosing checkout (the operator's).
-    guarded = {"GIT_CEILING_DIRECTORIES": str(Path(cwd).absolute().parent), **(env or {})}
+    call_env = _call_env(cwd, env, inherit)
 
     async def once() -> GitResult:
-        result = await _run((*_DISARMING, *args), cwd, git_env(guarded, inherit=inherit), timeout)
-        if not result.ok and _LOCK_ERROR.search(result.stderr):
-            raise _LockHeldError(result)
-        return result
-
-    def held(_exc: BaseException, delay: float) -> None:
-        logger.debug("git %s in %s: lock held, retrying in %.2f s", args[0], cwd, delay)
+        return _lock_held(await _run((*_DISARMING, *args), cwd, call_env, timeout))
 
     try:
         result = await retrying(
@@ -182,14 +206,73 @@ async def git(
             retry_on=_LockHeldError,
             backoff=_LOCK_BACKOFF,
             attempts=_LOCK_RETRIES + 1,
-            on_retry=held,
+            on_retry=_retried(args, cwd),
         )
     except _LockHeldError as still:  # held all along: git's failure, as any other
         result = still.result
-    if check and not result.ok:
-        logger.debug("git %s in %s failed: %s", " ".join(args), cwd, result.stderr.strip())
-        raise GitError(args, cwd, result.stderr, fix=fix or "fix what git reports, then retry")
-    return result
+    return _checked(result, args, cwd, check, fix)
+
+
+def git_now(
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    fix: str = "",
+    timeout: float = TIMEOUT_SECONDS,
+) -> GitResult:
+    """:func:`git`, blocking: for a whole local operation (several git calls and the folder
+    work between them) run in one worker thread. What can take long, a clone or a fetch
+    over the network, runs through :func:`git`, which a cancelled caller ends at once."""
+    call_env = _call_env(cwd, env, True)
+
+    def once() -> GitResult:
+        return _lock_held(_run_now((*_DISARMING, *args), cwd, call_env, timeout))
+
+    try:
+        result = retrying_now(
+            once,
+            retry_on=_LockHeldError,
+            backoff=_LOCK_BACKOFF,
+            attempts=_LOCK_RETRIES + 1,
+            on_retry=_retried(args, cwd),
+        )
+    except _LockHeldError as still:
+        result = still.result
+    return _checked(result, args, cwd, check, fix)
+
+
+def _not_started(exc: FileNotFoundError, cwd: Path) -> WorkspaceError:
+    # Python names the folder when changing into it failed, else the program.
+    if exc.filename is not None and str(exc.filename) == str(cwd):
+        return WorkspaceError(f"{cwd} does not exist", fix="prepare the task's workspace again")
+    return WorkspaceError("git is not installed (no `git` on PATH)", fix="install git")
+
+
+def _too_long(args: Sequence[str], cwd: Path, timeout: float) -> WorkspaceError:
+    return WorkspaceError(
+        f"`git {' '.join(args)}` in {cwd} took longer than {timeout:.0f} s",
+        fix="check the repository and the network, then try again",
+    )
+
+
+def _run_now(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> GitResult:
+    try:
+        # On a timeout, ``run`` kills git and waits for its end.
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise _not_started(exc, cwd) from exc
+    except subprocess.TimeoutExpired:
+        raise _too_long(args, cwd, timeout) from None
+    return GitResult(done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"))
 
 
 async def _run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> GitResult:
@@ -204,12 +287,7 @@ async def _run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: f
             stderr=asyncio.subprocess.PIPE,
         )
     except FileNotFoundError as exc:
-        # Python names the folder when changing into it failed, else the program.
-        if exc.filename is not None and str(exc.filename) == str(cwd):
-            raise WorkspaceError(
-                f"{cwd} does not exist", fix="prepare the task's workspace again"
-            ) from exc
-        raise WorkspaceError("git is not installed (no `git` on PATH)", fix="install git") from exc
+        raise _not_started(exc, cwd) from exc
     # Reading goes on whatever happens to the caller: a read cut short leaves git's pipes
     # open, and a git left running would hold its locks with nobody waiting for it.
     reading = asyncio.ensure_future(proc.communicate())
@@ -217,10 +295,7 @@ async def _run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: f
         stdout, stderr = await asyncio.wait_for(asyncio.shield(reading), timeout)
     except TimeoutError:
         await _kill(proc, reading)
-        raise WorkspaceError(
-            f"`git {' '.join(args)}` in {cwd} took longer than {timeout:.0f} s",
-            fix="check the repository and the network, then try again",
-        ) from None
+        raise _too_long(args, cwd, timeout) from None
     except BaseException:  # cancelled
         await _kill(proc, reading)
         raise

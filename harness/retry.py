@@ -15,6 +15,7 @@ in its ledger instead: its retries outlive the process.)
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -56,6 +57,57 @@ def _silent(_exc: BaseException, _delay: float) -> None:
     return None
 
 
+class _Tries:
+    """What one retrying call has tried so far, and whether (and how long) to wait before
+    the next try: the loop's rules, shared by :func:`retrying` and :func:`retrying_now`."""
+
+    def __init__(
+        self,
+        *,
+        backoff: Backoff,
+        retry_if: Callable[[BaseException], bool],
+        attempts: int | None,
+        within: float | None,
+        wait_hint: Callable[[BaseException], float | None],
+        already_failed: int,
+        on_retry: Callable[[BaseException, float], None],
+        clock: Callable[[], float],
+    ) -> None:
+        if attempts is not None and attempts < 1:
+            raise ValueError(f"attempts must be at least 1, not {attempts}")
+        self._backoff = backoff
+        self._retry_if = retry_if
+        self._attempts = attempts
+        self._within = within
+        self._wait_hint = wait_hint
+        self._on_retry = on_retry
+        self._clock = clock
+        self._start = clock()
+        self._failures = already_failed
+        self._tries = 0
+
+    def first_wait(self) -> float:
+        """The wait before the first try: as after the failures before this call."""
+        return self._backoff.delay(self._failures - 1) if self._failures > 0 else 0.0
+
+    def begin(self) -> None:
+        self._tries += 1
+
+    def wait_after(self, exc: BaseException) -> float | None:
+        """The wait before trying again after ``exc``; None: give up, and raise it."""
+        if not self._retry_if(exc) or (
+            self._attempts is not None and self._tries >= self._attempts
+        ):
+            return None
+        hinted = self._wait_hint(exc)
+        delay = self._backoff.delay(self._failures) if hinted is None else max(hinted, 0.0)
+        if self._within is not None and self._clock() + delay - self._start > self._within:
+            return None
+        self._failures += 1
+        self._on_retry(exc, delay)
+        return delay
+
+
 async def retrying(
     operation: Callable[[], Awaitable[T]],
     *,
@@ -81,24 +133,44 @@ async def retrying(
     (tried once elsewhere, say): the first try waits as after them, and the backoff goes on
     from there.
     """
-    if attempts is not None and attempts < 1:
-        raise ValueError(f"attempts must be at least 1, not {attempts}")
-    start = clock()
-    failures = already_failed
-    if failures > 0:
-        await sleep(backoff.delay(failures - 1))
-    tries = 0
+    tries = _Tries(
+        backoff=backoff, retry_if=retry_if, attempts=attempts, within=within,
+        wait_hint=wait_hint, already_failed=already_failed, on_retry=on_retry, clock=clock,
+    )  # fmt: skip
+    if first := tries.first_wait():
+        await sleep(first)
     while True:
-        tries += 1
+        tries.begin()
         try:
             return await operation()
         except retry_on as exc:
-            if not retry_if(exc) or (attempts is not None and tries >= attempts):
+            delay = tries.wait_after(exc)
+            if delay is None:
                 raise
-            hinted = wait_hint(exc)
-            delay = backoff.delay(failures) if hinted is None else max(hinted, 0.0)
-            if within is not None and clock() + delay - start > within:
-                raise
-            failures += 1
-            on_retry(exc, delay)
             await sleep(delay)
+
+
+def retrying_now(
+    operation: Callable[[], T],
+    *,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...],
+    backoff: Backoff,
+    attempts: int | None = None,
+    on_retry: Callable[[BaseException, float], None] = _silent,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """:func:`retrying` for a blocking operation, run in a worker thread (blocking): the
+    same rules, with its waits slept in the thread."""
+    tries = _Tries(
+        backoff=backoff, retry_if=_any_error, attempts=attempts, within=None,
+        wait_hint=_no_hint, already_failed=0, on_retry=on_retry, clock=SYSTEM.monotonic,
+    )  # fmt: skip
+    while True:
+        tries.begin()
+        try:
+            return operation()
+        except retry_on as exc:
+            delay = tries.wait_after(exc)
+            if delay is None:
+                raise
+            sleep(delay)

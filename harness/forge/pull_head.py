@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.blocking import run_whole
 from harness.config.settings import RepositorySettings
 from harness.errors import ForgeError
 from harness.forge.push import credential_env, remote_of, source_of
 from harness.forge.reviews import PullDetail
-from harness.git import git
+from harness.git import git, git_now
 from harness.workspaces.repos import branch_exists, store_base
 
 FETCH_TIMEOUT_SECONDS = 300.0
@@ -47,14 +48,19 @@ async def branch_at_head(
             f"request #{detail.number} (pushed again meanwhile?)",
             fix="ask for the review again: it takes the pull request's new head",
         )
-    if await branch_exists(source, branch):
-        raise ForgeError("rejected", f"{repo.name} has a branch {branch} already",
+    await run_whole(_branch_at, source, repo.name, branch, detail.head_sha)
+    return detail.head_sha
+
+
+def _branch_at(source: Path, repository: str, branch: str, commit: str) -> None:
+    """A new ``branch`` at ``commit``, with ``commit`` as its base (blocking)."""
+    if branch_exists(source, branch):
+        raise ForgeError("rejected", f"{repository} has a branch {branch} already",
                          fix="ask for the review again")  # fmt: skip
-    await git("branch", "--no-track", branch, detail.head_sha, cwd=source)
+    git_now("branch", "--no-track", branch, commit, cwd=source)
     # The task's own work is measured from the head: a reviewer changes nothing, so its
     # result shows no diff (nor offers the pull request's change as a pull request).
-    await store_base(source, branch, detail.head_sha)
-    return detail.head_sha
+    store_base(source, branch, commit)
 
 
 async def _fetch_head(repo: RepositorySettings, detail: PullDetail, token: str | None) -> None:

@@ -89,6 +89,12 @@ Rules:
   config) runs one at a time per repository in this process; filling the new worktree with
   files runs outside that, so tasks are prepared in parallel. git's lock errors from other
   processes are retried briefly.
+- Each such operation (adding a worktree and checking its files out, a spare taken or
+  dropped, a sandbox's git view opened or settled) runs whole in one worker thread
+  (``harness.blocking``): the harness's own git calls (``git_now``) and the folder work
+  between them, so the event loop waits once per operation; a caller cancelled meanwhile
+  goes once it has ended. What goes over the network (a clone, a fetch) and git over what an
+  agent wrote (``harness.boundary.git``) stay async subprocesses.
 - "Idle" is the newest modification time of anything in the workspace; ``prepare`` touches the
   folder, so a follow-up counts as activity. ``prune`` never deletes uncommitted work
   silently: uncommitted and untracked files (not ignored ones) go to a patch file first,

@@ -14,12 +14,12 @@ So when the public refs moved since last time (a fetch, the operator's commits),
 the new public history reaches are looked for in the stores: each one there is moved into C's
 own store (a loose object; a pack whole, with the rest of that task's objects in it), so no
 store holds a public object. Settling never copies an object C's own store has
-(``git_settle``). Cheap when nothing moved: one ``for-each-ref``.
+(``git_settle``). Cheap when nothing moved: one ``for-each-ref``. Blocking: part of opening
+a view, which runs whole in one worker thread (``git_view``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
@@ -45,12 +45,12 @@ CHECKED = "public"
 _MAX_ARGS = 1 << 20
 
 
-async def promote(layout: Layout) -> int:
+def promote(layout: Layout) -> int:
     """Moves into C's own store the objects of the public history new since last time that
     tasks' stores hold; how many files moved."""
-    tips = await public_tips(layout)
+    tips = public_tips(layout)
     checked_file = layout.common / HARNESS / CHECKED
-    before = await asyncio.to_thread(_checked_before, checked_file, tips)
+    before = _checked_before(checked_file, tips)
     if before is None:  # the first time: what C held before stores existed was whole
         return 0
     checked = before.decode("ascii", "replace").split()
@@ -67,7 +67,7 @@ async def promote(layout: Layout) -> int:
     objects: list[str] = []
     length = 0
     if new:
-        walked = await c_git(
+        walked = c_git(
             layout,
             *("rev-list", "--objects", "--no-object-names", "--ignore-missing", *new),
             *("--not", *checked),
@@ -76,22 +76,20 @@ async def promote(layout: Layout) -> int:
         if not walked.ok:
             logger.warning("public history of %s not checked: %s", layout.common, walked.stderr)
             return 0
-        length = hex_length(await object_format(layout))
+        length = hex_length(object_format(layout))
         objects = walked.text.split()
     if new or tips != checked:
         recorded = tips if tips != checked else None
-        moved = await asyncio.to_thread(
-            _promote_and_record, layout.common, objects, length, checked_file, recorded
-        )
+        moved = _promote_and_record(layout.common, objects, length, checked_file, recorded)
         if moved:
             logger.info("%s: %d files of tasks' stores moved into its own", layout.common, moved)
     return moved
 
 
-async def public_tips(layout: Layout) -> list[str]:
+def public_tips(layout: Layout) -> list[str]:
     """What C's public refs (all but task branches and remotes' copies of them) name. Never
     ``--all``, which also takes every worktree's HEAD: the tasks' branches."""
-    listed = await c_git(layout, "for-each-ref", "--format=%(objectname) %(refname)")
+    listed = c_git(layout, "for-each-ref", "--format=%(objectname) %(refname)")
     return sorted(
         {
             line.split(" ", 1)[0]
@@ -180,14 +178,14 @@ def _loose_names(store: Path, length: int) -> set[str]:
     return found
 
 
-async def complete_own(layout: Layout) -> int:
+def complete_own(layout: Layout) -> int:
     """Copies into the task's store the objects of its branch that neither C's own store nor
-    its store holds (blocking work in threads); how many. Git the harness runs in C's sight
+    its store holds; how many. Git the harness runs in C's sight
     of every store writes no object some store holds already: a commit the harness made of
     what an agent left may name a blob only another task's store has, out of this task's
     sandbox's sight."""
     branches = BRANCH_PREFIX.rstrip("/")
-    walked = await c_git(
+    walked = c_git(
         layout,
         *("rev-list", "--objects", "--no-object-names", layout.branch_ref, "--not"),
         # The public refs, named by kind: ``--all`` would take the tasks' worktrees' HEADs.
@@ -198,12 +196,12 @@ async def complete_own(layout: Layout) -> int:
     if not walked.ok:
         logger.warning("task %s: its branch's objects not checked: %s", layout.slug, walked.stderr)
         return 0
-    length = hex_length(await object_format(layout))
-    missing = await asyncio.to_thread(_missing, layout, walked.text.split(), length)
+    length = hex_length(object_format(layout))
+    missing = _missing(layout, walked.text.split(), length)
     for oid in missing:
-        kind = (await c_git(layout, "cat-file", "-t", oid)).text
-        content = (await c_git(layout, "cat-file", kind, oid)).stdout
-        await asyncio.to_thread(_write_loose, layout.store, oid, kind, content, length)
+        kind = c_git(layout, "cat-file", "-t", oid).text
+        content = c_git(layout, "cat-file", kind, oid).stdout
+        _write_loose(layout.store, oid, kind, content, length)
     if missing:
         logger.info("task %s: %d objects copied into its store", layout.slug, len(missing))
     return len(missing)

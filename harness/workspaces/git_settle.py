@@ -7,19 +7,19 @@ pack with ``git verify-pack``; the blocking copying is ``git_copy``'s), then the
 branch is moved with ``update-ref``, only to a commit whose history is complete in C and
 only from where the view left it.
 
-Also the paths of a view (``Layout``), which both halves use.
+Also the paths of a view (``Layout``), which both halves use. All of it is blocking: a whole
+settling runs in one worker thread (``git_view``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import WorkspaceError
-from harness.git import GitResult, git
+from harness.git import GitResult, git_now
 from harness.workspaces.files import remove_tree
 from harness.workspaces.git_copy import Copied, bring_loose, place_pack, stage_pack
 from harness.workspaces.git_files import read_regular, write_file
@@ -97,22 +97,22 @@ class Layout:
         return "refs/heads/" + task_branch(self.slug)
 
 
-async def settle(layout: Layout) -> str | None:
+def settle(layout: Layout) -> str | None:
     """Bring the objects in P into the task's store (which C reaches), then move the task's
     branch to the commit P's ref names (``git_view.close_view``, which checks the worktree's
     git first, says how). The new head commit when the branch moved, else None."""
-    fmt = await object_format(layout)
-    await _bring_objects(layout, fmt)
-    return await _move_branch(layout, fmt)
+    fmt = object_format(layout)
+    _bring_objects(layout, fmt)
+    return _move_branch(layout, fmt)
 
 
-async def c_git(layout: Layout, *args: str, check: bool = True) -> GitResult:
+def c_git(layout: Layout, *args: str, check: bool = True) -> GitResult:
     """git in C itself (never through the worktree, whose git directory the agent wrote)."""
-    return await git(f"--git-dir={layout.common}", *args, cwd=layout.common, check=check)
+    return git_now(f"--git-dir={layout.common}", *args, cwd=layout.common, check=check)
 
 
-async def branch_commit(layout: Layout) -> str | None:
-    found = await c_git(
+def branch_commit(layout: Layout) -> str | None:
+    found = c_git(
         layout, "rev-parse", "--verify", "--quiet", f"{layout.branch_ref}^{{commit}}", check=False
     )
     return found.text if found.ok else None
@@ -121,14 +121,14 @@ async def branch_commit(layout: Layout) -> str | None:
 # --- moving the branch --------------------------------------------------------------------
 
 
-async def _move_branch(layout: Layout, fmt: str) -> str | None:
+def _move_branch(layout: Layout, fmt: str) -> str | None:
     branch = task_branch(layout.slug)
-    new, started = await asyncio.to_thread(_read_ref_and_start, layout, hex_length(fmt))
+    new, started = _read_ref_and_start(layout, hex_length(fmt))
     if new == started:
         return None  # the agent did not move it, or this was settled already
-    current = await branch_commit(layout)
+    current = branch_commit(layout)
     if new == current:
-        await asyncio.to_thread(write_file, layout.start, f"{new}\n".encode())
+        write_file(layout.start, f"{new}\n".encode())
         return None
     if current is None or (started is not None and current != started):
         now = f"moved to {current}" if current else "was deleted"
@@ -138,23 +138,21 @@ async def _move_branch(layout: Layout, fmt: str) -> str | None:
             fix=f"merge or cherry-pick {new} onto {branch} by hand; its objects are in the "
             "repository",
         )
-    kind = await c_git(layout, "cat-file", "-t", new, check=False)
+    kind = c_git(layout, "cat-file", "-t", new, check=False)
     if kind.text != "commit":
         found = "is not in the repository" if not kind.ok else f"is a {kind.text}, not a commit"
         raise _broken(layout, new, found)
     # Every object of the new history must be in C before a ref of C names it.
-    walked = await c_git(
-        layout, "rev-list", "--quiet", "--objects", new, "--not", current, check=False
-    )
+    walked = c_git(layout, "rev-list", "--quiet", "--objects", new, "--not", current, check=False)
     if not walked.ok:
         reason = walked.stderr.strip().splitlines()[-1] if walked.stderr.strip() else "no message"
         raise _broken(layout, new, f"has an incomplete history ({reason})")
-    await c_git(
+    c_git(
         layout,
         *("update-ref", "-m", f"harness: the sandboxed work of task {layout.slug}"),
         *(layout.branch_ref, new, current),
     )
-    await asyncio.to_thread(write_file, layout.start, f"{new}\n".encode())
+    write_file(layout.start, f"{new}\n".encode())
     logger.info("task %s: %s moved to %s", layout.slug, branch, new)
     return new
 
@@ -200,10 +198,10 @@ def hex_length(fmt: str) -> int:
 _FORMATS: dict[Path, str] = {}
 
 
-async def object_format(layout: Layout) -> str:
+def object_format(layout: Layout) -> str:
     """C's object format (``sha1`` or ``sha256``), the name of its hash."""
     if layout.common not in _FORMATS:
-        found = (await c_git(layout, "rev-parse", "--show-object-format")).text
+        found = c_git(layout, "rev-parse", "--show-object-format").text
         _FORMATS[layout.common] = found
     return _FORMATS[layout.common]
 
@@ -211,7 +209,7 @@ async def object_format(layout: Layout) -> str:
 # --- bringing the objects in --------------------------------------------------------------
 
 
-async def _bring_objects(layout: Layout, fmt: str) -> None:
+def _bring_objects(layout: Layout, fmt: str) -> None:
     """Copy the object files of P that the task's store lacks into it. A loose object is
     checked while it is copied (its name is the hash of its content), a pack with ``git
     verify-pack`` once copied beside the store's packs: a file the agent planted under an
@@ -223,14 +221,12 @@ async def _bring_objects(layout: Layout, fmt: str) -> None:
     cannot touch C's copy): ``git gc`` in C drops from C's own store whatever a store also
     holds, and every other task's sandbox would lose it (``git_promote``)."""
     length = hex_length(fmt)
-    found = await asyncio.to_thread(
-        bring_loose, layout.common, layout.slug, layout.objects, fmt, length
-    )
+    found = bring_loose(layout.common, layout.slug, layout.objects, fmt, length)
     if found is None:
         return
     target, packs, counts = found
     for pack in packs:
-        outcome = await _copy_pack(layout, pack, target / "pack", length)
+        outcome = _copy_pack(layout, pack, target / "pack", length)
         counts[outcome] += 1
         if outcome == "invalid":
             logger.warning("task %s: %s is not a valid pack, not copied", layout.slug, pack)
@@ -238,25 +234,23 @@ async def _bring_objects(layout: Layout, fmt: str) -> None:
         logger.info("task %s: objects into %s: %s", layout.slug, target, counts)
 
 
-async def _copy_pack(layout: Layout, pack: Path, target: Path, length: int) -> Copied:
+def _copy_pack(layout: Layout, pack: Path, target: Path, length: int) -> Copied:
     """Copy a pack and its index into the store's pack folder unless it is there: both copied
     into a temporary folder there (git looks at ``*.idx`` files of the pack folder only),
     verified, then linked into place, the pack first (git finds a pack by its index). A pack
     holding an object of C's own store goes into C's own pack folder instead (the rule of
     ``_bring_objects``; its other objects are then shown to every task)."""
     idx = pack.with_suffix(".idx")
-    staged = await asyncio.to_thread(stage_pack, pack, idx, target)
+    staged = stage_pack(pack, idx, target)
     if staged is None:
         return "present"
     temp, complete = staged
     try:
         if not complete:
             return "invalid"
-        verified = await c_git(layout, "verify-pack", str(temp / idx.name), check=False)
+        verified = c_git(layout, "verify-pack", str(temp / idx.name), check=False)
         if not verified.ok:
             return "invalid"
-        return await asyncio.to_thread(
-            place_pack, layout.common, layout.slug, pack, temp, target, length
-        )
+        return place_pack(layout.common, layout.slug, pack, temp, target, length)
     finally:
-        await asyncio.to_thread(remove_tree, temp)
+        remove_tree(temp)

@@ -25,17 +25,20 @@ task's store with the harness's own git, the objects checked and copied without 
 anything, and the branch moved only to a commit whose history is complete. Until then C's
 own git maintenance (``gc``) may complain about the objects A's index and reflog name that
 are in P.
+
+Opening, opening ahead and closing a view are each a whole blocking operation (the harness's
+own git in C and the file work between), run in one worker thread (``harness.blocking``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.blocking import run_whole
 from harness.boundary.files import read_link_file
 from harness.errors import TamperedWorkspaceError, WorkspaceError
 from harness.sandbox.layout import Bind
@@ -85,10 +88,15 @@ async def open_view(
     read-only for a reader too. TamperedWorkspaceError when the worktree's git directory is
     no longer the one the harness made in C.
     """
-    layout, unsettled = await asyncio.to_thread(_opening, workspace, common, private, writes)
+    return await run_whole(_open_view, workspace, common, private, writes)
+
+
+def _open_view(workspace: Workspace, common: Path, private: Path, writes: bool) -> GitView:
+    """``open_view``, whole (blocking)."""
+    layout, unsettled = _opening(workspace, common, private, writes)
     if unsettled:
         try:
-            await close_view(workspace, common, private)
+            settle(layout)
         except WorkspaceError as exc:
             # Its objects stay in P; only the ref naming them is replaced.
             logger.warning(
@@ -96,14 +104,14 @@ async def open_view(
                 workspace.slug,
                 exc.message,
             )
-    head = await branch_commit(layout)
+    head = branch_commit(layout)
     if head is None:
         raise WorkspaceError(
             f"the repository {layout.common} has no branch {task_branch(workspace.slug)}",
             fix="prepare the task's workspace again",
         )
-    await asyncio.to_thread(_fill_private if writes else _show_private, layout, head)
-    return await _shown_view(workspace, layout, writes)
+    (_fill_private if writes else _show_private)(layout, head)
+    return _shown_view(workspace, layout, writes)
 
 
 async def view_ahead(
@@ -113,8 +121,12 @@ async def view_ahead(
     for its task's next agent): the folders are made, P's ref, reflog and objects left as
     they are, so an agent of the task still running keeps its view; ``open_view`` at
     dispatch fills them in place, which a sandbox already running sees."""
-    layout = await asyncio.to_thread(_ahead, workspace, common, private)
-    return await _shown_view(workspace, layout, writes)
+    return await run_whole(_view_ahead, workspace, common, private, writes)
+
+
+def _view_ahead(workspace: Workspace, common: Path, private: Path, writes: bool) -> GitView:
+    """``view_ahead``, whole (blocking)."""
+    return _shown_view(workspace, _ahead(workspace, common, private), writes)
 
 
 def _opening(
@@ -137,14 +149,14 @@ def _ahead(workspace: Workspace, common: Path, private: Path) -> Layout:
     return layout
 
 
-async def _shown_view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
+def _shown_view(workspace: Workspace, layout: Layout, writes: bool) -> GitView:
     """C's own store made whole for its public history (``git_promote``), the task's store
     made (C reaching it), what the sandbox is shown at C made afresh from C, and the view
     over them."""
-    await promote(layout)
-    await complete_own(layout)
+    promote(layout)
+    complete_own(layout)
     try:
-        shared, covered = await asyncio.to_thread(_make_shown, layout)
+        shared, covered = _make_shown(layout)
     except OSError as exc:
         raise WorkspaceError(
             f"cannot make what task {workspace.slug}'s sandbox shows of its git at "
@@ -156,7 +168,7 @@ async def _shown_view(workspace: Workspace, layout: Layout, writes: bool) -> Git
 
 
 def _make_shown(layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``_shown_view``'s file work (blocking): C's shared folders and the folders of its
+    """``_shown_view``'s file work: C's shared folders and the folders of its
     refs to cover, as they are now."""
     ensure_store(layout.common, layout.slug)
     fill_shown(layout.shown, layout.common, layout.admin.name, task_branch(layout.slug))
@@ -317,5 +329,9 @@ async def close_view(workspace: Workspace, common: Path, private: Path) -> str |
     malformed or names something broken, or when the branch moved in C since the view opened
     (the agent's commits stay in P, and C now has their objects).
     """
-    layout = await asyncio.to_thread(_checked_layout, workspace, common, private)
-    return await settle(layout)
+    return await run_whole(_close_view, workspace, common, private)
+
+
+def _close_view(workspace: Workspace, common: Path, private: Path) -> str | None:
+    """``close_view``, whole (blocking)."""
+    return settle(_checked_layout(workspace, common, private))

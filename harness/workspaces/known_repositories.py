@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.blocking import run_whole
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import RepositorySettings
 from harness.workspaces.files import repository_missing
@@ -46,7 +47,7 @@ class KnownRepositories:
         """The folder of the repository; a `url` repository's cache, cloned or fetched.
         ``asked``: the clock's monotonic time the caller asked, under the repository's lock."""
         if repo.path is not None:
-            await check_local(repo, repo.path)
+            await run_whole(check_local, repo, repo.path)
             return repo.path
         assert repo.url is not None and repo.cache is not None
         if not await asyncio.to_thread(repo.cache.exists):
@@ -88,7 +89,7 @@ class KnownRepositories:
     async def common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
         """The git directory of the known repository ``name`` (kept once found)."""
         if name not in self._common_dirs:
-            found = await common_dir(repo.path or repo.cache)
+            found = await run_whole(common_dir, repo.path or repo.cache)
             if found is None:
                 return None
             self._common_dirs[name] = found

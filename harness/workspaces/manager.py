@@ -3,8 +3,9 @@ them; the package's docstring is the whole API. Its parts, each a class of its o
 ``Workspaces`` makes and hands out: ``sandbox_git`` (what a sandbox shows of a worktree's
 git), ``sandbox_folders`` (view paths, spares' folders) and ``spare_worktrees``, sharing the
 ``known_repositories`` and the ``locks``. Its values are in ``values``; internal helpers:
-``choice``, ``files``, ``prune``, ``repos``; git runs through ``harness.git``, and over what an
-agent wrote (its worktree) through ``harness.boundary.git``."""
+``choice``, ``files``, ``prune``, ``repos`` and ``spare_moves`` (the blocking whole operations);
+git runs through ``harness.git``, and over what an agent wrote (its worktree) through
+``harness.boundary.git``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from harness.blocking import run_whole
 from harness.boundary import git as agent_git
 from harness.boundary import git_work as agent_work
 from harness.boundary.git_work import FileChange
@@ -28,30 +30,24 @@ from harness.errors import (
     TamperedWorkspaceError,
     WorkspaceError,
 )
-from harness.git import git
 from harness.tasks.common import SLUG_RE, validate_slug
 from harness.workspaces.choice import RepositoryChoice, choose_repository
 from harness.workspaces.files import (
     FolderKind,
     folder_facts,
     folder_kind,
-    make_scratch,
     remove_trees,
-    touch,
     worktree_admin_dir,
-    worktree_dirs,
 )
 from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.known_repositories import KnownRepositories
 from harness.workspaces.locks import Locks
 from harness.workspaces.prune import Kept, Pruner, PruneReport, Removed
 from harness.workspaces.repos import (
-    add_worktree,
-    branch_exists,
-    populate,
-    resolve_base,
-    store_base,
-    stored_base,
+    add_task_worktree,
+    populated,
+    scratch_folder,
+    worktree_facts,
 )
 from harness.workspaces.sandbox_folders import SandboxFolders
 from harness.workspaces.sandbox_git import SandboxGit
@@ -144,11 +140,7 @@ class Workspaces:
             if kind == "missing" and repo is not None:
                 workspace = await self._create(slug, path, repo, asked)
             elif kind == "missing" or (kind == "scratch" and repo is None):
-                await asyncio.to_thread(make_scratch, path)
-                if kind == "missing":
-                    # A repository of its own: git in it never finds the one the workspaces
-                    # root may sit in (the harness's checkout, the team's app).
-                    await git("init", "--quiet", cwd=path)
+                await run_whole(scratch_folder, path, new=kind == "missing")
                 workspace = Workspace(slug, path)
             elif kind == "worktree":
                 workspace = await self._open(slug, path)
@@ -156,10 +148,9 @@ class Workspaces:
                     raise await self._repositories.gone(workspace, repo)
                 if repo is None or workspace.repository != repo.name:
                     raise self._mismatch(slug, kind, workspace.repository, repository)
-                await populate(path)
+                await run_whole(populated, path)
             else:
                 raise self._mismatch(slug, kind, None, repository)
-            await asyncio.to_thread(touch, path)
         logger.info("workspace of %s: %s (%s)", slug, path, repository or "scratch")
         return workspace
 
@@ -193,29 +184,16 @@ class Workspaces:
         branch = task_branch(slug)
         async with self._locks.repository(repo.name):
             source = await self._repositories.source(repo, asked)
-            base = await resolve_base(source, repo)
-            await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
-            if await branch_exists(source, branch):
-                # Kept by an earlier prune: the task continues its committed work.
-                await add_worktree(source, str(path), branch)
-                base_commit = await stored_base(source, branch)
-                if base_commit is None:
-                    base_commit = (await git("merge-base", branch, base, cwd=source)).text
-            else:
-                await add_worktree(source, "-b", branch, str(path), base)
-                base_commit = base
-            await store_base(source, branch, base_commit)
+            base_commit = await run_whole(add_task_worktree, source, repo, path, branch)
         # Checking files out touches this worktree alone: other tasks need not wait for it.
-        await populate(path)
-        git_dir = await asyncio.to_thread(worktree_admin_dir, path)
+        git_dir = await run_whole(populated, path)
         return Workspace(slug, path, repo.name, branch, base_commit, git_dir)
 
     async def _open(self, slug: str, path: Path) -> Workspace:
-        common, git_dir = await asyncio.to_thread(worktree_dirs, path)
-        repository = await self._repositories.name_of(common) if common is not None else None
-        branch, base = await asyncio.gather(
-            self._head_branch(path), stored_base(path, BRANCH_PREFIX + slug)
+        (common, git_dir, base), branch = await asyncio.gather(
+            run_whole(worktree_facts, path, BRANCH_PREFIX + slug), self._head_branch(path)
         )
+        repository = await self._repositories.name_of(common) if common is not None else None
         return Workspace(slug, path, repository, branch, base, git_dir)
 
     async def _head_branch(self, path: Path) -> str | None:

@@ -1,6 +1,10 @@
 """The repository side of a task's worktree: the source folder (a local repository, or the
 cache a `url` repository is cloned and fetched into), the base commit, adding the worktree and
 checking its files out. Internal to the workspaces, which serialise these per repository.
+
+What runs over the network (a clone, a fetch) is async, so a cancelled caller ends it at once;
+the rest is blocking (``git_now``), each a part of a whole operation its caller runs in one
+worker thread (``harness.blocking``).
 """
 
 from __future__ import annotations
@@ -9,12 +13,20 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Literal
 
 from harness.config.settings import RepositorySettings
 from harness.errors import GitError, WorkspaceError
-from harness.git import git
-from harness.workspaces.files import has_files, make_temp_beside, move_into_place, remove_tree
+from harness.git import git, git_now
+from harness.workspaces.files import (
+    has_files,
+    make_scratch,
+    make_temp_beside,
+    move_into_place,
+    remove_tree,
+    touch,
+    worktree_admin_dir,
+    worktree_dirs,
+)
 from harness.workspaces.values import BRANCH_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -25,15 +37,15 @@ _BASE_KEY = "harnessBase"  # branch.<branch>.harnessBase in the repository's con
 _NOT_TASKS = f"^refs/heads/{BRANCH_PREFIX}*"
 
 
-async def check_local(repo: RepositorySettings, path: Path) -> None:
-    """A `path` repository must exist and be a git repository."""
+def check_local(repo: RepositorySettings, path: Path) -> None:
+    """A `path` repository must exist and be a git repository (blocking)."""
     field = f"`workspaces.repositories.{repo.name}.path`"
-    if not await asyncio.to_thread(path.is_dir):
+    if not path.is_dir():
         raise WorkspaceError(
             f"repository {repo.name!r}: {path} does not exist",
             fix=f"clone the repository there, or correct {field} in config.yaml",
         )
-    if not (await git("rev-parse", "--git-dir", cwd=path, check=False)).ok:
+    if not git_now("rev-parse", "--git-dir", cwd=path, check=False).ok:
         raise WorkspaceError(
             f"repository {repo.name!r}: {path} is not a git repository",
             fix=f"point {field} in config.yaml at a git checkout",
@@ -78,28 +90,29 @@ async def _fetch_no_tasks(cache: Path) -> None:
         await git("update-ref", "-d", ref, cwd=cache, check=False)
 
 
-async def common_dir(source: Path | None) -> Path | None:
-    """The resolved git directory shared by a repository and all its worktrees."""
-    if source is None or not await asyncio.to_thread(source.is_dir):
+def common_dir(source: Path | None) -> Path | None:
+    """The resolved git directory shared by a repository and all its worktrees (blocking)."""
+    if source is None or not source.is_dir():
         return None
-    found = await git(
+    found = git_now(
         "rev-parse", "--path-format=absolute", "--git-common-dir", cwd=source, check=False
     )
-    return Path(await asyncio.to_thread(os.path.realpath, found.text)) if found.ok else None
+    return Path(os.path.realpath(found.text)) if found.ok else None
 
 
-async def resolve_base(source: Path, repo: RepositorySettings) -> str:
-    """The commit new task branches start from: the base branch (as fetched, for `url`)."""
+def resolve_base(source: Path, repo: RepositorySettings) -> str:
+    """The commit new task branches start from: the base branch (as fetched, for `url`)
+    (blocking)."""
     name = repo.base_branch
     namespace = "refs/remotes/origin" if repo.url else "refs/heads"
     # A local repository's base may also be any revision git knows, such as `origin/main`.
     for ref in [f"{namespace}/{name}"] if repo.url else [f"{namespace}/{name}", name]:
-        found = await git(
+        found = git_now(
             "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=source, check=False
         )
         if found.ok:
             return found.text
-    listed = await git(
+    listed = git_now(
         "for-each-ref", "--count=10", "--format=%(refname:lstrip=2)", namespace, cwd=source
     )
     branches = ", ".join(listed.text.split()) or "none, it has no commits"
@@ -109,56 +122,99 @@ async def resolve_base(source: Path, repo: RepositorySettings) -> str:
     )
 
 
-async def branch_exists(source: Path, branch: str) -> bool:
-    found = await git(
+def branch_exists(source: Path, branch: str) -> bool:
+    """Whether the repository has the branch (blocking)."""
+    found = git_now(
         "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=source, check=False
     )
     return found.ok
 
 
-async def stored_base(cwd: Path, branch: str) -> str | None:
-    """The base commit recorded when ``branch`` was made (readable from any worktree)."""
-    found = await git("config", "--get", f"branch.{branch}.{_BASE_KEY}", cwd=cwd, check=False)
+def stored_base(cwd: Path, branch: str) -> str | None:
+    """The base commit recorded when ``branch`` was made (readable from any worktree)
+    (blocking)."""
+    found = git_now("config", "--get", f"branch.{branch}.{_BASE_KEY}", cwd=cwd, check=False)
     return found.text or None
 
 
-async def store_base(source: Path, branch: str, commit: str) -> None:
-    await git("config", f"branch.{branch}.{_BASE_KEY}", commit, cwd=source)
+def store_base(source: Path, branch: str, commit: str) -> None:
+    """Records ``commit`` as the base of ``branch`` (blocking)."""
+    git_now("config", f"branch.{branch}.{_BASE_KEY}", commit, cwd=source)
 
 
-async def add_worktree(source: Path, *args: str) -> None:
-    """``git worktree add --no-checkout args``; the files come with :func:`populate`."""
+def add_worktree(source: Path, *args: str) -> None:
+    """``git worktree add --no-checkout args``; the files come with :func:`populate`
+    (blocking)."""
     fix = "see git's message; `git worktree list` in the repository lists its worktrees"
     command = ("worktree", "add", "--quiet", "--no-checkout", *args)
-    first = await git(*command, cwd=source, check=False)
+    first = git_now(*command, cwd=source, check=False)
     if first.ok:
         return
     if "already" not in first.stderr:
         raise GitError(command, source, first.stderr, fix=fix)
     # A worktree deleted by hand stays registered, holding its branch, until pruned.
-    await git("worktree", "prune", cwd=source)
-    await git(*command, cwd=source, fix=fix)
+    git_now("worktree", "prune", cwd=source)
+    git_now(*command, cwd=source, fix=fix)
 
 
-async def populate(path: Path) -> None:
-    """Check the files out into a worktree added with ``--no-checkout`` (it has no index yet).
+def populate(path: Path) -> None:
+    """Check the files out into a worktree added with ``--no-checkout`` (it has no index yet)
+    (blocking).
 
     When files are there already (a crash between adding and filling), only the index is
     built, so whatever is in the folder stays as it is.
     """
-    index = await git("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=path)
-    found = await asyncio.to_thread(_index_or_files, Path(index.text), path)
-    if found == "index":
+    index = git_now("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=path)
+    if os.path.exists(index.text):
         return
-    if found == "files":
-        await git("reset", "--quiet", cwd=path)
+    if has_files(path):
+        git_now("reset", "--quiet", cwd=path)
     else:
-        await git("reset", "--quiet", "--hard", cwd=path)
+        git_now("reset", "--quiet", "--hard", cwd=path)
 
 
-def _index_or_files(index: Path, path: Path) -> Literal["index", "files", "empty"]:
-    """What ``populate`` finds: the worktree's index, else files in it, else neither
-    (blocking)."""
-    if os.path.exists(index):
-        return "index"
-    return "files" if has_files(path) else "empty"
+# --- whole operations, each run in one worker thread (``harness.blocking.run_whole``) -----
+
+
+def add_task_worktree(source: Path, repo: RepositorySettings, path: Path, branch: str) -> str:
+    """A new task's worktree at ``path`` on its ``branch``, from the base branch's head or,
+    when an earlier prune kept the branch, on its committed work; the task's base commit,
+    recorded with the branch (blocking, under the repository's lock)."""
+    base = resolve_base(source, repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(source, branch):
+        # Kept by an earlier prune: the task continues its committed work.
+        add_worktree(source, str(path), branch)
+        base_commit = stored_base(source, branch)
+        if base_commit is None:
+            base_commit = git_now("merge-base", branch, base, cwd=source).text
+    else:
+        add_worktree(source, "-b", branch, str(path), base)
+        base_commit = base
+    store_base(source, branch, base_commit)
+    return base_commit
+
+
+def populated(path: Path) -> str | None:
+    """The worktree at ``path`` with its files checked out (:func:`populate`) and touched (a
+    task's, in use); its admin folder (blocking)."""
+    populate(path)
+    touch(path)
+    return worktree_admin_dir(path)
+
+
+def scratch_folder(path: Path, *, new: bool) -> None:
+    """A task's scratch folder at ``path``, touched; ``new``: made, as a git repository of
+    its own, so git in it never finds the one the workspaces root may sit in (the harness's
+    checkout, the team's app) (blocking)."""
+    make_scratch(path)
+    if new:
+        git_now("init", "--quiet", cwd=path)
+    touch(path)
+
+
+def worktree_facts(path: Path, branch: str) -> tuple[Path | None, str | None, str | None]:
+    """The worktree at ``path``'s repository's git directory, its admin folder and the base
+    commit recorded for ``branch`` (blocking)."""
+    common, admin = worktree_dirs(path)
+    return common, admin, stored_base(path, branch)

@@ -8,11 +8,13 @@ import asyncio
 import logging
 from pathlib import Path
 
-from harness.git import git
+from harness.blocking import run_whole
+from harness.git import git_now
 from harness.tasks.common import validate_slug
 from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.locks import Locks
-from harness.workspaces.spare_worktrees import SpareWorktrees, shown_admin, shown_in_view
+from harness.workspaces.spare_moves import shown_admin
+from harness.workspaces.spare_worktrees import SpareWorktrees, shown_in_view
 from harness.workspaces.values import Workspace
 from harness.workspaces.views import adopt_scratch, drop_view, empty_view, link_view
 
@@ -39,9 +41,7 @@ class SandboxFolders:
         if repository is not None:
             made = await self._spare_worktrees.make_spare_worktree(repository, writes=writes)
             return made.view
-        path = await asyncio.to_thread(empty_view, self._root)
-        await git("init", "--quiet", cwd=path)
-        return path
+        return await run_whole(_empty_scratch, self._root)
 
     def spare_git(self, view: Path) -> GitView | None:
         """What the sandbox of the spare whose folder is ``view`` shows of its git; None for
@@ -78,3 +78,11 @@ class SandboxFolders:
             await self._spare_worktrees.drop_spare_worktree(spare)
         else:
             await asyncio.to_thread(drop_view, view)
+
+
+def _empty_scratch(root: Path) -> Path:
+    """A spare's scratch folder at a new view path under ``root``, a git repository of its
+    own as a task's is (blocking)."""
+    path = empty_view(root)
+    git_now("init", "--quiet", cwd=path)
+    return path

@@ -19,42 +19,35 @@ their names. An agent started cold is shown its worktree and P at paths of the s
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from harness.blocking import run_whole
 from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError, WorkspaceError
-from harness.git import git
 from harness.sandbox.layout import Bind
-from harness.workspaces.files import folder_kind, remove_tree, touch, worktree_admin_dir
-from harness.workspaces.git_files import write_file
-from harness.workspaces.git_stores import drop_store, rename_store, store_names
 from harness.workspaces.git_view import SANDBOXES, GitView, open_view
 from harness.workspaces.known_repositories import KnownRepositories
 from harness.workspaces.locks import Locks
-from harness.workspaces.repos import (
-    add_worktree,
-    branch_exists,
-    populate,
-    resolve_base,
-    store_base,
+from harness.workspaces.repos import populate, store_base
+from harness.workspaces.spare_moves import (
+    SpareWorktree,
+    add_spare_worktree,
+    drop_spare_folders,
+    placeholder,
+    prune_repository_spares,
+    prune_spare_privates,
+    take_spare,
+    unregister_spare,
+    write_gitdir_file,
 )
 from harness.workspaces.values import BRANCH_PREFIX, Workspace, task_branch
-from harness.workspaces.views import VIEWS, adopt_view, drop_view, gitdir_file, new_view_path
+from harness.workspaces.views import gitdir_file, new_view_path
+
+__all__ = ["SpareWorktree", "SpareWorktrees", "placeholder"]
 
 logger = logging.getLogger(__name__)
-
-PLACEHOLDER_MARK = "_"  # what a placeholder name starts with, and no slug does
-
-
-def placeholder(view: Path) -> str:
-    """The name a spare made at ``view`` goes by until a task takes it: its branch is
-    ``harness/<name>``, its private folder ``.sandbox/<name>`` (pure)."""
-    return PLACEHOLDER_MARK + view.name
 
 
 def renamed_branch_note(view: Path, branch: str) -> str:
@@ -106,44 +99,6 @@ def with_gitdir(git_view: GitView, admin: Path | None, view: Path) -> GitView:
     return GitView((*git_view.binds, shown), git_view.env)
 
 
-def write_gitdir_file(view: Path) -> None:
-    """The file :func:`with_gitdir` shows (blocking)."""
-    write_file(gitdir_file(view), f"{view / '.git'}\n".encode())
-
-
-def shown_admin(worktree: Path, view: Path) -> Path | None:
-    """The admin folder of the worktree at ``worktree``, with the file :func:`with_gitdir`
-    shows written for ``view`` (blocking)."""
-    admin = worktree_admin_dir(worktree)
-    write_gitdir_file(view)
-    return Path(admin) if admin is not None else None
-
-
-@dataclass(frozen=True)
-class SpareWorktree:
-    """A worktree made ahead, not yet any task's."""
-
-    view: Path  # the worktree, at the path its agent is shown it at
-    repository: str
-    source: Path  # the repository's folder (or a `url` repository's cache)
-    base: str  # the base branch's head when it was made
-    admin: Path  # the worktree's admin folder in the repository's git directory (A)
-    private: Path  # its P
-    git: GitView  # what the spare's sandbox shows of its git
-
-    @property
-    def name(self) -> str:
-        return placeholder(self.view)
-
-    @property
-    def branch(self) -> str:
-        return BRANCH_PREFIX + self.name
-
-    @property
-    def common(self) -> Path:
-        return self.admin.parent.parent
-
-
 class SpareWorktrees:
     """The spare worktrees under ``root``, of the ``repositories``, made and not yet taken."""
 
@@ -161,28 +116,21 @@ class SpareWorktrees:
         task's would be, with its sandbox's git view opened (``writes`` false: a reader's)."""
         repo = self._repositories.get(repository)
         view = new_view_path(self._root)  # a name only: nothing is made there yet
-        name = placeholder(view)
         async with self._locks.repository(repo.name):
             source = await self._repositories.source(repo, self._clock.monotonic())
-            base = await resolve_base(source, repo)
-            await asyncio.to_thread(view.parent.mkdir, parents=True, exist_ok=True)
-            await add_worktree(source, "-b", BRANCH_PREFIX + name, str(view), base)
-        private = self._root / SANDBOXES / name
-        found = await asyncio.to_thread(worktree_admin_dir, view)
-        admin = Path(found) if found is not None else view / ".git"
+            base, admin = await run_whole(add_spare_worktree, source, repo, view)
+        private = self._root / SANDBOXES / placeholder(view)
         spare = SpareWorktree(view, repo.name, source, base, admin, private, GitView((), {}))
         try:
-            await store_base(source, spare.branch, base)
-            await populate(view)
+            await run_whole(_filled, spare)
             common = await self._repositories.common_dir(repo.name, repo)
             if common is None:
                 raise WorkspaceError(
                     f"repository {repo.name!r} has no git directory at {source}",
                     fix=f"check `workspaces.repositories.{repo.name}` in config.yaml",
                 )
-            workspace = Workspace(name, view, repo.name, spare.branch, base, str(admin))
+            workspace = Workspace(spare.name, view, repo.name, spare.branch, base, str(admin))
             opened = await open_view(workspace, common, private, writes=writes)
-            await asyncio.to_thread(write_gitdir_file, view)
             spare = replace(spare, git=with_gitdir(opened, admin, view))
         except BaseException:
             await self.drop_spare_worktree(spare)
@@ -199,69 +147,31 @@ class SpareWorktrees:
         have made it; None when it does not fit: the task has a folder, branch or private
         folder already, the spare's folder went, or the base branch moved since it was made
         (the spare is then closed by its caller, a replacement made)."""
-        path = self._root / slug
+        repo = self._repositories.get(spare.repository)
         asked = self._clock.monotonic()
         async with self._locks.task(slug):
-            if await asyncio.to_thread(folder_kind, path) != "missing":
-                return None
             try:
                 async with self._locks.repository(spare.repository):
-                    if not await self._take_spare(spare, slug, asked):
-                        return None
+                    await self._repositories.source(repo, asked)
+                    taken = await run_whole(take_spare, spare, repo, self._root, slug)
             except HarnessError as exc:  # the cold start meets it again, and says it
                 logger.warning("spare worktree %s not taken: %s", spare.view, exc.message)
                 return None
-            # What ``_open`` would find, known without asking git: the agent waits for it.
-            git_dir = await asyncio.to_thread(_touched_admin_dir, path)
+            if taken is None:
+                return None
             self._spares.pop(spare.view, None)
-            branch = task_branch(slug)
-            workspace = Workspace(slug, path, spare.repository, branch, spare.base, git_dir)
+            path, branch = self._root / slug, task_branch(slug)
+            workspace = Workspace(slug, path, spare.repository, branch, spare.base, taken.git_dir)
         logger.info("workspace of %s: %s (%s, made ahead)", slug, path, spare.repository)
         return workspace
-
-    async def _take_spare(self, spare: SpareWorktree, slug: str, asked: float) -> bool:
-        """The spare's branch, folder and P become task ``slug``'s, when the base branch
-        is where it was (under the task's and the repository's locks)."""
-        repo = self._repositories.get(spare.repository)
-        branch, private = task_branch(slug), self._root / SANDBOXES / slug
-        source = await self._repositories.source(repo, asked)
-        # Both only read: asked at once, the agent waits for one git process fewer.
-        taken = asyncio.create_task(branch_exists(source, branch))
-        try:
-            base = await resolve_base(source, repo)
-        except BaseException:
-            taken.cancel()
-            await asyncio.gather(taken, return_exceptions=True)
-            raise
-        if await taken or base != spare.base:
-            if base != spare.base:
-                logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
-            return False
-        if not await asyncio.to_thread(_usable, spare, private):
-            return False
-        await _rename_branch(spare, branch)
-        try:
-            await asyncio.to_thread(_move, spare, self._root / slug, private, slug)
-        except OSError:
-            with contextlib.suppress(HarnessError):
-                await _rename_branch(spare, spare.branch, old=branch)
-            raise
-        await store_base(source, branch, spare.base)
-        return True
 
     async def drop_spare_worktree(self, spare: SpareWorktree) -> None:
         """Removes a spare worktree no task took: its folder, admin folder, placeholder
         branch and P."""
         self._spares.pop(spare.view, None)
         async with self._locks.repository(spare.repository):
-            removed = await git(
-                "worktree", "remove", "--force", str(spare.view), cwd=spare.source, check=False
-            )
-            if not removed.ok:  # its folder went already: its admin folder is left
-                await asyncio.to_thread(_remove_admin, spare.admin, spare.view)
-            await delete_branch(spare.source, spare.common, spare.branch)
-            await asyncio.to_thread(drop_store, spare.common, spare.name)
-        await asyncio.to_thread(_drop_folders, spare.view, spare.private)
+            await run_whole(unregister_spare, spare)
+        await run_whole(drop_spare_folders, spare.view, spare.private)
 
     async def prune_spare_leftovers(self, cutoff: float) -> int:
         """Removes what spares of a harness that stopped without closing them left, once
@@ -271,144 +181,18 @@ class SpareWorktrees:
         gone = 0
         for repo in self._repositories.all.values():
             source = repo.path or repo.cache
-            if source is None or not await asyncio.to_thread(source.is_dir):
-                continue
-            listed = await git(
-                "for-each-ref", "--format=%(refname:lstrip=2)",
-                f"refs/heads/{BRANCH_PREFIX}{PLACEHOLDER_MARK}*", cwd=source, check=False,
-            )  # fmt: skip
             common = await self._repositories.common_dir(repo.name, repo)
-            for branch in listed.text.split() if listed.ok and common else []:
-                assert common is not None
-                name = branch.removeprefix(BRANCH_PREFIX)
-                view = self._root / VIEWS / name.removeprefix(PLACEHOLDER_MARK)
-                admin = common / "worktrees" / view.name
-                if not await asyncio.to_thread(_remove_unviewed_admin, admin, view):
-                    continue  # a spare still waiting, or a view not pruned yet
-                async with self._locks.repository(repo.name):
-                    await delete_branch(source, common, branch)
-                    await asyncio.to_thread(drop_store, common, name)
-                gone += 1
-            if common is not None:
-                async with self._locks.repository(repo.name):
-                    await asyncio.to_thread(_drop_spare_stores, common, self._root)
-        await asyncio.to_thread(_prune_privates, self._root, cutoff)
+            if source is None or common is None:
+                continue
+            async with self._locks.repository(repo.name):
+                gone += await run_whole(prune_repository_spares, source, common, self._root)
+        await run_whole(prune_spare_privates, self._root, cutoff)
         return gone
 
 
-async def _rename_branch(spare: SpareWorktree, branch: str, *, old: str | None = None) -> None:
-    """The spare's branch (``old``, else its placeholder) renamed ``branch``, the worktree's
-    HEAD with it. Never by ``git branch -m``, which may remove ``refs/heads/harness``
-    (:func:`delete_branch` says why that must not happen)."""
-    old = old or spare.branch
-    created = f"branch: Created from {spare.base}"  # as ``git worktree add -b`` says
-    await git("update-ref", "-m", created, f"refs/heads/{branch}", spare.base, "", cwd=spare.source)
-    await asyncio.to_thread(
-        write_file, spare.admin / "HEAD", f"ref: refs/heads/{branch}\n".encode()
-    )
-    await delete_branch(spare.source, spare.common, old)
-
-
-async def delete_branch(source: Path, common: Path, branch: str) -> None:
-    """Deletes a placeholder branch, its reflog and config, leaving its folder even when
-    that empties it: git removes such a folder, and ``refs/heads/harness`` (and its logs)
-    in C is where every running sandbox shows its P; removed on the host, it takes their
-    binds along. So its loose files are removed by hand, and git (which removes the folder
-    even for a ref that is not there) is asked only when the ref was packed meanwhile."""
-
-    ref = f"refs/heads/{branch}"
-
-    def unlink_loose() -> bool:
-        """Whether the ref may still be there (packed), once its loose files are gone."""
-        for folder in ("refs/heads", "logs/refs/heads"):
-            (common / folder / branch).unlink(missing_ok=True)
-        if (common / "reftable").exists():  # refs not in files: git alone can say
-            return True
-        try:  # the operator's git directory, which no agent writes
-            packed = (common / "packed-refs").read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return False
-        return any(line.endswith(f" {ref}") for line in packed.splitlines())
-
-    # Read here rather than asked of git: the process is a good part of a warm start.
-    if (
-        await asyncio.to_thread(unlink_loose)
-        and (await git("show-ref", "--verify", "--quiet", ref, cwd=source, check=False)).ok
-    ):
-        await git("update-ref", "-d", ref, cwd=source, check=False)
-    await git("config", "--remove-section", f"branch.{branch}", cwd=source, check=False)
-
-
-def _usable(spare: SpareWorktree, private: Path) -> bool:
-    return spare.view.is_dir() and not spare.view.is_symlink() and not os.path.lexists(private)
-
-
-def _move(spare: SpareWorktree, path: Path, private: Path, slug: str) -> None:
-    """The spare's folders become the task's (blocking)."""
-    adopt_view(spare.view, path)
-    # The admin folder's link back to the worktree, which git and the harness check.
-    # Written in place, as git writes it: a file put over it (a rename) would undo the
-    # spare's sandbox showing its own there (``with_gitdir``).
-    with (spare.admin / "gitdir").open("w", encoding="utf-8") as back:
-        back.write(f"{path / '.git'}\n")
-    os.rename(spare.private, private)
-    for folder in (private / "refs", private / "logs"):
-        old = folder / spare.name
-        if os.path.lexists(old):
-            os.rename(old, folder / slug)
-    rename_store(spare.common, spare.name, slug)
-
-
-def _touched_admin_dir(path: Path) -> str | None:
-    """The adopted worktree at ``path`` touched (a new task's), and its admin folder
-    (blocking)."""
-    touch(path)
-    return worktree_admin_dir(path)
-
-
-def _drop_folders(view: Path, private: Path) -> None:
-    """A dropped spare's view and P (blocking)."""
-    drop_view(view)
-    remove_tree(private)
-
-
-def _remove_unviewed_admin(admin: Path, view: Path) -> bool:
-    """A leftover spare's admin folder removed once its view is gone; whether it was gone
-    (blocking)."""
-    if os.path.lexists(view):
-        return False
-    _remove_admin(admin, view)
-    return True
-
-
-def _remove_admin(admin: Path, view: Path) -> None:
-    """A spare's admin folder, when it is the one of the worktree at ``view`` (blocking)."""
-    try:
-        back = (admin / "gitdir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return
-    if back == str(view / ".git"):
-        remove_tree(admin)
-
-
-def _drop_spare_stores(common: Path, root: Path) -> None:
-    """Object stores of spares whose view is gone (blocking): a spare's agent never ran,
-    so its store holds nothing of a task's."""
-    for name in store_names(common):
-        view = root / VIEWS / name.removeprefix(PLACEHOLDER_MARK)
-        if name.startswith(PLACEHOLDER_MARK) and not os.path.lexists(view):
-            drop_store(common, name)
-
-
-def _prune_privates(root: Path, cutoff: float) -> None:
-    """P folders of spares whose view is gone, untouched since ``cutoff`` (blocking)."""
-    try:
-        entries = list(os.scandir(root / SANDBOXES))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if not entry.name.startswith(PLACEHOLDER_MARK):
-            continue
-        view = root / VIEWS / entry.name.removeprefix(PLACEHOLDER_MARK)
-        if not os.path.lexists(view) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-            remove_tree(Path(entry.path))
+def _filled(spare: SpareWorktree) -> None:
+    """A new spare worktree's base recorded and files checked out, and the file
+    ``with_gitdir`` shows written (blocking)."""
+    store_base(spare.source, spare.branch, spare.base)
+    populate(spare.view)
+    write_gitdir_file(spare.view)

@@ -1,6 +1,7 @@
-"""The harness's own git meeting a lock another git process holds (``index.lock``): tried
-again briefly, so a lock released meanwhile costs nothing; a lock that stays, or any other
-failure, is git's error. Real git; the lock is a real ``index.lock`` file."""
+"""The harness's own git, from async code (``git``) and inside a whole blocking operation
+(``git_now``), meeting a lock another git process holds (``index.lock``): tried again
+briefly, so a lock released meanwhile costs nothing; a lock that stays, or any other failure,
+is git's error. Real git; the lock is a real ``index.lock`` file."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import harness.git as harness_git
-from harness.errors import GitError
-from harness.git import GitResult, git
+from harness.errors import GitError, WorkspaceError
+from harness.git import GitResult, git, git_now
 from harness.retry import Backoff
 from tests.support import git as run_git
 from tests.support import make_repository
@@ -82,3 +83,68 @@ async def test_any_other_failure_is_not_tried_again(
         await git("add", "missing.txt", cwd=repo)
 
     assert len(runs) == 1
+
+
+def count_blocking_runs(
+    monkeypatch: pytest.MonkeyPatch, *, release_after: int | None = None
+) -> list[str]:
+    """``count_runs`` for ``git_now``'s processes."""
+    seen: list[str] = []
+    real_run = harness_git._run_now
+
+    def run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> GitResult:
+        result = real_run(args, cwd, env, timeout)
+        seen.append(result.stderr)
+        if release_after is not None and len(seen) == release_after:
+            (cwd / ".git" / "index.lock").unlink()
+        return result
+
+    monkeypatch.setattr(harness_git, "_run_now", run)
+    return seen
+
+
+def test_a_blocking_call_waits_out_a_lock_released_meanwhile(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = count_blocking_runs(monkeypatch, release_after=2)
+
+    result = git_now("add", "new.txt", cwd=repo)
+
+    assert result.ok
+    assert run_git(repo, "status", "--porcelain") == "A  new.txt"
+    assert len(runs) == 3 and all("index.lock" in stderr for stderr in runs[:2])
+
+
+def test_a_blocking_call_meeting_a_lock_that_stays_fails_with_gits_error(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness_git, "_LOCK_BACKOFF", Backoff(first=0.001, cap=0.001))
+    runs = count_blocking_runs(monkeypatch)
+
+    with pytest.raises(GitError) as refused:
+        git_now("add", "new.txt", cwd=repo, fix="wait for the other git")
+
+    assert "index.lock': File exists" in refused.value.stderr
+    assert refused.value.fix == "wait for the other git"
+    assert len(runs) == harness_git._LOCK_RETRIES + 1
+
+
+def test_a_blocking_call_in_a_missing_folder_says_the_workspace_is_gone(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceError, match="does not exist") as failed:
+        git_now("status", cwd=tmp_path / "gone")
+
+    assert "prepare the task's workspace again" in failed.value.fix
+
+
+def test_a_blocking_call_gets_none_of_the_harness_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repository(tmp_path / "web")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("DEPLOY_TOKEN", "t0ken")
+    shown = "!f() { env; }; f"  # an alias git runs through the shell: it prints what it got
+
+    seen = git_now("-c", f"alias.shown={shown}", "shown", cwd=repo).text
+
+    assert "LC_ALL=C" in seen
+    assert "xoxb-secret" not in seen and "t0ken" not in seen
