@@ -6,6 +6,8 @@ restarts or re-deliveries.
 processes share); ``NatsFiringLedger`` by ``kv.create`` on a JetStream key-value bucket, which
 fails when the key exists (bot processes on several machines, `runtime: nats`). Claims are kept
 ``KEEP_DAYS``: a firing older than that is never claimed again anyway (no catch-up reaches it).
+The file ledger forgets older claims of a routine as it claims, at most once a day; the NATS
+bucket's keys expire.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from harness.runtime.nats_link import NatsLink
 
 KEEP_DAYS = 30
+_DAY = 86400.0
 
 
 class FiringLedger(Protocol):
@@ -54,8 +57,10 @@ def _digest(routine: str, firing_key: str) -> str:
 
 
 class FileFiringLedger:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, clock: Clock = SYSTEM) -> None:
         self.folder = folder
+        self._clock = clock  # its wall time: what claims are old enough to forget
+        self._pruned: dict[str, float] = {}  # routine -> when its old claims were last let go
 
     def _claim(self, routine: str, firing_key: str, owner: str) -> bool:
         folder = self.folder / routine
@@ -71,14 +76,19 @@ class FileFiringLedger:
                 f"cannot record a firing of routine {routine} in {folder}: {exc}",
                 fix="free space or fix the permissions of the task store's folder",
             ) from exc
+        now = self._clock.now().timestamp()
         try:
             os.write(fd, _value(owner, firing_key))
+            os.utime(fd, (now, now))  # the claim's time is the clock's, as the cutoff's
         finally:
             os.close(fd)
+        if self._pruned.get(routine, -_DAY) <= now - _DAY:
+            self._pruned[routine] = now
+            self._prune(routine, now - KEEP_DAYS * _DAY)
         return True
 
-    def _prune(self, routine: str) -> None:
-        cutoff = time.time() - KEEP_DAYS * 86400
+    def _prune(self, routine: str, cutoff: float) -> None:
+        """The routine's claims made before ``cutoff`` (epoch seconds) let go."""
         try:
             entries = list(os.scandir(self.folder / routine))
         except FileNotFoundError:
@@ -101,9 +111,6 @@ class FileFiringLedger:
 
     async def owner(self, routine: str, firing_key: str) -> str | None:
         return await asyncio.to_thread(self._owner, routine, firing_key)
-
-    async def prune(self, routine: str) -> None:
-        await asyncio.to_thread(self._prune, routine)
 
 
 class NatsFiringLedger:

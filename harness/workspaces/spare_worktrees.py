@@ -15,6 +15,9 @@ the spare's object store in the repository (``git_stores``) becomes the task's.
 The sandbox already running keeps its binds: bubblewrap mounted the folders themselves, not
 their names. An agent started cold is shown its worktree and P at paths of the same shapes
 (:func:`shown_in_view`), so the two look the same from inside.
+
+Making, taking and dropping one are each a whole blocking operation (``spare_moves``) run in
+one worker thread under the task's and the repository's locks.
 """
 
 from __future__ import annotations

@@ -68,3 +68,23 @@ async def test_an_operation_failing_after_its_caller_was_cancelled_leaves_the_ca
 
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(caller, BOUND)
+
+
+async def test_a_burst_of_operations_never_holds_up_other_threaded_work() -> None:
+    release = threading.Event()
+
+    def operation(number: int) -> int:
+        release.wait(BOUND)
+        return number
+
+    # More than the event loop's default pool has threads (at most 32, or cores + 4).
+    burst = [asyncio.create_task(run_whole(operation, n)) for n in range(40)]
+    for _ in range(3):  # every operation of the burst handed to its thread
+        await asyncio.sleep(0)
+    try:
+        # Answered while every operation of the burst still waits.
+        other = await asyncio.wait_for(asyncio.to_thread(lambda: "task store read"), BOUND)
+        assert other == "task store read"
+    finally:
+        release.set()
+    assert sorted(await asyncio.gather(*burst)) == list(range(40))

@@ -27,22 +27,32 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
-def count_runs(monkeypatch: pytest.MonkeyPatch, *, release_after: int | None = None) -> list[str]:
-    """The stderr of each git process the harness starts; the lock goes once
-    ``release_after`` of them ran (the other git finishing)."""
+def count_runs(
+    monkeypatch: pytest.MonkeyPatch, *, blocking: bool = False, release_after: int | None = None
+) -> list[str]:
+    """The stderr of each git process the harness starts (``git_now``'s with ``blocking``);
+    the lock goes once ``release_after`` of them ran (the other git finishing)."""
     seen: list[str] = []
-    real_run = harness_git._run
+    real_run, real_run_now = harness_git._run, harness_git._run_now
 
-    async def run(
-        args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float
-    ) -> GitResult:
-        result = await real_run(args, cwd, env, timeout)
+    def noted(result: GitResult, cwd: Path) -> GitResult:
         seen.append(result.stderr)
         if release_after is not None and len(seen) == release_after:
             (cwd / ".git" / "index.lock").unlink()
         return result
 
-    monkeypatch.setattr(harness_git, "_run", run)
+    async def run(
+        args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float
+    ) -> GitResult:
+        return noted(await real_run(args, cwd, env, timeout), cwd)
+
+    def run_now(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> GitResult:
+        return noted(real_run_now(args, cwd, env, timeout), cwd)
+
+    if blocking:
+        monkeypatch.setattr(harness_git, "_run_now", run_now)
+    else:
+        monkeypatch.setattr(harness_git, "_run", run)
     return seen
 
 
@@ -85,28 +95,10 @@ async def test_any_other_failure_is_not_tried_again(
     assert len(runs) == 1
 
 
-def count_blocking_runs(
-    monkeypatch: pytest.MonkeyPatch, *, release_after: int | None = None
-) -> list[str]:
-    """``count_runs`` for ``git_now``'s processes."""
-    seen: list[str] = []
-    real_run = harness_git._run_now
-
-    def run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> GitResult:
-        result = real_run(args, cwd, env, timeout)
-        seen.append(result.stderr)
-        if release_after is not None and len(seen) == release_after:
-            (cwd / ".git" / "index.lock").unlink()
-        return result
-
-    monkeypatch.setattr(harness_git, "_run_now", run)
-    return seen
-
-
 def test_a_blocking_call_waits_out_a_lock_released_meanwhile(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = count_blocking_runs(monkeypatch, release_after=2)
+    runs = count_runs(monkeypatch, blocking=True, release_after=2)
 
     result = git_now("add", "new.txt", cwd=repo)
 
@@ -119,7 +111,7 @@ def test_a_blocking_call_meeting_a_lock_that_stays_fails_with_gits_error(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(harness_git, "_LOCK_BACKOFF", Backoff(first=0.001, cap=0.001))
-    runs = count_blocking_runs(monkeypatch)
+    runs = count_runs(monkeypatch, blocking=True)
 
     with pytest.raises(GitError) as refused:
         git_now("add", "new.txt", cwd=repo, fix="wait for the other git")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from harness.routines.ledger import FileFiringLedger, FiringLedger, NatsFiringLedger
+from harness.routines.ledger import KEEP_DAYS, FileFiringLedger, FiringLedger, NatsFiringLedger
+from harness.testing.clock import FakeClock
 from harness.testing.nats_server import NatsServer
 
 pytestmark = pytest.mark.anyio
@@ -65,3 +67,20 @@ async def test_a_claim_keeps_its_owner_for_whoever_asks(ledgers: list[FiringLedg
     assert await first.claim("nightly", "github:abc", "process-1") is True
     assert await second.claim("nightly", "github:abc", "process-2") is False
     assert await second.owner("nightly", "github:abc") == "process-1"
+
+
+async def test_a_file_ledger_forgets_claims_older_than_it_keeps_them(tmp_path: Path) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    ledger = FileFiringLedger(tmp_path / "fired", clock)
+    assert await ledger.claim("nightly", "schedule:old") is True
+    clock.advance((KEEP_DAYS - 1) * 86400)
+    assert await ledger.claim("nightly", "schedule:newer") is True  # old: a day short
+
+    kept = await ledger.claim("nightly", "schedule:old")
+    clock.advance(2 * 86400)
+    assert await ledger.claim("nightly", "schedule:newest") is True  # old: past the limit
+
+    assert kept is False  # still claimed a day short of the limit
+    assert await ledger.claim("nightly", "schedule:old") is True  # forgotten past it
+    assert await ledger.claim("nightly", "schedule:newer") is False
+    assert len(list((tmp_path / "fired" / "nightly").iterdir())) == 3
