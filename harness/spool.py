@@ -7,7 +7,7 @@ disk kept from its ledger (``bot/unrecorded.py``).
 Each file is written atomically (a reader or a crash sees the old version or the new one),
 read without following a link, and removed once what it holds was delivered; an entry may
 have files *beside* it (``<name><suffix>``: a record's diff), written before it and removed
-with it. The folder is the harness's own (never an agent's): made private to this user. An
+just before it. The folder is the harness's own (never an agent's): made private to this user. An
 entry that cannot be read is moved aside and named in the log (or, for a reader that must
 not change the folder, left as it is), never taken for something owed. File work runs in
 worker threads; nothing here blocks the event loop.
@@ -55,10 +55,11 @@ class Spool:
     async def drop(self, name: str, *, beside: tuple[str, ...] = ()) -> None:
         """Forgets ``name`` (delivered), and its files ``beside``; a disk that refuses is
         logged, and the entry is delivered again later, which its readers take as a repeat."""
-        files = [f"{_checked(name)}{suffix}" for suffix in (_SUFFIX, *map(_beside, beside))]
+        # The entry last: no file beside it outlives it, and one that went before it is
+        # not missed (what it held was delivered with the entry).
+        files = [f"{_checked(name)}{suffix}" for suffix in (*map(_beside, beside), _SUFFIX)]
         try:
-            for file in files:
-                await asyncio.to_thread((self.folder / file).unlink, True)
+            await asyncio.to_thread(self._remove, files)
         except OSError as exc:
             logger.warning("could not remove %s from %s: %s", name, self.folder, exc)
 
@@ -89,6 +90,10 @@ class Spool:
         except (OSError, ValueError) as exc:
             logger.warning("%s cannot be read: %s", file, exc)
             return None
+
+    def _remove(self, files: list[str]) -> None:
+        for file in files:
+            (self.folder / file).unlink(missing_ok=True)
 
     def _put(self, name: str, encoded: bytes) -> None:
         self._put_file(f"{name}{_SUFFIX}", encoded)

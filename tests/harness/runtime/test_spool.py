@@ -27,6 +27,27 @@ async def test_an_entry_kept_is_read_back_until_it_is_dropped(tmp_path: Path) ->
     assert (tmp_path / "owed").stat().st_mode & 0o077 == 0  # this user's only
 
 
+async def test_an_entry_goes_with_its_files_beside_and_never_leaves_one_behind(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path / "owed")
+    await spool.put_beside("agent-1", ".diff", b"+new footer\n")
+    await spool.put("agent-1", {"status": "completed"})
+    await spool.put_beside("agent-2", ".diff", b"+new header\n")
+    await spool.put("agent-2", {"status": "completed"})
+    stuck = tmp_path / "owed" / "agent-2.diff"
+    stuck.unlink()
+    (stuck / "held").mkdir(parents=True)  # a file the disk will not remove
+
+    await spool.drop("agent-1", beside=(".diff",))
+    await spool.drop("agent-2", beside=(".diff",))
+
+    left = sorted(path.name for path in (tmp_path / "owed").iterdir())
+    # agent-1 whole; agent-2's entry stays, to be delivered again, never a diff without it.
+    assert left == ["agent-2.diff", "agent-2.json"]
+    assert await spool.entries() == [("agent-2", {"status": "completed"})]
+
+
 async def test_a_link_planted_in_the_spool_is_set_aside_and_never_followed(
     tmp_path: Path,
 ) -> None:
