@@ -15,7 +15,7 @@ from harness.blocking import run_whole
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import RepositorySettings
 from harness.workspaces.files import repository_missing
-from harness.workspaces.repos import check_local, clone, common_dir, fetch
+from harness.workspaces.repos import check_local, clone, common_dir, fetch, stored_base
 from harness.workspaces.values import RepositoryGoneError, Workspace, unknown_repository
 
 
@@ -85,6 +85,15 @@ class KnownRepositories:
             return None
         self._common_dirs.pop(name, None)  # looked for again, once it is back
         return await self.gone(workspace, repo)
+
+    async def stored_base(self, name: str | None, branch: str) -> str | None:
+        """The base commit recorded for ``branch`` in the known repository ``name``; None
+        when none is, or ``name`` is None or no longer known."""
+        repo = self._repositories.get(name.lower()) if name is not None else None
+        source = repo.path or repo.cache if repo is not None else None
+        if source is None:
+            return None
+        return await run_whole(stored_base, source, branch)
 
     async def common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
         """The git directory of the known repository ``name`` (kept once found)."""

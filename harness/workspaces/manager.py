@@ -38,6 +38,7 @@ from harness.workspaces.files import (
     folder_kind,
     remove_trees,
     worktree_admin_dir,
+    worktree_dirs,
 )
 from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.known_repositories import KnownRepositories
@@ -47,7 +48,6 @@ from harness.workspaces.repos import (
     add_task_worktree,
     populated,
     scratch_folder,
-    worktree_facts,
 )
 from harness.workspaces.sandbox_folders import SandboxFolders
 from harness.workspaces.sandbox_git import SandboxGit
@@ -190,10 +190,13 @@ class Workspaces:
         return Workspace(slug, path, repo.name, branch, base_commit, git_dir)
 
     async def _open(self, slug: str, path: Path) -> Workspace:
-        (common, git_dir, base), branch = await asyncio.gather(
-            run_whole(worktree_facts, path, BRANCH_PREFIX + slug), self._head_branch(path)
+        (common, git_dir), branch = await asyncio.gather(
+            asyncio.to_thread(worktree_dirs, path), self._head_branch(path)
         )
         repository = await self._repositories.name_of(common) if common is not None else None
+        # Read in the repository, where it was recorded: never by git in the worktree, whose
+        # `.git` and admin folder its agents may have rewritten.
+        base = await self._repositories.stored_base(repository, BRANCH_PREFIX + slug)
         return Workspace(slug, path, repository, branch, base, git_dir)
 
     async def _head_branch(self, path: Path) -> str | None:

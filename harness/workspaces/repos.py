@@ -25,7 +25,6 @@ from harness.workspaces.files import (
     remove_tree,
     touch,
     worktree_admin_dir,
-    worktree_dirs,
 )
 from harness.workspaces.values import BRANCH_PREFIX
 
@@ -130,10 +129,12 @@ def branch_exists(source: Path, branch: str) -> bool:
     return found.ok
 
 
-def stored_base(cwd: Path, branch: str) -> str | None:
-    """The base commit recorded when ``branch`` was made (readable from any worktree)
-    (blocking)."""
-    found = git_now("config", "--get", f"branch.{branch}.{_BASE_KEY}", cwd=cwd, check=False)
+def stored_base(source: Path, branch: str) -> str | None:
+    """The base commit recorded in the repository at ``source`` when ``branch`` was made;
+    None when none was, or the repository's folder is gone (blocking)."""
+    if not source.is_dir():
+        return None
+    found = git_now("config", "--get", f"branch.{branch}.{_BASE_KEY}", cwd=source, check=False)
     return found.text or None
 
 
@@ -211,10 +212,3 @@ def scratch_folder(path: Path, *, new: bool) -> None:
     if new:
         git_now("init", "--quiet", cwd=path)
     touch(path)
-
-
-def worktree_facts(path: Path, branch: str) -> tuple[Path | None, str | None, str | None]:
-    """The worktree at ``path``'s repository's git directory, its admin folder and the base
-    commit recorded for ``branch`` (blocking)."""
-    common, admin = worktree_dirs(path)
-    return common, admin, stored_base(path, branch)

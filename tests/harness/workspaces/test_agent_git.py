@@ -109,6 +109,24 @@ async def test_a_worktree_relinked_to_a_git_directory_of_the_agents_is_never_rea
     assert info.problem is not None and "not as the harness made it" in info.problem
 
 
+async def test_a_worktrees_base_is_read_in_its_repository_never_through_its_git_file(
+    workspaces: Workspaces, tmp_path: Path
+) -> None:
+    workspace = await workspaces.prepare("add-login", "web")
+    forged = "1" * 40
+    # The agent's own git directory, recording another base for the task's branch, and the
+    # worktree's `.git` pointed at it.
+    fake = workspace.path / ".fake"
+    git(tmp_path, "init", "-q", "--bare", str(fake))
+    git(fake, "config", "branch.harness/add-login.harnessBase", forged)
+    (workspace.path / ".git").write_text(f"gitdir: {fake}\n", encoding="utf-8")
+
+    found = await workspaces.find("add-login")
+
+    assert found is not None and found.base_commit != forged
+    assert workspace.base_commit is not None and workspace.base_commit != forged
+
+
 async def test_prune_keeps_workspaces_holding_a_repository_no_patch_would_keep(
     workspaces: Workspaces, tmp_path: Path
 ) -> None:
