@@ -90,6 +90,26 @@ async def has_uncommitted_work(tree: Tree) -> bool:
     return bool(result.stdout.strip())
 
 
+async def fill(tree: Tree, branch: str) -> None:
+    """The files of a worktree added with ``--no-checkout`` whose checkout never came (a
+    crash between the two): its index built from ``branch``, and its files checked out when
+    the folder holds none, so whatever is in it stays as it is. Nothing when it has its
+    index, or when its HEAD is not on ``branch``: the repository holds every task's
+    branches, and a HEAD its agent pointed at another's must not bring that one's files."""
+    found = await asyncio.to_thread(_index_or_files, tree)
+    if found == "index" or await head_branch(tree) != branch:
+        return
+    await run(tree, "reset", "--quiet", *(() if found == "files" else ("--hard",)))
+
+
+def _index_or_files(tree: Tree) -> Literal["index", "files", "empty"]:
+    """The worktree's index, else files in it, else neither. Blocking."""
+    if os.path.lexists(tree.git_dir / "index"):
+        return "index"
+    with os.scandir(tree.work_tree) as entries:
+        return "files" if any(entry.name != ".git" for entry in entries) else "empty"
+
+
 async def nested(tree: Tree, *, added_only: bool = False) -> tuple[str, ...]:
     """The git repositories inside the work tree, as paths relative to it: untracked folders
     holding one and gitlinks of the index (``added_only``: those its HEAD lacks, which an

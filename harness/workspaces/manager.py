@@ -37,6 +37,7 @@ from harness.workspaces.files import (
     folder_facts,
     folder_kind,
     remove_trees,
+    touch,
     worktree_admin_dir,
     worktree_dirs,
 )
@@ -148,7 +149,9 @@ class Workspaces:
                     raise await self._repositories.gone(workspace, repo)
                 if repo is None or workspace.repository != repo.name:
                     raise self._mismatch(slug, kind, workspace.repository, repository)
-                await run_whole(populated, path)
+                # Its agents wrote it: filled, if a crash left it empty, by the boundary's git.
+                await agent_work.fill(await self._tree(workspace), task_branch(slug))
+                await asyncio.to_thread(touch, path)
             else:
                 raise self._mismatch(slug, kind, None, repository)
         logger.info("workspace of %s: %s (%s)", slug, path, repository or "scratch")

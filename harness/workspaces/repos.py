@@ -159,8 +159,8 @@ def add_worktree(source: Path, *args: str) -> None:
 
 
 def populate(path: Path) -> None:
-    """Check the files out into a worktree added with ``--no-checkout`` (it has no index yet)
-    (blocking).
+    """Check the files out into a worktree the harness just added with ``--no-checkout`` (it
+    has no index yet), never one an agent worked in (``boundary.git_work.fill``) (blocking).
 
     When files are there already (a crash between adding and filling), only the index is
     built, so whatever is in the folder stays as it is.

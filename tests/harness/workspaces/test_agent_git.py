@@ -1,17 +1,19 @@
 """The workspaces' git over what agents wrote (``harness.boundary.git``): a nested repository
 is reported and kept, never committed nor looked into; a worktree whose git was relinked is
-never read. Real git in temp folders; each would-be program is a canary outside."""
+never read, its base never taken from it; one a crash left empty is filled from its own
+branch only. Real git in temp folders; each would-be program is a canary outside."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from harness.workspaces.manager import TamperedWorkspaceError, Workspaces
+from harness.workspaces.manager import TamperedWorkspaceError, Workspace, Workspaces
 from tests.harness.workspaces.test_manager import age, git, make_repo, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
@@ -125,6 +127,48 @@ async def test_a_worktrees_base_is_read_in_its_repository_never_through_its_git_
 
     assert found is not None and found.base_commit != forged
     assert workspace.base_commit is not None and workspace.base_commit != forged
+
+
+def emptied(workspace: Workspace) -> Path:
+    """The worktree as a crash between adding it and checking it out leaves it: no index,
+    no files; its admin folder."""
+    admin = Path(workspace.git_dir or "")
+    (admin / "index").unlink()
+    for entry in workspace.path.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    return admin
+
+
+async def test_a_worktree_left_without_its_files_gets_them_at_its_next_prepare(
+    workspaces: Workspaces,
+) -> None:
+    workspace = await workspaces.prepare("add-login", "web")
+    admin = emptied(workspace)
+
+    again = await workspaces.prepare("add-login", "web")
+
+    assert (again.path / "src" / "app.py").read_text(encoding="utf-8") == "print('hello')\n"
+    assert (admin / "index").is_file()
+    assert git(again.path, "status", "--porcelain") == ""
+
+
+async def test_a_worktree_whose_head_names_another_tasks_branch_is_never_filled_from_it(
+    workspaces: Workspaces,
+) -> None:
+    other = await workspaces.prepare("secret-plan", "web")
+    (other.path / "plan.txt").write_text("the other task's work\n", encoding="utf-8")
+    git(other.path, "add", "plan.txt")
+    git(other.path, "commit", "-q", "-m", "plan")
+    workspace = await workspaces.prepare("add-login", "web")
+    admin = emptied(workspace)
+    # Its agent (the admin folder is writable in its sandbox) points HEAD at the other branch.
+    (admin / "HEAD").write_text("ref: refs/heads/harness/secret-plan\n", encoding="utf-8")
+
+    await workspaces.prepare("add-login", "web")
+
+    assert not (workspace.path / "plan.txt").exists()
+    assert [entry.name for entry in workspace.path.iterdir()] == [".git"]
 
 
 async def test_prune_keeps_workspaces_holding_a_repository_no_patch_would_keep(
