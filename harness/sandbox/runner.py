@@ -285,12 +285,16 @@ async def open_sandbox(
             )
             yield RunSandbox(cli_path=launcher)
     finally:
-        # An inner bubblewrap its outer one left running (killed as it started) goes too.
-        bwrap = bwrap_binary()
-        if bwrap is not None:
-            socket = str(Path(folder) / "egress.sock")
-            await asyncio.to_thread(kill_left_behind, bwrap, socket)
-        await asyncio.to_thread(shutil.rmtree, folder, True)
+        await asyncio.to_thread(_close_folder, folder)
+
+
+def _close_folder(folder: str) -> None:
+    """The run's private folder removed, after any inner bubblewrap its outer one left
+    running (killed as it started), one thread's round trip for both. Blocking."""
+    bwrap = bwrap_binary()
+    if bwrap is not None:
+        kill_left_behind(bwrap, str(Path(folder) / "egress.sock"))
+    shutil.rmtree(folder, True)
 
 
 def _new_folder() -> str:
