@@ -8,8 +8,10 @@ how many tries or how long in all, a wait the error itself asks for (a Retry-Aft
 to the caller before each wait (``on_retry``), and the sleep itself (tests pass their own).
 Every retrying caller goes through it: NATS publishes, tool calls and event subscriptions,
 git's lock errors, Slack posts and stream appends, GitHub's short rate limits, final records
-the store refused. (The outbox of owed deliveries persists its schedule, ``Backoff.delay``,
-in its ledger instead: its retries outlive the process.)
+the store refused. ``retrying_now`` is the same loop, with the same rules, for a blocking
+operation in a worker thread (git's lock errors inside a whole workspace operation). (The
+outbox of owed deliveries persists its schedule, ``Backoff.delay``, in its ledger instead:
+its retries outlive the process.)
 """
 
 from __future__ import annotations

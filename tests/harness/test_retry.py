@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from harness.retry import Backoff, retrying
+from harness.retry import Backoff, retrying, retrying_now
 
 pytestmark = pytest.mark.anyio
 
@@ -204,3 +204,36 @@ async def test_an_operation_that_failed_before_waits_first_and_the_backoff_goes_
     assert result == "done" and tries == [1, 2]
     assert waits.seen == [0.2, 0.4]  # as after the failure before, then after this one
     assert told == ["still refused"]  # the failure before was the caller's to tell
+
+
+def test_a_blocking_operation_is_tried_again_by_the_same_rules_in_its_thread() -> None:
+    slept: list[float] = []
+    tries: list[str] = []
+
+    def failing(*errors: Exception, then: str = "committed") -> Callable[[], str]:
+        left = list(errors)
+
+        def operation() -> str:
+            tries.append(then)
+            if left:
+                raise left.pop(0)
+            return then
+
+        return operation
+
+    backoff = Backoff(first=0.5, cap=0.75)
+    worked = retrying_now(
+        failing(OSError("index.lock"), OSError("index.lock")),
+        retry_on=OSError, backoff=backoff, sleep=slept.append,
+    )  # fmt: skip
+    with pytest.raises(OSError, match="second"):  # out of tries: the last failure
+        retrying_now(
+            failing(OSError("first"), OSError("second"), OSError("third"), then="never"),
+            retry_on=OSError, backoff=backoff, attempts=2, sleep=slept.append,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="not a lock"):
+        retrying_now(failing(ValueError("not a lock"), then="other"), retry_on=OSError,
+                     backoff=backoff, sleep=slept.append)  # fmt: skip
+
+    assert worked == "committed" and slept == [0.5, 0.75, 0.5]
+    assert tries == ["committed"] * 3 + ["never"] * 2 + ["other"]
