@@ -106,19 +106,20 @@ def mark_steps() -> None:
 
         setattr(owner, name, wrapped)
     import harness.workspaces.repos as repos
-    import harness.workspaces.spare_worktrees as spare_worktrees
+    import harness.workspaces.spare_moves as spare_moves
 
-    for module in (repos, spare_worktrees):
-        original_git = module.git
+    # The workspaces' git runs in their operations' threads (``git_now``).
+    for module in (repos, spare_moves):
+        original_git = module.git_now
 
-        async def marked_git(*args: str, __git: Any = original_git, **kwargs: Any) -> Any:
+        def marked_git(*args: str, __git: Any = original_git, **kwargs: Any) -> Any:
             MARKS.append((f"git {args[0]} (in)", time.time()))
             try:
-                return await __git(*args, **kwargs)
+                return __git(*args, **kwargs)
             finally:
                 MARKS.append((f"git {args[0]} (out)", time.time()))
 
-        module.git = marked_git  # type: ignore[assignment]
+        module.git_now = marked_git  # type: ignore[assignment]
 
 
 def breakdown_lines(samples: list[list[tuple[str, float]]]) -> list[str]:

@@ -155,7 +155,10 @@ class SpareWorktrees:
         async with self._locks.task(slug):
             try:
                 async with self._locks.repository(spare.repository):
-                    await self._repositories.source(repo, asked)
+                    if repo.url is not None:  # fetched, as a new task's repository is
+                        await self._repositories.source(repo, asked)
+                    # A local repository gone since fails the take, and the cold start
+                    # that follows says what is missing.
                     taken = await run_whole(take_spare, spare, repo, self._root, slug)
             except HarnessError as exc:  # the cold start meets it again, and says it
                 logger.warning("spare worktree %s not taken: %s", spare.view, exc.message)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.settings import WorkspaceSettings
+from harness.errors import WorkspaceError
 from harness.sandbox.layout import Bind
 from harness.workspaces.choice import default_repository
 from harness.workspaces.git_view import SANDBOXES, GitView
@@ -200,6 +201,20 @@ async def test_a_spare_made_before_the_base_moved_or_for_a_task_with_a_folder_do
     assert placeholder_branches(web) == [] and not view.exists()
     assert [p for p in (workspaces.root / SANDBOXES).iterdir()] == []
     assert all(".views" not in tree for tree in worktrees(web))
+
+
+async def test_a_spare_whose_repository_went_is_not_taken_and_the_task_is_told_why(
+    workspaces: Workspaces, web: Path, tmp_path: Path
+) -> None:
+    view = await workspaces.sandbox_folders.spare_folder("web")
+    web.rename(tmp_path / "web-moved")
+
+    taken = await workspaces.sandbox_folders.adopt_spare(view, "add-login")
+    with pytest.raises(WorkspaceError, match="does not exist") as cold:
+        await workspaces.prepare("add-login", "web")  # the cold start that follows
+
+    assert taken is None and not (workspaces.root / "add-login").exists()
+    assert "workspaces.repositories.web.path" in cold.value.fix
 
 
 async def test_prune_removes_what_a_crashed_harness_s_spares_left(project: Path, web: Path) -> None:
