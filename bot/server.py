@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -219,24 +220,45 @@ class BotServer:
         if self._stopped:
             return
         self._stopped = True
-        if self._socket is not None:
-            with contextlib.suppress(SlackClientError, OSError):
-                await self._socket.close_async()  # type: ignore[no-untyped-call]
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._health is not None:
-            await self._health.cleanup()
+        with _named_if_slow("closing the Slack connection and the listeners"):
+            if self._socket is not None:
+                with contextlib.suppress(SlackClientError, OSError):
+                    await self._socket.close_async()  # type: ignore[no-untyped-call]
+            if self._runner is not None:
+                await self._runner.cleanup()
+            if self._health is not None:
+                await self._health.cleanup()
         if self._intake is not None:
-            await self._intake.drain()  # events already acked are owed an answer
-        if self._forwarder is not None:
-            await self._forwarder.close()
-        if self.routines is not None:
-            await self.routines.close()  # no firing starts once agents are being stopped
-        await self.singletons.close()  # another replica takes the singletons at once
+            with _named_if_slow("answering the events already acknowledged"):
+                await self._intake.drain()  # events already acked are owed an answer
+        with _named_if_slow("closing the replicas' forwarding, routines and singletons"):
+            if self._forwarder is not None:
+                await self._forwarder.close()
+            if self.routines is not None:
+                await self.routines.close()  # no firing starts once agents are being stopped
+            await self.singletons.close()  # another replica takes the singletons at once
         self.bot.begin_shutdown()
-        # Agents on workers (a NATS runtime) go on; the bot's next start follows them again.
-        await self.bot.orchestrator.shutdown(reason, leave_remote_agents=True)
-        await self.bot.close()
+        with _named_if_slow("stopping the agents"):
+            # Agents on workers (a NATS runtime) go on; the bot's next start follows them.
+            await self.bot.orchestrator.shutdown(reason, leave_remote_agents=True)
+        with _named_if_slow("closing the bot's own work (its outbox and Slack client)"):
+            await self.bot.close()
+
+
+# A step of a stop that takes longer is named in the log while it goes on: a stop that hangs
+# says where.
+_SLOW_STOP_STEP = 10.0
+
+
+@contextlib.contextmanager
+def _named_if_slow(step: str) -> Iterator[None]:
+    said = asyncio.get_running_loop().call_later(
+        _SLOW_STOP_STEP, logger.warning, "stopping: still %s after %.0f s", step, _SLOW_STOP_STEP
+    )
+    try:
+        yield
+    finally:
+        said.cancel()
 
 
 def lease_keeper(orchestrator: Orchestrator) -> LeaseKeeper:

@@ -1,12 +1,14 @@
 """Real ``harness bot --mode http`` processes on a clock the test sets by writing a file
 (``bot.testing.clocked_bot``), for the routines' tests across restarts and kills: each one's
-log is read as it goes (so its pipe never fills) and shown when a wait fails."""
+log is read as it goes (so its pipe never fills) and shown when a wait fails, with every
+thread's stack when the bot does not end."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -45,10 +47,25 @@ class ClockedBot:
         await self.ended()
 
     async def ended(self) -> int:
-        code = await asyncio.wait_for(self.process.wait(), WAIT)
+        try:
+            code = await asyncio.wait_for(self.process.wait(), WAIT)
+        except TimeoutError:
+            raise AssertionError(
+                f"the bot did not end within {WAIT} s; where it was:\n{await self._stacks()}"
+            ) from None
         if self._reader is not None:
             await self._reader
         return code
+
+    async def _stacks(self) -> str:
+        """The end of its log after a SIGABRT, on which its faulthandler (every test bot runs
+        with one) writes each thread's stack there."""
+        self.process.send_signal(signal.SIGABRT)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), WAIT)
+            if self._reader is not None:
+                await asyncio.wait_for(self._reader, WAIT)
+        return "".join(self.lines[-120:])
 
 
 def this_minute() -> datetime:
@@ -75,7 +92,8 @@ async def clocked_bot(
         else ("harness",)
     )
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", *start, "bot", *bot_args, "--config", str(config),
+        sys.executable, "-X", "faulthandler", "-m", *start, "bot", *bot_args,
+        "--config", str(config),
         env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     bot = ClockedBot(process)
