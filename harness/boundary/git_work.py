@@ -96,17 +96,18 @@ async def fill(tree: Tree, branch: str) -> None:
     the folder holds none, so whatever is in it stays as it is. Nothing when it has its
     index, or when its HEAD is not on ``branch``: the repository holds every task's
     branches, and a HEAD its agent pointed at another's must not bring that one's files."""
-    found = await asyncio.to_thread(_index_or_files, tree)
+    found = await asyncio.to_thread(index_or_files, tree.git_dir / "index", tree.work_tree)
     if found == "index" or await head_branch(tree) != branch:
         return
     await run(tree, "reset", "--quiet", *(() if found == "files" else ("--hard",)))
 
 
-def _index_or_files(tree: Tree) -> Literal["index", "files", "empty"]:
-    """The worktree's index, else files in it, else neither. Blocking."""
-    if os.path.lexists(tree.git_dir / "index"):
+def index_or_files(index: Path, work_tree: Path) -> Literal["index", "files", "empty"]:
+    """What a worktree added with ``--no-checkout`` holds: its ``index``, else files, else
+    neither; which says how to fill it (``reset``, or ``reset --hard`` when empty). Blocking."""
+    if os.path.lexists(index):
         return "index"
-    with os.scandir(tree.work_tree) as entries:
+    with os.scandir(work_tree) as entries:
         return "files" if any(entry.name != ".git" for entry in entries) else "empty"
 
 

@@ -36,6 +36,9 @@ class KnownRepositories:
     def add(self, repo: RepositorySettings) -> None:
         self._repositories[repo.name.lower()] = repo
 
+    def _known(self, name: str | None) -> RepositorySettings | None:
+        return self._repositories.get(name.lower()) if name is not None else None
+
     def get(self, name: str) -> RepositorySettings:
         """The repository ``name``; a WorkspaceError naming the known ones when unknown."""
         repo = self._repositories.get(name.lower())
@@ -77,7 +80,7 @@ class KnownRepositories:
         since: its folder or its git directory; None while it is there, or when it is not a
         configured one (another check says so)."""
         name = workspace.repository
-        repo = self._repositories.get(name.lower()) if name is not None else None
+        repo = self._known(name)
         if name is None or repo is None:
             return None
         common = await self.common_dir(name, repo)
@@ -89,7 +92,7 @@ class KnownRepositories:
     async def stored_base(self, name: str | None, branch: str) -> str | None:
         """The base commit recorded for ``branch`` in the known repository ``name``; None
         when none is, or ``name`` is None or no longer known."""
-        repo = self._repositories.get(name.lower()) if name is not None else None
+        repo = self._known(name)
         source = repo.path or repo.cache if repo is not None else None
         if source is None:
             return None

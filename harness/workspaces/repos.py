@@ -14,11 +14,11 @@ import logging
 import os
 from pathlib import Path
 
+from harness.boundary.git_work import index_or_files
 from harness.config.settings import RepositorySettings
 from harness.errors import GitError, WorkspaceError
 from harness.git import git, git_now
 from harness.workspaces.files import (
-    has_files,
     make_scratch,
     make_temp_beside,
     move_into_place,
@@ -166,12 +166,9 @@ def populate(path: Path) -> None:
     built, so whatever is in the folder stays as it is.
     """
     index = git_now("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=path)
-    if os.path.exists(index.text):
-        return
-    if has_files(path):
-        git_now("reset", "--quiet", cwd=path)
-    else:
-        git_now("reset", "--quiet", "--hard", cwd=path)
+    found = index_or_files(Path(index.text), path)
+    if found != "index":
+        git_now("reset", "--quiet", *(() if found == "files" else ("--hard",)), cwd=path)
 
 
 # --- whole operations, each run in one worker thread (``harness.blocking.run_whole``) -----

@@ -9,14 +9,14 @@ import logging
 from pathlib import Path
 
 from harness.blocking import run_whole
-from harness.git import git_now
 from harness.tasks.common import validate_slug
 from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.locks import Locks
+from harness.workspaces.repos import scratch_folder
 from harness.workspaces.spare_moves import shown_admin
 from harness.workspaces.spare_worktrees import SpareWorktrees, shown_in_view
 from harness.workspaces.values import Workspace
-from harness.workspaces.views import adopt_scratch, drop_view, empty_view, link_view
+from harness.workspaces.views import adopt_scratch, drop_view, link_view, new_view_path
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ class SandboxFolders:
 
 
 def _empty_scratch(root: Path) -> Path:
-    """A spare's scratch folder at a new view path under ``root``, a git repository of its
-    own as a task's is (blocking)."""
-    path = empty_view(root)
-    git_now("init", "--quiet", cwd=path)
+    """A spare's scratch folder at a new view path under ``root``, made as a task's is
+    (blocking)."""
+    path = new_view_path(root)
+    scratch_folder(path, new=True)
     return path

@@ -15,7 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
-from harness.workspaces.files import folder_kind, make_scratch, remove_tree, touch
+from harness.workspaces.files import folder_kind, remove_tree, touch
 
 VIEWS = ".views"
 GITDIR_SUFFIX = ".gitdir"
@@ -32,13 +32,6 @@ def link_view(root: Path, folder: Path) -> Path:
     path = new_view_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.relpath(folder, path.parent), path)
-    return path
-
-
-def empty_view(root: Path) -> Path:
-    """A new, empty folder at a view path (for a spare)."""
-    path = new_view_path(root)
-    make_scratch(path)
     return path
 
 
