@@ -198,11 +198,12 @@ class HarnessBot:
         self.conversations.closing = True
 
     async def close(self) -> None:
-        """Waits (bounded) for the bot's own work in flight, e.g. the final posts of agents
-        that a shutdown just stopped; then closes what the bot opened."""
-        await self.background.drain(self.options.drain_timeout)
+        """Waits for the bot's own work in flight (e.g. the final posts of agents that a
+        shutdown just stopped), then for the outbox, ``drain_timeout`` in all: a Slack that
+        hangs holds a stop up once, not once for each; then closes what the bot opened."""
+        left = await self.background.drain(self.options.drain_timeout)
         # What Slack has not taken by now stays in the ledger for the next start.
-        await self.outbox.stop(self.options.drain_timeout)
+        await self.outbox.stop(left)
         await self.ledger.close()
         if self.owns_client and self.client.session is not None:
             session, self.client.session = self.client.session, None

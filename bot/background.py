@@ -30,9 +30,10 @@ class Background:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    async def drain(self, timeout: float) -> None:
+    async def drain(self, timeout: float) -> float:
         """Waits up to ``timeout`` s for the work in flight (also work it starts), then
-        cancels what is left and waits for it to unwind."""
+        cancels what is left and waits for it to unwind; returns the seconds of ``timeout``
+        left (0 when it ran out)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self._tasks:
@@ -46,3 +47,4 @@ class Background:
         if left:
             logger.warning("cancelled %d bot task(s) still running at shutdown", len(left))
             await asyncio.gather(*left, return_exceptions=True)
+        return max(0.0, deadline - loop.time())

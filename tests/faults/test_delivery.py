@@ -4,6 +4,8 @@ agents held by a scripted runtime."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from bot.settings import BotOptions
@@ -141,3 +143,29 @@ async def test_slack_hanging_at_shutdown_delays_the_interruption_notice_to_the_n
     assert working(again.slack, "D1", asked) == []
     [actions] = [b for b in notice["blocks"] if b["type"] == "actions"]
     assert actions["elements"][0]["text"]["text"] == "Run again"
+
+
+async def test_a_stop_while_slack_hangs_waits_for_it_once_in_all_and_loses_nothing(
+    rig: RigFactory,
+) -> None:
+    async with rig(runtime=HeldRuntime(), options=FAST) as r:
+        asked, _ = await started_agent(r, "fix the footer")
+        r.slack.faults.stall("chat.update", "chat.postMessage", "chat.delete", "reactions.add")
+        # A follow-up while Slack hangs: its 👀 hangs in the bot's own work in flight.
+        await r.say("and the header too", channel="D1", thread_ts=asked)
+        await r.slack.wait_for(lambda: "reactions.add" in r.slack.faults.waiting or None, WAIT)
+        stopping = time.monotonic()
+        await r.server.stop()
+        stopped_in = time.monotonic() - stopping
+    r.slack.faults.unstall()
+    # The bot's own work and the outbox share one wait for Slack (drainTimeout): a stop
+    # waits it once, not once for each (2 s here).
+    assert stopped_in < 2 * FAST.drain_timeout
+    task = await latest_task(r.orchestrator)
+    assert task.dispatches[-1].status == "interrupted"
+
+    async with rig(runtime=HeldRuntime(), options=FAST) as again:
+        assert await again.final_reaction("D1", asked) == "x"
+        await again.bot.outbox.settled(WAIT)
+        notices = [m for m in again.bot_messages("D1", asked) if "was interrupted" in str(m)]
+    assert len(notices) == 1
