@@ -19,12 +19,15 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_atomic
 from harness.errors import HarnessError
+
+# cryptography is imported where a token is sealed or opened: every process that opens the
+# harness builds this store, and most never read a token (about 10 ms of each start).
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +97,8 @@ class AccountStore:
     # -- in a worker thread ------------------------------------------------------------
 
     def _account(self, user: str, api_url: str) -> LinkedAccount | None:
+        from cryptography.fernet import InvalidToken
+
         entry = self._read().get(api_url, {}).get(user)
         if entry is None:
             return None
@@ -122,6 +127,8 @@ class AccountStore:
         return True
 
     def _read(self) -> Accounts:
+        from cryptography.fernet import InvalidToken
+
         try:
             text = self.file.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -179,6 +186,8 @@ class AccountStore:
     def _make_key_file(self) -> str:
         """A new key in ``key_file``, unless another process made one first (then that one).
         Linked into place from a finished temp file, so nobody reads half a key."""
+        from cryptography.fernet import Fernet
+
         key = Fernet.generate_key().decode("ascii")
         self.key_file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f"{KEY_FILE}.", suffix=".tmp", dir=self.key_file.parent)
@@ -199,6 +208,8 @@ class AccountStore:
 
 
 def _fernet(key: str, problem: str, *, fix: str) -> Fernet:
+    from cryptography.fernet import Fernet
+
     try:
         return Fernet(key.encode("ascii"))
     except (ValueError, UnicodeError):

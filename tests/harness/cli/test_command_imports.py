@@ -59,6 +59,11 @@ NOT_FOR_TASKS = (
     "harness.workspaces",
     "harness.opening",
 )
+# What showing a task (the harness opened to read) must not wait on: it runs no agent,
+# calls no one and opens no linked account's token.
+NOT_FOR_READING = (
+    "aiohttp", "nats", "slack_sdk", "slack_bolt", "claude_agent_sdk", "mcp", "cryptography",
+)  # fmt: skip
 
 
 def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
@@ -90,6 +95,19 @@ def test_tasks_lists_without_the_orchestrator_runtime_or_network_clients(
     assert re.search(r"^fix-the-footer\s", done.stdout, re.MULTILINE), done.stdout
     assert "harness.tasks.index" in modules
     assert loaded(modules, NOT_FOR_TASKS) == []
+
+
+def test_show_reads_a_task_without_the_runtime_network_clients_or_account_keys(
+    project_dir: Path,
+) -> None:
+    asyncio.run(_task_with_a_pending_final(project_dir / ".agents" / "tasks"))
+
+    done, modules = harness_imports("show", "fix-the-footer", cwd=project_dir)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "fix the footer" in done.stdout and "did it" in done.stdout  # the spooled result
+    assert "harness.agents.orchestrator" in modules  # the harness was opened
+    assert loaded(modules, NOT_FOR_READING) == []
 
 
 def test_a_listing_with_config_remembered_and_nothing_spooled_loads_no_pydantic_or_event_loop(
