@@ -10,12 +10,17 @@ import pytest
 
 from harness.cli.scaffold import init_project
 from harness.project import Project, load_project
+from tests.hang_report import BEFORE_TIMEOUT, HangReporter
 
 REPO = Path(__file__).resolve().parent.parent
 
 # The conformance suites live in modules of their own (not test modules): explain their
 # failed asserts as pytest does for test modules.
 pytest.register_assert_rewrite("tests.harness.tasks.suites", "tests.harness.runtime.suite")
+
+# Made at the session's start (its standard error copied before any test captures it), when
+# pytest-timeout has a timeout to come before.
+HANG_REPORTER = pytest.StashKey[HangReporter]()
 
 # Why a test is too slow for the fast tier (pyproject.toml describes each marker): a test with
 # any of these is also marked `slow`, so `pytest -m "not slow"` is the fast tier.
@@ -30,6 +35,25 @@ def pytest_configure(config: pytest.Config) -> None:
         getattr(config.option, "maxschedchunk", 0) is None
     ):
         config.option.maxschedchunk = 1
+    timeout = float(config.getini("timeout") or 0)
+    if timeout > BEFORE_TIMEOUT:
+        stderr = os.dup(2)
+        config.stash[HANG_REPORTER] = HangReporter(stderr, timeout - BEFORE_TIMEOUT)
+
+
+@pytest.fixture(autouse=True)
+def a_hang_says_where(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test still running shortly before its timeout writes every thread's and asyncio
+    task's stack to the session's standard error (``tests/hang_report.py``)."""
+    reporter = request.config.stash.get(HANG_REPORTER, None)
+    if reporter is None:
+        yield
+        return
+    timer = reporter.watch(request.node.nodeid)
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
