@@ -11,7 +11,6 @@ happened or is kept.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from functools import partial
 
 from harness.retry import Backoff
 from harness.tasks.ledger import Ledger, LedgerClaimLostError, LedgerUnwritableError
+from harness.waits import stop_task, wait_set
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +107,7 @@ class Backlog:
         """Stops trying; what is kept is lost with the process (the ledger's watches and
         requests, written before the disk filled, cover it at the next start)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop_task(self._task)
             self._task = None
         if self._kept:
             logger.warning("%d ledger write(s) not made before the stop", len(self._kept))
@@ -131,8 +129,7 @@ class Backlog:
                 await first.write()
             except LedgerUnwritableError:
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._backoff.delay(failures))
+                await wait_set(self._wake, self._backoff.delay(failures))
                 failures += 1
                 continue
             except LedgerClaimLostError as exc:  # another replica finishes that entry

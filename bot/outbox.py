@@ -56,6 +56,7 @@ from harness.clock import Clock
 from harness.retry import Backoff
 from harness.tasks.ledger import Ledger, LedgerClaimLostError, LedgerUnwritableError, Owed
 from harness.tasks.model import ThreadRef
+from harness.waits import stop_task, wait_set
 
 logger = logging.getLogger(__name__)
 
@@ -234,11 +235,8 @@ class Outbox:
         next start."""
         if self._task is not None:
             self._wake.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), timeout)
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await wait_set(self._idle, timeout)
+            await stop_task(self._task)
             self._task = None
         await self.backlog.close()
         await self._keep_held()
@@ -246,7 +244,8 @@ class Outbox:
     async def settled(self, timeout: float) -> None:
         """Waits until nothing is due (tests, shutdown)."""
         self._wake.set()
-        await asyncio.wait_for(self._idle.wait(), timeout)
+        if not await wait_set(self._idle, timeout):
+            raise TimeoutError(f"the outbox still had work after {timeout} s")
 
     async def _keep_held(self) -> None:
         """At a stop: entries still held go to the ledger if it takes them now (else their
@@ -276,8 +275,7 @@ class Outbox:
             if self.ledger.shared:  # another replica's entries come due here if it dies
                 quiet = quiet + 1 if wait is None else 0
                 wait = min(wait if wait is not None else self.max_delay, POLL.delay(quiet))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+            await wait_set(self._wake, wait)
 
     def _now(self) -> float:
         return self._clock.now().timestamp()

@@ -10,13 +10,13 @@ about ``TAKE_OVER_EVERY`` + 6 s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from bot.app import HarnessBot
 from bot.singletons import Singleton
 from harness.errors import HarnessError
 from harness.tasks.nats_buckets import nats_failures
+from harness.waits import stop_task
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +34,7 @@ class _Looping:
     async def stop(self) -> None:
         task, self.task = self.task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)
 
 
 def following_pull_requests(bot: HarnessBot) -> Singleton:

@@ -11,7 +11,6 @@ each job starts at once, as with one process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from harness.errors import HarnessError
 from harness.metrics import Metrics
 from harness.retry import Backoff
 from harness.tasks.leases import LeaseKeeper
+from harness.waits import stop_task, wait_set
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +77,8 @@ class Singletons:
         failures = 0
         while True:
             self._lost.clear()
-            with contextlib.suppress(TimeoutError):
-                wait = CONTEND.delay(0) if not failures else UNREACHABLE.delay(failures)
-                await asyncio.wait_for(self._lost.wait(), wait)
+            wait = CONTEND.delay(0) if not failures else UNREACHABLE.delay(failures)
+            await wait_set(self._lost, wait)
             try:
                 failures = 0 if await self._contend() else failures + 1
             except Exception:  # the top of the leases' loop: it must go on contending
@@ -117,9 +116,7 @@ class Singletons:
     async def close(self) -> None:
         """Stops the jobs and releases their leases (another replica takes them at once)."""
         if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
+            await stop_task(self._loop)
             self._loop = None
         for name in list(self._running):
             self._running.discard(name)

@@ -7,7 +7,6 @@ none reported for a while (the repository has none)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -20,6 +19,7 @@ from harness.forge.webhook import ChecksReported
 from harness.retry import Backoff
 from harness.tasks.model import PullRequest, Task
 from harness.tasks.store import TaskStore
+from harness.waits import wait_set
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,7 @@ class CheckFollowers:
         polls = 0
         wake = self._wake.setdefault(slug, asyncio.Event())
         while True:
-            with contextlib.suppress(TimeoutError):  # a webhook delivery looks at once
-                await asyncio.wait_for(wake.wait(), next(delays))
+            await wait_set(wake, next(delays))  # a webhook delivery looks at once
             wake.clear()
             polls += 1
             task = await self._tasks.task(slug)

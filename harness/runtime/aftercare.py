@@ -34,6 +34,7 @@ from harness.retry import Backoff
 from harness.runtime.nats_link import EVENTS_MAX_AGE_SECONDS, NatsLink, nats_errors
 from harness.runtime.spec import RunOutcome
 from harness.spool import Spool
+from harness.waits import wait_set
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +237,7 @@ class Aftercare:
                     await self._done(owed)
             if not self._kills:
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), KILL_BACKOFF.delay(failures))
+            await wait_set(self._wake, KILL_BACKOFF.delay(failures))
             failures = 0 if self._wake.is_set() else failures + 1
 
     async def _kill_round(self, link: NatsLink) -> None:

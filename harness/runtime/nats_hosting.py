@@ -47,6 +47,7 @@ from harness.runtime.wire import (
     Event,
     spares_json,
 )
+from harness.waits import wait_set
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -169,10 +170,7 @@ class NatsHosting:
 
         sub = await link.nc.subscribe(s.alive(agent_id), cb=on_alive)
         try:
-            await asyncio.wait_for(heard.wait(), timeout=min(self.lost_after, 3.0))
-            return True
-        except TimeoutError:
-            return False
+            return await wait_set(heard, min(self.lost_after, 3.0))
         finally:
             with contextlib.suppress(*nats_errors()):
                 await sub.unsubscribe()

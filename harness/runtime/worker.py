@@ -58,6 +58,7 @@ from harness.runtime.wire import (
 )
 from harness.runtime.worker_reports import OwedReports, Reporter
 from harness.tasks.common import validate_slug
+from harness.waits import wait_set
 from harness.workspaces.manager import Workspaces
 
 if TYPE_CHECKING:
@@ -297,8 +298,7 @@ class Worker:
             return None
         except nats_errors() as exc:  # NATS away for now: try again in a moment
             logger.debug("worker %s: cannot take runs now: %s", self.name, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
+            await wait_set(stop, 0.5)
             return None
         if stop.is_set():
             await msg.nak()

@@ -35,6 +35,7 @@ from harness.errors import HarnessError
 from harness.retry import Backoff, retrying
 from harness.tasks import nats_json
 from harness.tasks.nats_buckets import CONNECT_FIX, Buckets, nats_failures
+from harness.waits import stop_task
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
@@ -302,9 +303,7 @@ class LeaseKeeper:
     async def release(self, name: str) -> None:
         renewing = self._renewing.pop(name, None)
         if renewing is not None:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            await stop_task(renewing)
         token = self._tokens.pop(name, None)
         if token is not None and self._leases is not None:
             with contextlib.suppress(LeasesUnreachableError):  # it expires by itself

@@ -12,7 +12,6 @@ not follow the agents of one that is alive and about to beat."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from harness.tasks.nats_buckets import Buckets, nats_failures
 from harness.tasks.nats_kv import scan
 from harness.tasks.nats_records import LIVE, RUN, live_key, run_key, taken_key
 from harness.tasks.run_lock import RUN_ID_BYTES, is_agent_id, is_run_id
+from harness.waits import stop_task
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -153,9 +153,7 @@ class NatsRuns:
         """Ends this store's run (its heartbeat stops and its key goes at once)."""
         beating, self._beating = self._beating, None
         if beating is not None:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            await stop_task(beating)
         run_id, self._run_id = self._run_id, None
         if run_id is not None and buckets is not None:
             try:
