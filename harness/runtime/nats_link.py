@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.runtime.spec import RunOutcome
 from harness.runtime.wire import Event, Subjects, outcome_from_json
+from harness.waits import cancel_surely
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -235,16 +236,6 @@ class NatsLink:
                 await asyncio.wait_for(self.nc.close(), CONNECT_SECONDS)
             except nats_errors() as exc:  # cut off: what it had to send is lost anyway
                 logger.debug("closing the NATS connection to %s: %s", self.url, exc)
-
-
-async def cancel_surely(task: asyncio.Future[Any]) -> None:
-    """Cancels ``task`` and waits for it to end, cancelling it again while it goes on (a
-    library loop that catches a cancellation now and then cannot keep it alive)."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.05)
-    if not task.cancelled():
-        task.exception()  # retrieved: it ended anyway, and what it raised is no news now
 
 
 async def _abandon(nc: Client) -> None:

@@ -33,7 +33,7 @@ from harness.errors import HarnessError
 from harness.metrics import Metrics
 from harness.retry import Backoff, retrying
 from harness.runtime.host import AgentHost
-from harness.runtime.nats_link import NatsLink, NatsSettings, cancel_surely, nats_errors
+from harness.runtime.nats_link import NatsLink, NatsSettings, nats_errors
 from harness.runtime.spec import (
     AgentControl,
     AgentRuntime,
@@ -58,7 +58,7 @@ from harness.runtime.wire import (
 )
 from harness.runtime.worker_reports import OwedReports, Reporter
 from harness.tasks.common import validate_slug
-from harness.waits import wait_set
+from harness.waits import cancel_surely, wait_set
 from harness.workspaces.manager import Workspaces
 
 if TYPE_CHECKING:
