@@ -30,6 +30,7 @@ from typing import Any
 
 from harness.errors import GitError, WorkspaceError
 from harness.retry import Backoff, retrying, retrying_now
+from harness.waits import within
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ async def _run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: f
     # open, and a git left running would hold its locks with nobody waiting for it.
     reading = asyncio.ensure_future(proc.communicate())
     try:
-        stdout, stderr = await asyncio.wait_for(asyncio.shield(reading), timeout)
+        stdout, stderr = await within(asyncio.shield(reading), timeout)
     except TimeoutError:
         await _kill(proc, reading)
         raise _too_long(args, cwd, timeout) from None
@@ -311,5 +312,5 @@ async def _kill(proc: asyncio.subprocess.Process, reading: asyncio.Future[Any]) 
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
     with contextlib.suppress(Exception):  # what it said no longer matters: only its end
-        await asyncio.wait_for(asyncio.shield(reading), _DRAIN_SECONDS)
+        await within(asyncio.shield(reading), _DRAIN_SECONDS)
     await asyncio.shield(proc.wait())

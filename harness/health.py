@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.metrics import CONTENT_TYPE, Metrics
+from harness.waits import within
 
 if TYPE_CHECKING:  # imported where served: a worker with no health port never loads aiohttp
     from aiohttp import web
@@ -103,7 +104,7 @@ def writable(folder: Path) -> Check:
 
     async def check() -> str | None:
         try:
-            await asyncio.wait_for(asyncio.to_thread(attempt), WRITE_TIMEOUT)
+            await within(asyncio.to_thread(attempt), WRITE_TIMEOUT)
         except TimeoutError:
             return f"{folder} not writable within {WRITE_TIMEOUT:g} s"
         except OSError as exc:
@@ -132,7 +133,7 @@ async def bounded(
     """Runs ``probe`` within ``timeout`` s: None when it ends in time (whatever it says), else
     why not: a server that does not answer fails the check rather than hang it."""
     try:
-        await asyncio.wait_for(probe(), timeout)
+        await within(probe(), timeout)
     except TimeoutError:
         return f"no answer within {timeout:g} s"
     return None

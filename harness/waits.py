@@ -1,19 +1,31 @@
-"""Waiting on an ``asyncio.Event`` with a bound, in the loops of long-lived tasks (an outbox, a
-lease keeper, a poller) that a stop ends by cancelling them.
+"""Waiting with a bound, and stopping long-lived tasks (an outbox, a lease keeper, a poller)
+that a stop ends by cancelling them.
 
-``asyncio.wait_for(event.wait(), timeout)`` loses a cancellation on Python 3.11 when the event
-is set in the same turn of the loop as the cancel (it returns the event's result instead of
-raising): the loop goes round again and the stop that awaits its task waits for ever.
-``asyncio.timeout`` has no such race, so every bounded wait on an event goes through here;
-and a task is stopped with ``cancel_surely`` or ``stop_task``, which cancel it again if a
-library it awaited lost the cancellation the same way.
+``asyncio.wait_for(aw, timeout)`` loses a cancellation on Python 3.11 when ``aw``'s result
+comes in the same turn of the loop as the cancel (it returns the result instead of raising):
+a loop goes round again and the stop that awaits its task waits for ever. ``asyncio.timeout``
+has no such race, so every bounded wait in the harness goes through here (``within``, and
+``wait_set`` for an event); and a task is stopped with ``cancel_surely`` or ``stop_task``,
+which cancel it again if a library it awaited lost the cancellation the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """``awaitable``'s result, or TimeoutError once ``seconds`` have passed (None: no bound;
+    a coroutine is cancelled then, a shielded future is left running). As
+    ``asyncio.wait_for``, except that a cancellation always ends the wait with
+    CancelledError, even as the result comes in the same turn."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
 
 
 async def wait_set(event: asyncio.Event, timeout: float | None) -> bool:
@@ -51,3 +63,9 @@ async def stop_task(task: asyncio.Task[Any]) -> None:
     await cancel_surely(task)
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def stop_tasks(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """``cancel_surely`` for each of ``tasks`` (loops that clean nothing up on their way out:
+    a retry, a poller, a follower), all at once; what they raised is left on them."""
+    await asyncio.gather(*(cancel_surely(task) for task in tasks))

@@ -26,6 +26,7 @@ from bot.testing.slack_api import WebApi, user_record
 from bot.testing.slack_faults import Fault, Faults
 from bot.testing.slack_files import DOWNLOAD_ROUTE, SharedFiles
 from bot.testing.slack_model import JSON, ApiCall, ApiError, Identity, MessageStore
+from harness.waits import within
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -232,7 +233,7 @@ class EmulatorServer:
         self._ack_waiters[env["envelope_id"]] = waiter
         try:
             await sock.ws.send_json(env)
-            return await asyncio.wait_for(waiter, self.ack_timeout)
+            return await within(waiter, self.ack_timeout)
         except (TimeoutError, ConnectionError) as exc:
             logger.warning("Slack emulator: envelope %s not acked: %r", env["envelope_id"], exc)
             return None

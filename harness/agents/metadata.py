@@ -29,6 +29,7 @@ from harness.boundary.confined import confined_shell, confining
 from harness.boundary.git import disarmed_env
 from harness.clock import SYSTEM, Clock
 from harness.config.settings import MetadataField
+from harness.waits import within
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ async def _run_field(field: MetadataField, cwd: Path, bwrap: str | None) -> Fiel
     except OSError as exc:
         return FieldValue(None, f"Command {field.command!r} could not start: {exc}")
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), field.timeout_seconds)
+        out, err = await within(proc.communicate(), field.timeout_seconds)
     except TimeoutError:
         _kill_group(proc.pid)
         await proc.wait()

@@ -35,6 +35,7 @@ from harness.spool import Spool
 from harness.tasks.common import upsert
 from harness.tasks.model import DispatchRecord, Task, TaskSummary
 from harness.tasks.store import Store
+from harness.waits import stop_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -127,10 +128,7 @@ class PendingFinals:
 
     async def close(self) -> None:
         """Stop retrying; what is still pending stays spooled for the next start."""
-        retries = list(self._retries.values())
-        for retry in retries:
-            retry.cancel()
-        await asyncio.gather(*retries, return_exceptions=True)
+        await stop_tasks(list(self._retries.values()))
 
     def _retry(self, slug: str, record: DispatchRecord) -> None:
         old = self._retries.pop(record.agent_id, None)

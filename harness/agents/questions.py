@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, cast
 from harness.clock import SYSTEM, Clock, timestamp
 from harness.errors import HarnessError
 from harness.tasks.model import Task
+from harness.waits import within
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class QuestionBoard:
         why: CloseReason = "agent ended"  # a kill cancels the wait
         try:
             await channel.deliver(question, task)
-            answer = await asyncio.wait_for(asyncio.shield(answered), question.timeout_seconds)
+            answer = await within(asyncio.shield(answered), question.timeout_seconds)
             why = "answered"
         except TimeoutError:
             why = "timed out"

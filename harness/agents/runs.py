@@ -40,6 +40,7 @@ from harness.tasks.common import upsert
 from harness.tasks.journal import api_retry_in, said_in
 from harness.tasks.model import DispatchRecord, Progress, Task
 from harness.tasks.store import Store, diff_file_name
+from harness.waits import within
 from harness.workspaces.choice import default_repository
 from harness.workspaces.manager import WorkReport, WorkspaceRequest
 
@@ -126,7 +127,7 @@ class AgentRuns:
         done = self._finished.get(agent_id)
         if done is None:
             return None
-        return await asyncio.wait_for(asyncio.shield(done), timeout)
+        return await within(asyncio.shield(done), timeout)
 
     async def report_progress(
         self, entry: PoolEntry, message: str, percent: float | None

@@ -31,6 +31,7 @@ from harness.errors import HarnessError
 from harness.project import default_config_path, load_project
 from harness.runtime.backends import RuntimeBackend, runtime_backend
 from harness.runtime.model_access import model_access
+from harness.waits import within
 
 CHECK_SECONDS = 20.0  # any one check, all told (the sandbox probe starts a process)
 FAIL_BELOW_BYTES = 500 * 1024**2
@@ -139,7 +140,7 @@ async def _bounded_checks(
     name: str, make: Callable[[], Awaitable[list[Check] | Check]]
 ) -> list[Check]:
     try:
-        result = await asyncio.wait_for(make(), CHECK_SECONDS)
+        result = await within(make(), CHECK_SECONDS)
     except TimeoutError:
         return [Check(name, "fail", f"no answer within {CHECK_SECONDS:g} s")]
     except Exception as exc:  # noqa: BLE001 - a check that broke is a failed check, said
@@ -151,7 +152,7 @@ async def _bounded(
     name: str, make: Callable[[], Awaitable[tuple[Check, Config | None]]]
 ) -> tuple[Check, Config | None]:
     try:
-        return await asyncio.wait_for(make(), CHECK_SECONDS)
+        return await within(make(), CHECK_SECONDS)
     except TimeoutError:
         return Check(name, "fail", f"no answer within {CHECK_SECONDS:g} s"), None
 
@@ -332,7 +333,7 @@ async def check_git() -> Check:
     except OSError:
         return Check("git", "fail", "git is not installed", "install git (e.g. apt install git)")
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), NETWORK_SECONDS)
+        out, _ = await within(process.communicate(), NETWORK_SECONDS)
     except TimeoutError:
         process.kill()
         await process.wait()

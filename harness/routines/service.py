@@ -47,6 +47,7 @@ from harness.routines.state import (
     with_skip,
     without_starting,
 )
+from harness.waits import stop_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +122,7 @@ class RoutineService:
     async def unschedule(self) -> None:
         """Stops ticking and following runs: another scheduler (a replica that took the
         routines' lease) follows them from their recorded state."""
-        tasks = [*self._watchers, *([self._loop] if self._loop else [])]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks([*self._watchers, *([self._loop] if self._loop else [])])
         self._loop = None
         self._running.clear()
 

@@ -34,7 +34,7 @@ from harness.retry import Backoff
 from harness.runtime.nats_link import EVENTS_MAX_AGE_SECONDS, NatsLink, nats_errors
 from harness.runtime.spec import RunOutcome
 from harness.spool import Spool
-from harness.waits import wait_set
+from harness.waits import wait_set, within
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class Aftercare:
         link = self._link()
         if self._kills and link is not None and link.connected:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kill_round(link), KILL_TIMEOUT * 2)
+                await within(self._kill_round(link), KILL_TIMEOUT * 2)
         later = "; the next start tells it" if self._spool is not None else ""
         for kill in self._kills:
             logger.warning("agent %s: its worker could not be told to stop it%s", kill, later)

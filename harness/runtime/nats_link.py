@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.runtime.spec import RunOutcome
 from harness.runtime.wire import Event, Subjects, outcome_from_json
-from harness.waits import cancel_surely
+from harness.waits import cancel_surely, within
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -233,7 +233,7 @@ class NatsLink:
         self._closing.append(True)
         if not self.nc.is_closed:
             try:
-                await asyncio.wait_for(self.nc.close(), CONNECT_SECONDS)
+                await within(self.nc.close(), CONNECT_SECONDS)
             except nats_errors() as exc:  # cut off: what it had to send is lost anyway
                 logger.debug("closing the NATS connection to %s: %s", self.url, exc)
 
@@ -241,7 +241,7 @@ class NatsLink:
 async def _abandon(nc: Client) -> None:
     """Stops a client that never got connected from trying again."""
     try:
-        await asyncio.wait_for(nc.close(), 2.0)
+        await within(nc.close(), 2.0)
     except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
         logger.debug("closing an unconnected NATS client: %s", exc)
 

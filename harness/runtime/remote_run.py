@@ -32,6 +32,7 @@ from harness.runtime.wire import (
     outcome_from_json,
     tool_use_from_json,
 )
+from harness.waits import cancel_surely, within
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -132,8 +133,7 @@ class RemoteRun:
             self._live.discard(self)
             self.control.attach(None)
             if self._follower is not None:
-                self._follower.cancel()
-                await asyncio.gather(self._follower, return_exceptions=True)
+                await cancel_surely(self._follower)
             for sub in [*subscriptions, self._event_sub]:
                 if sub is None:  # never made (NATS was away when it was tried)
                     continue
@@ -150,8 +150,7 @@ class RemoteRun:
         until it does or the run ends (a restarted server may take a moment to serve
         JetStream)."""
         if self._follower is not None:
-            self._follower.cancel()
-            await asyncio.gather(self._follower, return_exceptions=True)
+            await cancel_surely(self._follower)
             self._follower = None
         try:
             await self._subscribe_events()
@@ -199,7 +198,7 @@ class RemoteRun:
         messages = 0
         while True:
             try:
-                event = await asyncio.wait_for(self._events.get(), timeout=1.0)
+                event = await within(self._events.get(), 1.0)
             except TimeoutError:
                 lost = await self._lost() if self.started else None
                 if lost is not None:

@@ -61,6 +61,7 @@ from harness.sandbox.model_calls import (
 )
 from harness.sandbox.model_route import read_body, relay_reply
 from harness.sandbox.wire import HttpError, open_remote, parse_head, request_head, splice
+from harness.waits import within
 
 __all__ = ["EgressProxy", "ProxyLimits", "Upstream", "host_allowed"]
 
@@ -285,7 +286,7 @@ class EgressProxy:
                 each.close()
             for each in writers:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(each.wait_closed(), 5)
+                    await within(each.wait_closed(), 5)
 
     async def _relay(
         self,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config.store_schema import StoreSettings
 from harness.errors import HarnessError
+from harness.waits import within
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -120,7 +121,7 @@ class Buckets:
     async def close(self) -> None:
         if not self.nc.is_closed:
             try:
-                await asyncio.wait_for(self.nc.close(), CONNECT_SECONDS)
+                await within(self.nc.close(), CONNECT_SECONDS)
             except nats_failures() as exc:  # cut off: nothing left to send
                 logger.debug("closing the task store's NATS connection: %s", exc)
 
@@ -208,6 +209,6 @@ async def _abandon(work: asyncio.Future[Buckets], nc: Client) -> None:
     if not work.cancelled():
         work.exception()
     try:
-        await asyncio.wait_for(nc.close(), 2.0)
+        await within(nc.close(), 2.0)
     except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
         logger.debug("closing an unconnected NATS client: %s", exc)

@@ -42,6 +42,7 @@ from harness.tasks.ledger_protocol import JSON, LedgerClaimLostError, LedgerUnwr
 from harness.tasks.nats_buckets import CONNECT_FIX, Buckets, nats_failures
 from harness.tasks.nats_json import create, dump, hex_key, open_bucket, quietly, unhex
 from harness.tasks.nats_kv import remove, scan
+from harness.waits import within
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
@@ -291,7 +292,7 @@ class NatsLedger:
     async def probe(self) -> None:
         # Bounded: a server out of reach is a refusal the caller hears of soon (``/readyz``).
         probe = dump({"at": self._now()})
-        await self._call(lambda kv: asyncio.wait_for(kv.put("probe", probe), PROBE_SECONDS))
+        await self._call(lambda kv: within(kv.put("probe", probe), PROBE_SECONDS))
 
     # -- claims on threads -----------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import asyncio
 
 from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
 from harness.tasks.model import AgentResult
+from harness.waits import within
 
 
 class HeldRuntime:
@@ -30,9 +31,7 @@ class HeldRuntime:
 
     async def wait_started(self, count: int, timeout: float = 5.0) -> None:
         async with self._started:
-            await asyncio.wait_for(
-                self._started.wait_for(lambda: len(self.started) >= count), timeout
-            )
+            await within(self._started.wait_for(lambda: len(self.started) >= count), timeout)
 
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         killed = asyncio.Event()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.testing.model_turns import ModelRequest, Predicate, is_side_request
+from harness.waits import within
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class RequestLog:
             waiter = _Waiter(lambda r: _matches(predicate, r), after, loop, future)
             self._waiters.append(waiter)
         try:
-            return await asyncio.wait_for(waiter.future, timeout)
+            return await within(waiter.future, timeout)
         except TimeoutError:
             raise self._timeout_error(timeout) from None
         finally:

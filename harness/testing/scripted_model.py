@@ -76,6 +76,7 @@ from harness.testing.model_turns import (
     sse,
 )
 from harness.testing.request_log import RequestLog
+from harness.waits import wait_set
 
 __all__ = [
     "AWAIT_TOOL",
@@ -307,11 +308,7 @@ class ScriptedModel:
     async def _stall(self, seconds: float) -> bool:
         """Wait ``seconds``; False when the server is stopping first."""
         assert self._stopping is not None
-        try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except TimeoutError:
-            return True
-        return False
+        return not await wait_set(self._stopping, seconds)
 
     async def _stream(
         self, http: web.Request, request: ModelRequest, turn: Turn, input_tokens: int

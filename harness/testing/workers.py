@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.waits import within
+
 if TYPE_CHECKING:
     from harness.runtime.nats_hosting import NatsHosting
     from harness.runtime.spec import AgentRuntime
@@ -46,7 +48,7 @@ async def start_worker(
     said: list[str] = []
     line = b""
     while b"ready" not in line:
-        line = await asyncio.wait_for(worker.stderr.readline(), timeout)
+        line = await within(worker.stderr.readline(), timeout)
         if not line:
             log = "".join(said[-20:])
             raise RuntimeError(f"harness worker {name} exited before it was ready:\n{log}")
@@ -121,4 +123,4 @@ async def worker_in_process(
         if hosting is not None:
             await hosting.close()
         stop.set()
-        await asyncio.wait_for(serving, timeout)
+        await within(serving, timeout)
