@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,7 +43,7 @@ from harness.tasks.ledger_protocol import JSON, LedgerClaimLostError, LedgerUnwr
 from harness.tasks.nats_buckets import CONNECT_FIX, Buckets, nats_failures
 from harness.tasks.nats_json import create, dump, hex_key, open_bucket, quietly, unhex
 from harness.tasks.nats_kv import remove, scan
-from harness.waits import within
+from harness.waits import cancel_surely, within
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
@@ -99,8 +100,8 @@ class NatsLedger:
         opening, self._opening = self._opening, None
         if opening is None:
             return
-        if not opening.done():
-            opening.cancel()
+        if not opening.done():  # a NATS connect may lose a cancellation sent once
+            await cancel_surely(opening)
         failures: tuple[type[BaseException], ...] = (asyncio.CancelledError, HarnessError)
         failures += nats_failures()
         try:
@@ -407,9 +408,7 @@ class NatsLedger:
 
     async def _kv(self) -> tuple[Buckets, KeyValue]:
         if self._opening is None or (self._opening.done() and self._opening.exception()):
-            self._opening = asyncio.ensure_future(
-                open_bucket(self.settings, lambda names: names.ledger)
-            )
+            self._opening = asyncio.ensure_future(open_bucket(self.settings, attrgetter("ledger")))
         return await asyncio.shield(self._opening)
 
     async def _call(self, fn: Callable[[KeyValue], Awaitable[T]], *, writes: bool = True) -> T:
