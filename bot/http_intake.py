@@ -36,6 +36,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from bot.replica_forward import answer_handed_command, read_letter
 from harness.clock import SYSTEM
 from harness.clock import Clock as HarnessClock
+from harness.waits import cancel_surely
 
 logger = logging.getLogger(__name__)
 
@@ -293,9 +294,8 @@ class HttpIntake:
         """Hands Bolt every event acked so far, then stops the worker."""
         while not self._queue.empty():
             await self._dispatch(self._queue.get_nowait())
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        if self._worker is not None:  # a loop with nothing to clean up on its way out
+            await cancel_surely(self._worker)
 
     async def _check(self, request: web.Request) -> Accepted | Problem:
         too_large = Problem(413, "request body too large")
