@@ -136,6 +136,11 @@ class RepositorySettings:
     remote: str = "origin"
     github: GitHubRepository | None = None
 
+    @property
+    def folder(self) -> Path | None:
+        """Its git repository here: ``path``, or the clone in ``cache``."""
+        return self.path or self.cache
+
 
 def repository_settings(
     base_dir: Path, root: Path, name: str, raw: RepositoryEntry, shared: GitHubSection

@@ -38,7 +38,7 @@ _UNREACHABLE = re.compile(
 
 def source_of(repo: RepositorySettings) -> Path:
     """The git repository holding the task branches of ``repo``."""
-    source = repo.path or repo.cache
+    source = repo.folder
     if source is None:  # parse_config always sets one of them
         raise ForgeError("no-branch", f"repository {repo.name} has no folder", fix="check config")
     return source

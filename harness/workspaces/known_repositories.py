@@ -71,7 +71,7 @@ class KnownRepositories:
 
     async def gone(self, workspace: Workspace, repo: RepositorySettings) -> RepositoryGoneError:
         """The error for ``workspace``, whose repository ``repo`` the harness cannot find."""
-        folder = repo.path or repo.cache
+        folder = repo.folder
         missing = await asyncio.to_thread(repository_missing, folder) if folder else None
         return RepositoryGoneError(workspace, repo, missing)
 
@@ -93,7 +93,7 @@ class KnownRepositories:
         """The base commit recorded for ``branch`` in the known repository ``name``; None
         when none is, or ``name`` is None or no longer known."""
         repo = self._known(name)
-        source = repo.path or repo.cache if repo is not None else None
+        source = repo.folder if repo is not None else None
         if source is None:
             return None
         return await run_whole(stored_base, source, branch)
@@ -101,7 +101,7 @@ class KnownRepositories:
     async def common_dir(self, name: str, repo: RepositorySettings) -> Path | None:
         """The git directory of the known repository ``name`` (kept once found)."""
         if name not in self._common_dirs:
-            found = await run_whole(common_dir, repo.path or repo.cache)
+            found = await run_whole(common_dir, repo.folder)
             if found is None:
                 return None
             self._common_dirs[name] = found

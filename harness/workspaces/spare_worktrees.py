@@ -186,7 +186,7 @@ class SpareWorktrees:
         their P folders untouched since ``cutoff`` (epoch seconds); how many spares'."""
         gone = 0
         for repo in self._repositories.all.values():
-            source = repo.path or repo.cache
+            source = repo.folder
             common = await self._repositories.common_dir(repo.name, repo)
             if source is None or common is None:
                 continue
