@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config.store_schema import StoreSettings
 from harness.errors import HarnessError
-from harness.waits import within
+from harness.waits import cancel_surely, within
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -203,11 +203,7 @@ async def _connect(
 
 
 async def _abandon(work: asyncio.Future[Buckets], nc: Client) -> None:
-    while not work.done():  # nats-py's connect loop may swallow a first cancellation
-        work.cancel()
-        await asyncio.wait([work], timeout=0.05)
-    if not work.cancelled():
-        work.exception()
+    await cancel_surely(work)  # nats-py's connect loop may swallow a first cancellation
     try:
         await within(nc.close(), 2.0)
     except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
