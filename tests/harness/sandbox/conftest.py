@@ -11,7 +11,8 @@ import dataclasses
 import json
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator, Mapping
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,12 @@ from harness.runtime.spec import (
     ToolUse,
 )
 from harness.runtime.worker import Worker
+from harness.sandbox.proxy import EgressProxy, Upstream
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from harness.workspaces.manager import WorkspaceRequest, Workspaces
+from tests.harness.sandbox.proxy_support import KEY, MODELS, Handler, Serve, StartProxy, free_port
+from tests.harness.sandbox.proxy_support import WAIT as PROXY_WAIT
 from tests.support import make_repository
 
 WAIT = 90.0
@@ -221,3 +225,70 @@ def listening() -> Iterator[tuple[int, list[bytes]]]:
             server.shutdown(socket.SHUT_RDWR)
         server.close()
         thread.join(5)
+
+
+# --- the egress proxy's tests (test_proxy_*.py) --------------------------------------------
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """``port = await serve(handler)``: a TCP server on loopback; a handler's failure fails
+    the test."""
+    servers: list[asyncio.Server] = []
+    handlers: list[asyncio.Task[None]] = []
+
+    async def start(handler: Handler, tls: ssl.SSLContext | None = None) -> int:
+        async def guarded(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await asyncio.wait_for(handler(reader, writer), PROXY_WAIT)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+
+        def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            handlers.append(asyncio.create_task(guarded(reader, writer)))
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0, ssl=tls)
+        servers.append(server)
+        port: int = server.sockets[0].getsockname()[1]
+        return port
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+    await asyncio.gather(*handlers)
+
+
+@pytest.fixture
+async def start_proxy(tmp_path: Path) -> AsyncIterator[StartProxy]:
+    """``await start_proxy(upstream, allow, on_refused, **options)``, closed after the test
+    (``models`` is ``MODELS`` unless given); nothing may reach the event loop's exception
+    handler meanwhile."""
+    proxies: list[EgressProxy] = []
+    escaped: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: escaped.append(context))
+
+    async def start(
+        upstream: Upstream | None = None,
+        allow: Sequence[str] = (),
+        on_refused: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> EgressProxy:
+        upstream = upstream or Upstream(f"http://127.0.0.1:{free_port()}", {"x-api-key": KEY})
+        path = tmp_path / f"egress{len(proxies)}.sock"
+        options.setdefault("models", MODELS)
+        proxy = EgressProxy(path, upstream, allow, on_refused=on_refused, **options)
+        await proxy.start()
+        proxies.append(proxy)
+        return proxy
+
+    try:
+        yield start
+        for proxy in proxies:
+            await proxy.close()
+    finally:
+        loop.set_exception_handler(None)
+    assert not escaped
