@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.workspaces.manager import TamperedWorkspaceError, Workspace, Workspaces
-from tests.harness.workspaces.test_manager import age, git, make_repo, settings_for
+from tests.harness.workspaces.workspace_support import age, git, make_repo, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.workspaces.manager import Workspace, Workspaces
 from harness.workspaces.repos import fetch
-from tests.harness.workspaces import test_git_view, test_manager
+from tests.harness.workspaces import test_git_view, workspace_support
 from tests.harness.workspaces.test_git_view import (
     closed,
     commit_file,
@@ -22,12 +22,12 @@ from tests.harness.workspaces.test_git_view import (
     ok,
     opened,
 )
-from tests.harness.workspaces.test_manager import age, git
+from tests.harness.workspaces.workspace_support import age, git
 
-hermetic_git = test_manager.hermetic_git
-project = test_manager.project
-web = test_manager.web
-workspaces = test_manager.workspaces
+hermetic_git = workspace_support.hermetic_git
+project = workspace_support.project
+web = workspace_support.web
+workspaces = workspace_support.workspaces
 task = test_git_view.task
 common = test_git_view.common
 

@@ -17,14 +17,14 @@ import pytest
 from harness.errors import TamperedWorkspaceError, WorkspaceError
 from harness.workspaces.git_view import SANDBOXES, GitView, close_view, open_view
 from harness.workspaces.manager import Workspace, Workspaces
-from tests.harness.workspaces import test_manager
-from tests.harness.workspaces.test_manager import age, git
+from tests.harness.workspaces import workspace_support
+from tests.harness.workspaces.workspace_support import age, git
 
-# The repository, the harness's checkout and their workspaces, as test_manager makes them.
-hermetic_git = test_manager.hermetic_git
-project = test_manager.project
-web = test_manager.web
-workspaces = test_manager.workspaces
+# The repository, the harness's checkout and their workspaces, as workspace_support makes them.
+hermetic_git = workspace_support.hermetic_git
+project = workspace_support.project
+web = workspace_support.web
+workspaces = workspace_support.workspaces
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
@@ -564,7 +564,7 @@ async def test_a_url_repository_s_bare_cache_works_the_same(
 ) -> None:
     origin = tmp_path / "origin.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(web), str(origin))
-    workspaces = Workspaces(test_manager.settings_for(project, api={"url": origin.as_uri()}))
+    workspaces = Workspaces(workspace_support.settings_for(project, api={"url": origin.as_uri()}))
     task = await workspaces.prepare("add-login", "api")
     cache = workspaces.settings.repositories["api"].cache
     assert cache is not None

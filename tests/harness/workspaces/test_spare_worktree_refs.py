@@ -10,14 +10,14 @@ import pytest
 
 from harness.workspaces.manager import Workspaces
 from harness.workspaces.spare_worktrees import placeholder
-from tests.harness.workspaces import test_manager
-from tests.harness.workspaces.test_manager import git
+from tests.harness.workspaces import workspace_support
 from tests.harness.workspaces.test_spare_worktrees import placeholder_branches
+from tests.harness.workspaces.workspace_support import git
 
-hermetic_git = test_manager.hermetic_git
-project = test_manager.project
-web = test_manager.web
-workspaces = test_manager.workspaces
+hermetic_git = workspace_support.hermetic_git
+project = workspace_support.project
+web = workspace_support.web
+workspaces = workspace_support.workspaces
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 

@@ -19,14 +19,14 @@ from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.manager import Workspaces
 from harness.workspaces.spare_worktrees import placeholder, private_shown, shown_in_view
 from harness.workspaces.views import VIEWS
-from tests.harness.workspaces import test_git_view, test_manager
+from tests.harness.workspaces import test_git_view, workspace_support
 from tests.harness.workspaces.test_git_view import inside, sandbox_args
-from tests.harness.workspaces.test_manager import age, git, settings_for
+from tests.harness.workspaces.workspace_support import age, git, settings_for
 
-hermetic_git = test_manager.hermetic_git
-project = test_manager.project
-web = test_manager.web
-workspaces = test_manager.workspaces
+hermetic_git = workspace_support.hermetic_git
+project = workspace_support.project
+web = workspace_support.web
+workspaces = workspace_support.workspaces
 common = test_git_view.common
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
