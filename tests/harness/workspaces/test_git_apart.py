@@ -13,8 +13,8 @@ import pytest
 
 from harness.workspaces.manager import Workspace, Workspaces
 from harness.workspaces.repos import fetch
-from tests.harness.workspaces import test_git_view, workspace_support
-from tests.harness.workspaces.test_git_view import (
+from tests.harness.workspaces import git_view_support, workspace_support
+from tests.harness.workspaces.git_view_support import (
     closed,
     commit_file,
     fsck,
@@ -28,8 +28,8 @@ hermetic_git = workspace_support.hermetic_git
 project = workspace_support.project
 web = workspace_support.web
 workspaces = workspace_support.workspaces
-task = test_git_view.task
-common = test_git_view.common
+task = git_view_support.task
+common = git_view_support.common
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 

@@ -19,21 +19,21 @@ from harness.workspaces.git_view import SANDBOXES, GitView
 from harness.workspaces.manager import Workspaces
 from harness.workspaces.spare_worktrees import placeholder, private_shown, shown_in_view
 from harness.workspaces.views import VIEWS
-from tests.harness.workspaces import test_git_view, workspace_support
-from tests.harness.workspaces.test_git_view import inside, sandbox_args
+from tests.harness.workspaces import git_view_support, workspace_support
+from tests.harness.workspaces.git_view_support import inside, sandbox_args
 from tests.harness.workspaces.workspace_support import age, git, settings_for
 
 hermetic_git = workspace_support.hermetic_git
 project = workspace_support.project
 web = workspace_support.web
 workspaces = workspace_support.workspaces
-common = test_git_view.common
+common = git_view_support.common
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
 
 async def started(view: GitView, cwd: Path) -> asyncio.subprocess.Process:
-    """A shell in a sandbox showing ``view`` (as ``test_git_view.inside`` makes it), its
+    """A shell in a sandbox showing ``view`` (as ``git_view_support.inside`` makes it), its
     mounts made, waiting for commands on its standard input."""
     proc = await asyncio.create_subprocess_exec(
         *sandbox_args(view, cwd), "sh", "-s",
