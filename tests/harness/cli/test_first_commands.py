@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.cli import cli_support
-from tests.harness.cli.cli_support import (
-    bare,
-    offline_env,
-    task_folders,
-)
+from tests.harness.cli.cli_support import bare, offline_env, task_folders
 
 model = cli_support.model
 

@@ -20,10 +20,7 @@ from harness.tasks.store import FileTaskStore
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ScriptedModel
 from tests.harness.cli import cli_support
-from tests.harness.cli.cli_support import (
-    harness,
-    task_folders,
-)
+from tests.harness.cli.cli_support import harness, task_folders
 
 model = cli_support.model
 

@@ -12,12 +12,7 @@ import pytest
 
 from harness.testing.records import make_record
 from tests.harness.cli import cli_support
-from tests.harness.cli.cli_support import (
-    age_tree,
-    bare,
-    stored_task,
-    task_folders,
-)
+from tests.harness.cli.cli_support import age_tree, bare, stored_task, task_folders
 
 model = cli_support.model
 

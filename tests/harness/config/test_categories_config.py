@@ -7,10 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.roles import Role
-from harness.config.settings import (
-    Config,
-    parse_config,
-)
+from harness.config.settings import Config, parse_config
 from harness.errors import ConfigError
 from harness.project import check_categories
 from harness.tools.access import tools_for_category

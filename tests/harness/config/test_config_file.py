@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.settings import (
-    load_config,
-)
+from harness.config.settings import load_config
 from harness.errors import ConfigError
 
 

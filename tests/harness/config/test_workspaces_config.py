@@ -8,10 +8,7 @@ from pathlib import Path
 import yaml
 
 from harness.cli.scaffold import DEFAULTS
-from harness.config.settings import (
-    load_config,
-    parse_config,
-)
+from harness.config.settings import load_config, parse_config
 from tests.harness.config.settings_support import parse_error, workspaces_error
 
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.permissions.rules import (
-    PermissionRule,
-    decide,
-    parse_rule,
-)
+from harness.permissions.rules import PermissionRule, decide, parse_rule
 
 CWD = Path("/work/project")
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.permissions.rules import (
-    InvalidRuleError,
-    decide,
-    parse_rule,
-)
+from harness.permissions.rules import InvalidRuleError, decide, parse_rule
 from harness.permissions.shell import split_command
 from tests.harness.permissions.rules_support import CWD, bash, decision, rules
 

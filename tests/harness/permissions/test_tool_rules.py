@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.permissions.answers import rules_for
-from harness.permissions.rules import (
-    by_mode,
-)
+from harness.permissions.rules import by_mode
 from harness.permissions.shell import split_command
 from tests.harness.permissions.rules_support import bash, decision
 

@@ -14,14 +14,7 @@ import pytest
 from harness.workspaces.manager import Workspace, Workspaces
 from harness.workspaces.repos import fetch
 from tests.harness.workspaces import git_view_support, workspace_support
-from tests.harness.workspaces.git_view_support import (
-    closed,
-    commit_file,
-    fsck,
-    inside,
-    ok,
-    opened,
-)
+from tests.harness.workspaces.git_view_support import closed, commit_file, fsck, inside, ok, opened
 from tests.harness.workspaces.workspace_support import age, git
 
 hermetic_git = workspace_support.hermetic_git

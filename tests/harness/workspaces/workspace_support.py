@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from harness.config.settings import WorkspaceSettings, parse_config
-from harness.workspaces.manager import (
-    Workspaces,
-)
+from harness.workspaces.manager import Workspaces
 
 DAY = 24 * 3600
 

@@ -10,11 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.git import git_env
-from harness.workspaces.manager import (
-    Workspace,
-    WorkspaceError,
-    Workspaces,
-)
+from harness.workspaces.manager import Workspace, WorkspaceError, Workspaces
 from tests.harness.workspaces.workspace_support import git, make_repo, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]

@@ -12,13 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.settings import parse_config
-from harness.workspaces.manager import (
-    FileChange,
-    GitError,
-    Workspace,
-    WorkspaceError,
-    Workspaces,
-)
+from harness.workspaces.manager import FileChange, GitError, Workspace, WorkspaceError, Workspaces
 from tests.harness.workspaces.workspace_support import git, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]

@@ -11,9 +11,7 @@ import pytest
 
 from harness.clock import file_stamp
 from harness.testing.clock import FakeClock
-from harness.workspaces.manager import (
-    Workspaces,
-)
+from harness.workspaces.manager import Workspaces
 from tests.harness.workspaces.workspace_support import DAY, age, git, settings_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]

@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.settings import RepositorySettings, WorkspaceSettings
-from harness.workspaces.manager import (
-    RepositoryChoice,
-    choose_repository,
-)
+from harness.workspaces.manager import RepositoryChoice, choose_repository
 
 pytestmark = [pytest.mark.anyio, pytest.mark.git]
 
