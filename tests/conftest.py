@@ -16,7 +16,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The conformance suites live in modules of their own (not test modules): explain their
 # failed asserts as pytest does for test modules.
-pytest.register_assert_rewrite("tests.harness.tasks.suites", "tests.harness.runtime.suite")
+pytest.register_assert_rewrite(
+    "tests.harness.tasks.task_store_suite",
+    "tests.harness.tasks.task_files_suite",
+    "tests.harness.tasks.run_liveness_suite",
+    "tests.harness.tasks.ledger_suite",
+    "tests.harness.runtime.suite",
+)
 
 # Made at the session's start (its standard error copied before any test captures it), when
 # pytest-timeout has a timeout to come before.

@@ -20,12 +20,12 @@ from harness.tasks.store import Store
 from harness.testing.nats_server import NatsServer
 from harness.testing.records import make_record
 from tests.harness.tasks.nats_fixtures import module_server, settings_for
-from tests.harness.tasks.suites import (
+from tests.harness.tasks.run_liveness_suite import (
     RunLivenessConformance,
-    TaskFilesConformance,
-    TaskStoreConformance,
     two_processes_take_up_a_stopped_run_s_agent_once,
 )
+from tests.harness.tasks.task_files_suite import TaskFilesConformance
+from tests.harness.tasks.task_store_suite import TaskStoreConformance
 
 pytestmark = [pytest.mark.anyio, pytest.mark.nats]
 server = module_server()

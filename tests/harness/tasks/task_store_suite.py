@@ -1,38 +1,26 @@
-"""What every store must do, as one pytest suite per protocol (``TaskStore``, ``TaskFiles``,
-``RunLiveness``) that both stores run.
+"""What every store must do as a ``TaskStore`` (tasks, their records and decisions), as a
+pytest suite both stores run.
 
-Subclass the suites in a test module (its name starting with ``Test``) and give it a ``store``
-fixture yielding a fresh, empty store (and closing it afterwards); pytest runs every test
-below against it. Behaviour only one store has (files on disk, the index) is tested next to
-that store, not here.
+Subclass it in a test module (its name starting with ``Test``) and give it a ``store`` fixture
+yielding a fresh, empty store (and closing it afterwards); pytest runs every test below
+against it. Behaviour only one store has (files on disk, the index) is tested next to that
+store, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
 from datetime import datetime
-from typing import Any
 
 import pytest
 
-from harness.errors import AgentNotFoundError, HarnessError, InvalidSlugError, TaskNotFoundError
+from harness.errors import AgentNotFoundError, InvalidSlugError, TaskNotFoundError
 from harness.tasks.model import AgentResult, Decision, PullRequest, ThreadRef, Trigger
 from harness.tasks.spending import Spend
 from harness.tasks.store import Store
 from harness.testing.records import make_record
 
 TRAVERSAL_SLUGS = ["../x", "../../etc", "a/../b", "/tmp"]
-ESCAPING_LOG_NAMES = [
-    "../x.jsonl",
-    "/tmp/x.jsonl",
-    "a/b/c.jsonl",
-    "journals/../../x",
-    ".lock",
-    "task.json",
-    "journals/task.json",
-]
 
 
 @pytest.mark.anyio
@@ -411,224 +399,3 @@ class TaskStoreConformance:
         await store.raise_limits(slug, "UADMIN")
 
         assert (await store.get(slug)).limits_raised_by == "UADMIN"
-
-
-@pytest.mark.anyio
-class TaskFilesConformance:
-    """The TaskFiles contract: a task's logs of JSON lines and its text files."""
-
-    async def test_logged_lines_read_back_in_order_with_unicode(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-
-        store.append_jsonl(slug, "journals/dev-1.jsonl", {"text": "héllo ✓"})
-        store.append_jsonl(slug, "journals/dev-1.jsonl", {"n": 2})
-        await store.flush()
-
-        assert await store.read_jsonl(slug, "journals/dev-1.jsonl") == [
-            {"text": "héllo ✓"},
-            {"n": 2},
-        ]
-
-    async def test_read_jsonl_sees_lines_still_queued(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-
-        for n in range(50):
-            store.append_jsonl(slug, "audit.jsonl", {"n": n})
-
-        assert await store.read_jsonl(slug, "audit.jsonl") == [{"n": n} for n in range(50)]
-
-    async def test_each_log_keeps_its_order_when_lines_of_many_files_interleave(
-        self, store: Store
-    ) -> None:
-        slugs = [(await store.create(f"Task {n}")).slug for n in range(3)]
-        names = ["audit.jsonl", "journals/a.jsonl", "journals/b.jsonl"]
-
-        for n in range(300):
-            store.append_jsonl(slugs[n % 3], names[n % 2], {"n": n})
-            if n % 50 == 0:
-                await asyncio.sleep(0)  # let the writer take a batch mid-way
-
-        for index, slug in enumerate(slugs):
-            for parity, name in enumerate(names[:2]):
-                expected = [{"n": n} for n in range(300) if n % 3 == index and n % 2 == parity]
-                assert await store.read_jsonl(slug, name) == expected
-
-    async def test_a_log_never_written_reads_as_empty(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-
-        assert await store.read_jsonl(slug, "journals/nobody.jsonl") == []
-
-    async def test_entries_are_captured_when_queued(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-        entry: dict[str, Any] = {"step": 1}
-
-        store.append_jsonl(slug, "audit.jsonl", entry)
-        entry["step"] = 2  # the caller reuses its dict before the writer runs
-
-        assert await store.read_jsonl(slug, "audit.jsonl") == [{"step": 1}]
-
-    @pytest.mark.parametrize("name", ESCAPING_LOG_NAMES)
-    async def test_append_jsonl_rejects_names_outside_the_task_folder_at_once(
-        self, store: Store, name: str
-    ) -> None:
-        slug = (await store.create("Do it")).slug
-
-        with pytest.raises(HarnessError):
-            store.append_jsonl(slug, name, {"x": 1})
-        with pytest.raises(HarnessError):
-            await store.read_jsonl(slug, name)
-
-    async def test_a_written_text_file_reads_back_and_a_rewrite_replaces_it(
-        self, store: Store
-    ) -> None:
-        slug = (await store.create("Do it")).slug
-
-        assert await store.read_text(slug, "diffs/a1.diff") is None
-        await store.write_text(slug, "diffs/a1.diff", "+ héllo\n")
-        await store.write_text(slug, "diffs/a1.diff", "+ héllo ✓\n")
-
-        assert await store.read_text(slug, "diffs/a1.diff") == "+ héllo ✓\n"
-        assert (await store.get(slug)).slug == slug  # task.json is untouched
-
-    @pytest.mark.parametrize("name", [*ESCAPING_LOG_NAMES, "task.json"])
-    async def test_text_files_stay_inside_the_task_folder(self, store: Store, name: str) -> None:
-        slug = (await store.create("Do it")).slug
-
-        with pytest.raises(HarnessError):
-            await store.write_text(slug, name, "x")
-        with pytest.raises(HarnessError):
-            await store.read_text(slug, name)
-
-    async def test_a_text_file_for_a_missing_task_raises_task_not_found(self, store: Store) -> None:
-        with pytest.raises(TaskNotFoundError):
-            await store.write_text("ghost", "diffs/a1.diff", "x")
-
-    async def test_lines_for_a_missing_task_are_dropped_with_an_error(
-        self, store: Store, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        with caplog.at_level(logging.ERROR):
-            store.append_jsonl("ghost", "audit.jsonl", {"x": 1})
-            await store.flush()
-
-        assert "ghost" in caplog.text
-        assert await store.list() == []
-        with pytest.raises(TaskNotFoundError):
-            await store.read_jsonl("ghost", "audit.jsonl")
-
-    async def test_close_writes_queued_lines_and_can_be_called_twice(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-        store.append_jsonl(slug, "audit.jsonl", {"last": True})
-
-        await store.close()
-        await store.close()
-
-        assert await store.read_jsonl(slug, "audit.jsonl") == [{"last": True}]
-
-    async def test_lines_queued_from_another_thread_are_written(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-        store.append_jsonl(slug, "audit.jsonl", {"from": "loop"})
-
-        await asyncio.to_thread(store.append_jsonl, slug, "audit.jsonl", {"from": "thread"})
-
-        assert await store.read_jsonl(slug, "audit.jsonl") == [
-            {"from": "loop"},
-            {"from": "thread"},
-        ]
-
-
-@pytest.mark.anyio
-async def two_processes_take_up_a_stopped_run_s_agent_once(first: Store, second: Store) -> None:
-    """Two stores on one backend (two processes' runs): the agent a stopped run left is taken
-    up by the first to ask, again by it, by no other while it lives, and by another once the
-    taker's run has ended too."""
-    stopped = "0123456789abcdef"
-    assert await first.take_up(stopped, "a1")
-    assert await first.take_up(stopped, "a1")  # the taker asking again (a loop's next look)
-    assert not await second.take_up(stopped, "a1")
-    assert await second.take_up(stopped, "a2")  # another agent of that run: its own claim
-    assert not await first.take_up(stopped, "a2")
-    await first.close()  # the taker stops too
-    assert await second.take_up(stopped, "a1")
-
-
-class RunLivenessConformance:
-    """The RunLiveness contract: runs begun, alive, ended and forgotten."""
-
-    @pytest.mark.parametrize(
-        ("run_id", "agent_id"),
-        [("../../etc", "a1"), ("0123456789abcdef", "../a1"), ("0123456789abcdef", "a.b"), ("", "")],
-    )
-    async def test_malformed_ids_are_never_taken_up(
-        self, store: Store, run_id: str, agent_id: str
-    ) -> None:
-        assert not await store.take_up(run_id, agent_id)
-
-    async def test_a_stopped_run_s_agent_is_taken_up_by_this_run_again_and_again(
-        self, store: Store
-    ) -> None:
-        assert await store.take_up("0123456789abcdef", "a1")
-        assert await store.take_up("0123456789abcdef", "a1")
-
-    async def test_a_dispatch_keeps_the_run_and_pid_that_ran_it(self, store: Store) -> None:
-        slug = (await store.create("Do it")).slug
-        record = make_record("a1", host_pid=1, run_id="0123456789abcdef")
-
-        await store.save_dispatch(slug, record)
-
-        assert (await store.get(slug)).dispatches == (record,)
-        assert await store.unfinished() == [(slug, record)]
-
-    async def test_begin_run_gives_one_hex_id_that_is_alive(self, store: Store) -> None:
-        run_id = await store.begin_run()
-
-        assert re.fullmatch(r"[0-9a-f]{8,64}", run_id)
-        assert await store.begin_run() == run_id
-        assert await store.run_alive(run_id)
-        assert await store.ended_runs() == []
-
-    async def test_runs_begun_at_once_are_one_run(self, store: Store) -> None:
-        ids = await asyncio.gather(*(store.begin_run() for _ in range(5)))
-
-        assert len(set(ids)) == 1
-
-    @pytest.mark.parametrize(
-        "run_id", ["0123456789abcdef", "../../etc/passwd", "", "ABCDEF0123456789", "f" * 65]
-    )
-    async def test_unknown_and_malformed_runs_are_not_alive(
-        self, store: Store, run_id: str
-    ) -> None:
-        await store.begin_run()
-
-        assert not await store.run_alive(run_id)
-        await store.forget_run(run_id)  # nothing to forget: no error
-        assert await store.ended_runs() == []
-
-    async def test_a_closed_stores_run_has_ended_until_it_is_forgotten(self, store: Store) -> None:
-        run_id = await store.begin_run()
-
-        await store.close()
-
-        assert not await store.run_alive(run_id)
-        assert await store.ended_runs() == [run_id]
-        await store.forget_run(run_id)
-        assert await store.ended_runs() == []
-        assert not await store.run_alive(run_id)
-
-    async def test_a_live_run_is_never_forgotten(self, store: Store) -> None:
-        run_id = await store.begin_run()
-
-        await store.forget_run(run_id)
-
-        assert await store.run_alive(run_id)
-        assert await store.begin_run() == run_id
-
-    async def test_a_run_begun_after_close_is_a_new_run(self, store: Store) -> None:
-        first = await store.begin_run()
-        await store.close()
-
-        second = await store.begin_run()
-
-        assert second != first
-        assert await store.run_alive(second)
-        assert not await store.run_alive(first)
-        assert await store.ended_runs() == [first]
