@@ -3,7 +3,7 @@
 What the rest of the harness sees is three protocols, each doing one thing: ``TaskStore``
 (tasks and their records), ``TaskFiles`` (a task's logs and text files) and ``RunLiveness``
 (whether the process that started a dispatch still lives); ``Store`` is all three. Two
-implementations pass each protocol's conformance suite (``tests/harness/tasks/suites.py``):
+implementations pass each protocol's conformance suite (``tests/harness/tasks/*_suite.py``):
 ``FileTaskStore`` (``harness/tasks/files.py``, with its format in ``task_json.py`` and its
 index in ``index.py``) and ``MemoryTaskStore`` below. Both queue log lines through the same
 batched writer (``harness/tasks/journal.py``).
