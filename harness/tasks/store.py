@@ -3,7 +3,8 @@
 What the rest of the harness sees is three protocols, each doing one thing: ``TaskStore``
 (tasks and their records), ``TaskFiles`` (a task's logs and text files) and ``RunLiveness``
 (whether the process that started a dispatch still lives); ``Store`` is all three. Two
-implementations pass each protocol's conformance suite (``tests/harness/tasks/*_suite.py``):
+implementations pass each protocol's conformance suite (``task_store_suite.py``,
+``task_files_suite.py`` and ``run_liveness_suite.py`` in ``tests/harness/tasks/``):
 ``FileTaskStore`` (``harness/tasks/files.py``, with its format in ``task_json.py`` and its
 index in ``index.py``) and ``MemoryTaskStore`` below. Both queue log lines through the same
 batched writer (``harness/tasks/journal.py``).
