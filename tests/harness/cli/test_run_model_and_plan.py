@@ -4,15 +4,13 @@ model API, a model the role does not allow stops before a task is made, and ``--
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
+from tests.harness.cli.cli_support import harness
 
 pytestmark = pytest.mark.subprocess
 
@@ -27,19 +25,6 @@ def script(request: ModelRequest) -> Turn:
 def model() -> Iterator[ScriptedModel]:
     with ScriptedModel.in_thread(script) as served:
         yield served
-
-
-def harness(
-    project_dir: Path, model: ScriptedModel, *args: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **model.env()},
-        check=False,
-    )
 
 
 def test_a_model_picked_with_the_flag_or_in_the_prompt_reaches_the_model(
