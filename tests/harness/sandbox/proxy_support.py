@@ -101,16 +101,6 @@ async def answer(proxy: EgressProxy, data: bytes) -> tuple[int, str]:
         return int(lines[0].split(" ")[1]), body.decode()
 
 
-async def dropped(proxy: EgressProxy, data: bytes) -> bool:
-    """Whether the proxy ends the connection without answering at all, as an unreachable
-    server would look to the client."""
-    async with connection(proxy, data) as (reader, _):
-        try:
-            return await asyncio.wait_for(reader.read(), WAIT) == b""
-        except ConnectionResetError:
-            return True
-
-
 def replying(seen: list[Seen], reply: bytes) -> Handler:
     """A server's handler that keeps the request it reads in ``seen`` and answers ``reply``."""
 
@@ -131,13 +121,6 @@ def model_request(body: bytes = b'{"model": "m", "max_tokens": 10}') -> bytes:
         b"Connection: keep-alive\r\n"
         b"Content-Type: application/json\r\n"
         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
-
-
-def refusal_text(shown: str) -> str:
-    return (
-        f"harness sandbox: {shown} is not an allowed host; add it to sandbox.network.allow in "
-        "config.yaml to let agents reach it\n"
     )
 
 
@@ -163,10 +146,3 @@ async def api_answer(proxy: EgressProxy, data: bytes) -> tuple[int, dict[str, st
     error = json.loads(body)
     assert error["type"] == "error"
     return int(lines[0].split(" ")[1]), headers, error["error"]["message"]
-
-
-def post(path: str, body: bytes, *, method: str = "POST") -> bytes:
-    return (
-        f"{method} {path} HTTP/1.1\r\nx-api-key: {PLACEHOLDER}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body

@@ -20,11 +20,17 @@ from tests.harness.sandbox.proxy_support import (
     connection,
     echo,
     exchange,
-    refusal_text,
     replying,
 )
 
 pytestmark = pytest.mark.anyio
+
+
+def refusal_text(shown: str) -> str:
+    return (
+        f"harness sandbox: {shown} is not an allowed host; add it to sandbox.network.allow in "
+        "config.yaml to let agents reach it\n"
+    )
 
 
 # --- CONNECT and plain http ---------------------------------------------------------------

@@ -13,17 +13,24 @@ from harness.sandbox.proxy import Upstream
 from tests.harness.sandbox.proxy_support import (
     KEY,
     OK_REPLY,
+    PLACEHOLDER,
     Seen,
     Serve,
     StartProxy,
     api_answer,
     exchange,
     model_request,
-    post,
     replying,
 )
 
 pytestmark = pytest.mark.anyio
+
+
+def post(path: str, body: bytes, *, method: str = "POST") -> bytes:
+    return (
+        f"{method} {path} HTTP/1.1\r\nx-api-key: {PLACEHOLDER}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 # --- only the CLI's model calls: its models, its limits, its budget; every one counted ------

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from harness.sandbox.proxy import Upstream
+from harness.sandbox.proxy import EgressProxy, Upstream
 from tests.harness.sandbox.proxy_support import (
     KEY,
     PLACEHOLDER,
@@ -26,7 +26,6 @@ from tests.harness.sandbox.proxy_support import (
     StartProxy,
     answer,
     connection,
-    dropped,
     exchange,
     free_port,
     model_request,
@@ -35,6 +34,16 @@ from tests.harness.sandbox.proxy_support import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+async def dropped(proxy: EgressProxy, data: bytes) -> bool:
+    """Whether the proxy ends the connection without answering at all, as an unreachable
+    server would look to the client."""
+    async with connection(proxy, data) as (reader, _):
+        try:
+            return await asyncio.wait_for(reader.read(), WAIT) == b""
+        except ConnectionResetError:
+            return True
 
 
 # --- model requests -----------------------------------------------------------------------
