@@ -24,7 +24,6 @@ from harness.clock import SYSTEM, Clock
 from harness.project import Project, build_orchestrator, configured_hosting, task_store
 from harness.runtime.backends import runtime_backend
 from harness.runtime.model_access import require_model_access, scripted_env
-from harness.runtime.orphans import guarded_cli
 from harness.runtime.spec import AgentRuntime
 from harness.sandbox.runner import probe_ahead
 from harness.tasks.nats_store import NatsTaskStore
@@ -122,20 +121,19 @@ async def open_harness(
 async def _claude_runtime(
     model_env: Mapping[str, str], clock: Clock, purpose: Purpose, sandboxed: bool
 ) -> AgentRuntime:
-    # Opened for agents, what the first agent's start would wait for runs while the Claude
-    # SDK imports (most of a second): the sandbox's check (a bubblewrap process, about 0.1 s)
-    # and the CLI's launcher (a `setpriv --help` and a file read, in a thread); each cached.
-    ahead = purpose != "read"
-    probe = probe_ahead() if ahead and sandboxed else None
-    launcher = asyncio.get_running_loop().run_in_executor(None, guarded_cli) if ahead else None
+    from harness.runtime.claude import ClaudeRuntime, sdk_session_module
+
+    # Opened for agents, the sandbox's check (a bubblewrap process, about 0.1 s) runs now.
+    # A server also imports the Claude SDK now (most of a second, in a thread, beside the
+    # check), so that no request waits on it; `harness run` and `harness mcp` import it
+    # once their first agent's CLI has started, while that CLI starts.
+    probe = probe_ahead() if purpose != "read" and sandboxed else None
     try:
-        # Imported here: a command that runs no agent never pays for it.
-        from harness.runtime.claude import ClaudeRuntime
+        if purpose == "serve":
+            await sdk_session_module()
     finally:
         if probe is not None:
             await asyncio.to_thread(probe.end)
-        if launcher is not None:
-            await launcher
     # A server's spares are primed (their CLI's first turn run ahead) for requests that come
     # later. Opened to run agents (`harness run`, `harness mcp`), the only spare is the one
     # started ahead for the agent about to start: priming it would delay that agent's turn.

@@ -9,10 +9,11 @@ to ``harness worker`` processes whose ``Worker`` serves the same host over NATS.
 Modules: ``spec`` (the contract: AgentSpec, RunIO, RunOutcome, AgentControl, the protocols),
 ``host`` (AgentHost), ``backends`` (which hosting config.yaml's ``runtime:`` names, and what it
 needs of this machine), ``model_access`` (whether agents here can reach a model), ``claude``
-(ClaudeRuntime, the only module that drives the Claude SDK: imported when the first agent
-runs), ``orphans`` (no ``claude`` process outlives the harness), ``wire`` (the NATS
-protocol, pure), ``nats_link``, ``nats_hosting`` and ``worker`` (both ends over NATS; they
-need the ``nats`` extra).
+(ClaudeRuntime: starts each agent's CLI, ``cli_launch``, then hands it to the SDK's client,
+``sdk_session``, the only module that drives it, imported beside the first CLI's start),
+``binding`` (whose agent a CLI is), ``orphans`` (no ``claude`` process outlives the
+harness), ``wire`` (the NATS protocol, pure), ``nats_link``, ``nats_hosting`` and
+``worker`` (both ends over NATS; they need the ``nats`` extra).
 """
 
 from harness.runtime.host import AgentHost, workspace_request

@@ -1,6 +1,7 @@
 """What an agent's CLI says, folded into its outcome: the message stream's retry notices,
 result and errors (``RunTracker``), and the agent's own ``harness`` MCP server that forwards
-each tool call to the gateway in the agent's name. Used by the runtime (``claude.py``)."""
+each tool call to the gateway in the agent's name. Used by the runtime's SDK side
+(``sdk_session.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from claude_agent_sdk._errors import ResultError
 from claude_agent_sdk.types import McpSdkServerConfig
 from mcp.server import Server
 
+from harness.runtime.binding import CountedSpend
 from harness.runtime.spec import (
     MODEL_API_RETRIES_ENV,
     SERVER_NAME,
@@ -30,7 +32,6 @@ from harness.runtime.spec import (
     RunOutcome,
     ToolGateway,
 )
-from harness.sandbox.model_calls import Usage
 from harness.tasks.journal import api_retry_cause, api_retry_in
 from harness.tasks.model import AgentResult
 
@@ -53,21 +54,6 @@ def retry_limit(env: Mapping[str, str]) -> int | None:
     """The model API retries an agent may make (modelApiRetries, given to the CLI too)."""
     value = env.get(MODEL_API_RETRIES_ENV, "").strip()
     return int(value) if value.isdigit() else None
-
-
-class CountedSpend:
-    """The model calls of one agent's sandbox as its egress proxy counted them, whoever in
-    the sandbox made them (``add`` is the proxy's ``on_usage``)."""
-
-    def __init__(self) -> None:
-        self.cost_usd = 0.0
-        self.usage = Usage()
-        self.calls = 0
-
-    def add(self, cost_usd: float, usage: Usage) -> None:
-        self.cost_usd += cost_usd
-        self.usage += usage
-        self.calls += 1
 
 
 class RunTracker:

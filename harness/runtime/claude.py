@@ -1,8 +1,9 @@
 """The agent runtime: runs one agent to its structured result.
 
-This is the only module that drives ``claude_agent_sdk``'s client. One ``ClaudeSDKClient``
-per agent; a kill is ``interrupt()`` then ``disconnect()`` (about 50 ms, and the ``claude``
-child is gone), never a task cancellation (which takes ~5 s).
+Each agent's CLI is started here (``cli_launch.py``, in its sandbox) before the Claude SDK is
+imported, then driven through one ``ClaudeSDKClient`` (``sdk_session.py``, the only module
+that drives the SDK's client). A kill is ``interrupt()`` then ``disconnect()`` (about 50 ms,
+and the ``claude`` child is gone), never a task cancellation (which takes ~5 s).
 """
 
 from __future__ import annotations
@@ -10,55 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import logging
 import os
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import (
-    ClaudeAgentOptions,
-    ClaudeSDKClient,
-    ClaudeSDKError,
-    HookContext,
-    HookMatcher,
-)
-from claude_agent_sdk._errors import ResultError
-from claude_agent_sdk.types import (
-    PermissionResultAllow,
-    PermissionResultDeny,
-    SyncHookJSONOutput,
-    ToolPermissionContext,
-)
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from harness.clock import SYSTEM, Clock
 from harness.errors import HarnessError
-from harness.runtime.agent_stream import (
-    CountedSpend,
-    RunTracker,
-    build_server,
-    describe_result_error,
-    message_to_json,
-    retry_limit,
-)
-from harness.runtime.attachments import prompt_input
-from harness.runtime.cli_process import CallHold, cli_failed, disconnect, prime, sdk_process
+from harness.runtime.binding import Binding
+from harness.runtime.cli_launch import CLI_FIX, CliOptions, CliStartError, end_cli, start_cli
 from harness.runtime.cli_state import CONFIG_DIR_ENV, login_folder, remove_session
 from harness.runtime.orphans import bundled_cli, guarded_cli
-from harness.runtime.spec import (
-    SERVER_NAME,
-    AgentControl,
-    AgentSpec,
-    Approval,
-    RunIO,
-    RunOutcome,
-    ToolGateway,
-    ToolReply,
-    ToolUse,
-    ToolUseSink,
-)
+from harness.runtime.spec import AgentControl, AgentSpec, RunIO, RunOutcome
 from harness.sandbox.environment import allowed_names, blanked, launcher_names
 from harness.sandbox.hosts import shown
 from harness.sandbox.model_calls import model_policy
@@ -69,52 +37,46 @@ from harness.sandbox.runner import (
     check_sandbox,
     open_sandbox,
 )
-from harness.tasks.model import RESULT_SCHEMA
 
-__all__ = ["ClaudeRuntime", "WarmAgent", "message_to_json"]
+if TYPE_CHECKING:
+    from harness.runtime.agent_stream import RunTracker
+    from harness.runtime.sdk_session import CliSession
+
+__all__ = ["ClaudeRuntime", "WarmAgent", "sdk_session_module"]
 
 logger = logging.getLogger(__name__)
 
-CLI_FIX = "reinstall claude-agent-sdk (its wheel bundles the CLI), or put `claude` on PATH"
+_SESSION_MODULE = "harness.runtime.sdk_session"
+_imported: dict[str, ModuleType] = {}  # once whole
 
 
 def _outside_env(own: Mapping[str, str], pass_env: tuple[str, ...]) -> dict[str, str]:
-    """The SDK hands the whole process environment to the CLI and only lets ``env`` override
-    it: ``own`` (what the harness sets) over every variable not on the agents' allow-list
-    overridden with nothing (``harness/sandbox/environment.py``). Agents run commands, and
-    a command that prints its environment must not print the bot's tokens or other secrets.
-    In the sandbox, its launcher passes on the allowed ones alone (``_sandboxed``)."""
+    """The CLI gets the whole process environment with only ``env`` over it: ``own`` (what
+    the harness sets) over every variable not on the agents' allow-list overridden with
+    nothing (``harness/sandbox/environment.py``). Agents run commands, and a command that
+    prints its environment must not print the bot's tokens or other secrets. In the
+    sandbox, its launcher passes on the allowed ones alone (``_launch``)."""
     names = [*own, CONFIG_DIR_ENV]
     allowed = allowed_names(os.environ, harness_set=names, pass_env=pass_env, outside=True)
     return {**blanked(os.environ, allowed), **own}
 
 
-class _NotYet:
-    """A spare's gateway before it is given its dispatch: it makes no call before then."""
-
-    async def call(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> ToolReply:
-        error = {"code": "INVALID_AGENT_STATE", "message": "no task yet", "suggestion": ""}
-        return ToolReply({"error": error}, is_error=True)
-
-    async def approve(self, agent_id: str, tool: str, args: Mapping[str, Any]) -> Approval:
-        return Approval(False, "the agent has no task yet")
-
-
-async def _no_tool_use(_use: ToolUse) -> None:
-    return None
+async def sdk_session_module() -> ModuleType:
+    """``sdk_session`` (and the Claude SDK with it), imported in a thread the first time:
+    most of a second, which the event loop keeps serving through, and which a CLI started
+    just before spends starting. Each caller meanwhile waits for the whole module (the
+    import's lock), never a half-imported one."""
+    if (module := _imported.get(_SESSION_MODULE)) is None:
+        module = await asyncio.to_thread(importlib.import_module, _SESSION_MODULE)
+        _imported[_SESSION_MODULE] = module
+    return module
 
 
-@dataclass
-class Binding:
-    """Whose agent the CLI is: its calls are made as ``agent_id`` through ``tools``. Set
-    when it starts, or, for a spare, when it is given its dispatch."""
-
-    agent_id: str
-    tools: ToolGateway = field(default_factory=_NotYet)
-    on_tool_use: ToolUseSink = _no_tool_use
-    # Its model calls as its sandbox's proxy counted them.
-    spend: CountedSpend = field(default_factory=CountedSpend)
-    hold: CallHold = field(default_factory=CallHold)  # on for a spare's priming turn
+async def _run_tracker(
+    control: AgentControl, model_env: Mapping[str, str], binding: Binding
+) -> RunTracker:
+    tracker: RunTracker = (await sdk_session_module()).run_tracker(control, model_env, binding)
+    return tracker
 
 
 @dataclass
@@ -123,29 +85,26 @@ class WarmAgent:
     ``template`` (role, environment, tools, folder). One use: ``run_warm`` closes it."""
 
     template: AgentSpec
-    client: ClaudeSDKClient
-    binding: Binding
-    stderr_tail: deque[str]
-    stack: contextlib.AsyncExitStack
+    session: CliSession
+    stack: contextlib.AsyncExitStack  # the session, then its sandbox, closed in that order
     model_env: Mapping[str, str]
     primed: bool = False  # its CLI's context and first turn were run while it waits (``prime``)
 
+    @property
+    def binding(self) -> Binding:
+        return self.session.binding
+
     async def close(self) -> None:
-        try:
-            await disconnect(self.client)
-        finally:
-            await self.stack.aclose()
+        await self.stack.aclose()
 
     @property
     def pid(self) -> int | None:
         """The CLI's process (its sandbox's launcher); None once it ended."""
-        process = sdk_process(self.client)
-        return process.pid if process is not None and process.returncode is None else None
+        return self.session.pid
 
     async def ended(self) -> None:
         """Returns once the CLI's process has ended (killed, crashed or closed)."""
-        if (process := sdk_process(self.client)) is not None:
-            await process.wait()
+        await self.session.ended()
 
 
 class ClaudeRuntime:
@@ -154,7 +113,9 @@ class ClaudeRuntime:
     The CLI is started through a launcher that has the kernel kill it when the harness
     process dies, even by SIGKILL (``harness/runtime/orphans.py``); ``guard_children=False``
     runs the bare CLI (for measuring what the guard is worth). ``clock`` times the runs
-    (their records' durations) and paces the sandbox proxy's rate limit."""
+    (their records' durations) and paces the sandbox proxy's rate limit. The runtime starts
+    each CLI itself (``cli_launch.py``) and only then has the SDK's client take it over
+    (``sdk_session.py``): this module does not import the SDK."""
 
     def __init__(
         self,
@@ -170,107 +131,62 @@ class ClaudeRuntime:
         self.prime_spares = prime_spares
         self._guard_children = guard_children
         self._clock = clock
-        self._cli_path: str | None = None  # None: the SDK picks the bundled CLI itself
 
-    async def _prepare_cli(self) -> None:
-        if self._guard_children:  # written the first time (or again if it went), then a stat
-            self._cli_path = await asyncio.to_thread(guarded_cli)
+    def _cli_path(self) -> str | None:
+        """The CLI to start outside a sandbox: its guarding launcher, else the bare CLI.
+        Blocking the first time (it may write the launcher), then cached."""
+        return (guarded_cli() if self._guard_children else None) or bundled_cli()
 
-    def options_for(
-        self, spec: AgentSpec, binding: Binding, stderr: Callable[[str], None]
-    ) -> ClaudeAgentOptions:
+    def cli_options(self, spec: AgentSpec, cli_path: str) -> CliOptions:
+        """What the agent's CLI is started with, outside a sandbox (``_launch`` makes the
+        sandbox's of them)."""
         role = spec.role
-
-        async def pre_tool_use(
-            hook_input: Any, tool_use_id: str | None, _context: HookContext
-        ) -> SyncHookJSONOutput:
-            use = ToolUse(
-                tool_use_id=tool_use_id or "",
-                name=str(hook_input.get("tool_name", "")),
-                input=dict(hook_input.get("tool_input") or {}),
-            )
-            await binding.on_tool_use(use)
-            return {}
-
-        env = _outside_env(self._own_env(spec), spec.sandbox.pass_env)
-        harness_tools = set(spec.harness_tool_names)
-
-        async def can_use_tool(
-            tool: str, tool_input: dict[str, Any], _context: ToolPermissionContext
-        ) -> PermissionResultAllow | PermissionResultDeny:
-            if tool in harness_tools:  # its access profile already decided
-                return PermissionResultAllow()
-            approval = await binding.tools.approve(binding.agent_id, tool, tool_input)
-            if approval.allowed:
-                return PermissionResultAllow()
-            return PermissionResultDeny(message=approval.message)
-
-        return ClaudeAgentOptions(
-            system_prompt={"type": "preset", "preset": "claude_code", "append": role.prompt},
-            tools=list(role.tools) if role.tools is not None else None,
-            # Every call that needs permission comes to can_use_tool (whole-tool entries in
-            # allowed_tools would skip it), whatever the role's permission mode: the CLI runs
-            # in its default mode and the harness applies the role's (tools/approvals.py), so
-            # no edit or command is decided without the harness, its deny rules and its audit.
-            can_use_tool=can_use_tool,
-            allowed_tools=[],
-            # Deny rules hold in the CLI too, before it would even ask (the SDK joins them
+        return CliOptions(
+            cli_path=cli_path,
+            cwd=spec.cwd,
+            append_system_prompt=role.prompt,
+            tools=role.tools,
+            # Deny rules hold in the CLI too, before it would even ask (the flag joins them
             # with commas: a rule holding one stays with the harness's own deny check).
-            disallowed_tools=[rule.text for rule in role.deny if "," not in rule.text],
-            mcp_servers={SERVER_NAME: build_server(spec, binding)} if spec.harness_tools else {},
-            permission_mode="plan" if role.permission_mode == "plan" else "default",
+            disallowed_tools=tuple(rule.text for rule in role.deny if "," not in rule.text),
             max_turns=role.max_turns,
             max_budget_usd=role.max_budget_usd,
             model=role.model,
-            cwd=spec.cwd,
-            output_format={"type": "json_schema", "schema": RESULT_SCHEMA},
-            # No settings, hooks, permissions or CLAUDE.md from the worktree: an agent could
-            # have written them there for the next agent to obey.
-            setting_sources=[],
-            extra_args={"no-session-persistence": None},  # the journal keeps it; none resumes
-            env=env,
-            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[pre_tool_use])]},
-            stderr=stderr,
-            cli_path=self._cli_path,
+            # The CLI runs in its default mode and the harness applies the role's
+            # (tools/approvals.py): every call that needs permission comes to the harness.
+            permission_mode="plan" if role.permission_mode == "plan" else "default",
+            harness_server=bool(spec.harness_tools),
+            env=_outside_env(self._own_env(spec), spec.sandbox.pass_env),
         )
 
     def _own_env(self, spec: AgentSpec) -> dict[str, str]:
         """What the harness sets for an agent's CLI: the runtime's, the role's, the spec's."""
         return {**self._base_env, **spec.role.env, **spec.env}
 
-    def _tracker(
-        self, control: AgentControl, model_env: Mapping[str, str], binding: Binding
-    ) -> RunTracker:
-        return RunTracker(
-            control,
-            # The limit as configured, even where the CLI is kept from seeing it.
-            retry_limit=retry_limit(model_env),
-            model_api=model_env.get("ANTHROPIC_BASE_URL") or None,
-            spend=binding.spend,
-        )
-
     async def run(self, spec: AgentSpec, control: AgentControl, io: RunIO) -> RunOutcome:
         started = self._clock.monotonic()
-        await self._prepare_cli()
-        stderr_tail: deque[str] = deque(maxlen=5)
         binding = Binding(spec.agent_id, io.tools, io.on_tool_use)
-        options = self.options_for(spec, binding, stderr_tail.append)
         model_env = {**os.environ, **self._base_env, **spec.env}  # as configured
-        tracker = self._tracker(control, model_env, binding)
         login = await asyncio.to_thread(login_folder, model_env)
+        tracker: RunTracker | None = None
+        failed: str | None = None
         try:
-            async with self._sandboxed(spec, options, model_env, binding, login) as boxed:
-                client = ClaudeSDKClient(boxed)
-                try:
-                    if await self._connect(client, stderr_tail, tracker):
-                        await self._converse(client, spec, control, io, tracker, stderr_tail)
-                finally:
-                    await disconnect(client)
+            async with self._started(spec, model_env, binding, login) as session:
+                tracker = session.tracker(control, model_env)
+                if (failed := await session.connect()) is None:
+                    await session.converse(spec, control, io, tracker)
         except SandboxUnavailableError as exc:
-            tracker.error = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
+            failed = f"the agent's OS sandbox cannot start here: {exc.message}; {exc.fix}"
+        except CliStartError as exc:
+            failed = f"the Claude Code CLI failed: {exc.message}"
         finally:
-            if login is not None and tracker.session_id:  # its transcript left the login's
+            if login is not None and tracker is not None and tracker.session_id:
+                # Its transcript left the login's folder.
                 await asyncio.to_thread(remove_session, login, tracker.session_id)
+        if tracker is None:
+            tracker = await _run_tracker(control, model_env, binding)
+        if failed is not None:
+            tracker.error = failed
         return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
     async def warm(self, template: AgentSpec) -> WarmAgent:
@@ -278,31 +194,23 @@ class ClaudeRuntime:
         ahead (``prime``): what every start pays before the prompt, paid ahead.
         SandboxUnavailableError where there is none (only sandboxed agents are kept warm),
         HarnessError when the CLI fails."""
-        await self._prepare_cli()
         if not template.sandbox.enabled:
             raise SandboxUnavailableError("spares run in the OS sandbox only", fix="")
         await check_sandbox()
-        stderr_tail: deque[str] = deque(maxlen=5)
         binding = Binding(template.agent_id)
-        options = self.options_for(template, binding, stderr_tail.append)
         model_env = {**os.environ, **self._base_env, **template.env}
         stack = contextlib.AsyncExitStack()
         try:
-            boxed = await stack.enter_async_context(
-                self._sandboxed(template, options, model_env, binding, None)
+            session = await stack.enter_async_context(
+                self._started(template, model_env, binding, None)
             )
-            client = ClaudeSDKClient(boxed)
-            await client.connect()
-            primed = self.prime_spares and await prime(client, binding.hold)
-        except ClaudeSDKError as exc:
-            await stack.aclose()
-            raise HarnessError(
-                cli_failed(exc, stderr_tail), fix="dispatches start the CLI anew meanwhile"
-            ) from exc
+            if (failed := await session.connect()) is not None:
+                raise HarnessError(failed, fix="dispatches start the CLI anew meanwhile")
+            primed = self.prime_spares and await session.prime()
         except BaseException:
             await stack.aclose()
             raise
-        return WarmAgent(template, client, binding, stderr_tail, stack, model_env, primed)
+        return WarmAgent(template, session, stack, model_env, primed)
 
     async def run_warm(
         self, warm: WarmAgent, spec: AgentSpec, control: AgentControl, io: RunIO
@@ -314,42 +222,65 @@ class ClaudeRuntime:
         warm.binding.agent_id = spec.agent_id
         warm.binding.tools = io.tools
         warm.binding.on_tool_use = io.on_tool_use
-        tracker = self._tracker(control, warm.model_env, warm.binding)
+        tracker = warm.session.tracker(control, warm.model_env)
         try:
-            await self._converse(warm.client, spec, control, io, tracker, warm.stderr_tail)
+            await warm.session.converse(spec, control, io, tracker)
         finally:
             await warm.close()
         return tracker.outcome(int((self._clock.monotonic() - started) * 1000))
 
-    @staticmethod
-    def _outside(
-        spec: AgentSpec, options: ClaudeAgentOptions, login: Path | None
-    ) -> ClaudeAgentOptions:
+    @contextlib.asynccontextmanager
+    async def _started(
+        self,
+        spec: AgentSpec,
+        model_env: Mapping[str, str],
+        binding: Binding,
+        login: Path | None,
+    ) -> AsyncIterator[CliSession]:
+        """The agent's CLI started (in its sandbox), then, once the SDK has imported beside
+        its start, under the SDK's client; ended with its sandbox at the end."""
+        async with self._launch(spec, model_env, binding, login) as cli:
+            process = await start_cli(cli)
+            session: CliSession | None = None
+            try:
+                module = await sdk_session_module()
+                session = module.CliSession(process, cli, spec, binding)
+                yield session
+            finally:
+                if session is not None:
+                    await session.close()
+                else:  # cut short before the client had it
+                    await end_cli(process)
+
+    async def _outside(self, spec: AgentSpec, login: Path | None) -> CliOptions:
         """Outside the sandbox: the CLI writes in the folder its host gave the run, or a login's."""
+        cli_path = await asyncio.to_thread(self._cli_path)
+        if cli_path is None:
+            raise CliStartError("the Claude Code CLI was not found", fix=CLI_FIX)
+        options = self.cli_options(spec, cli_path)
         if login is not None:  # its session's files go there, then remove_session takes all
-            return dataclasses.replace(options, extra_args={})
+            return dataclasses.replace(options, persist_session=True)
         if spec.cli_state is None:
             return options
         return dataclasses.replace(options, env={**options.env, CONFIG_DIR_ENV: spec.cli_state})
 
     @contextlib.asynccontextmanager
-    async def _sandboxed(
+    async def _launch(
         self,
         spec: AgentSpec,
-        options: ClaudeAgentOptions,
         model_env: Mapping[str, str],
         binding: Binding,
         login: Path | None,
-    ) -> AsyncIterator[ClaudeAgentOptions]:
-        """The options that start the CLI in the agent's sandbox, for as long as it runs.
-        An agent that only reads runs without one where bubblewrap cannot start; one that
-        can write or run commands does not start (SandboxUnavailableError)."""
+    ) -> AsyncIterator[CliOptions]:
+        """What starts the CLI in the agent's sandbox, for as long as it runs. An agent
+        that only reads runs without one where bubblewrap cannot start; one that can
+        write or run commands does not start (SandboxUnavailableError)."""
         if not spec.sandbox.enabled:
             logger.warning(
                 "agent %s runs without the OS sandbox: config.yaml says `sandbox: off`",
                 spec.agent_id,
             )
-            yield self._outside(spec, options, login)
+            yield await self._outside(spec, login)
             return
         try:
             await check_sandbox()
@@ -361,11 +292,12 @@ class ClaudeRuntime:
                 spec.agent_id,
                 exc.message,
             )
-            yield self._outside(spec, options, login)
+            yield await self._outside(spec, login)
             return
         cli = await asyncio.to_thread(bundled_cli)
         if cli is None:
             raise SandboxUnavailableError("the Claude Code CLI was not found", fix=CLI_FIX)
+        options = self.cli_options(spec, cli)
         own = self._own_env(spec)
         allowed = allowed_names(
             [*os.environ, *own], harness_set=own, pass_env=spec.sandbox.pass_env, outside=False
@@ -407,44 +339,3 @@ class ClaudeRuntime:
                 settings=PLACEHOLDER_KEY_SETTINGS,
                 env={**options.env, **dict.fromkeys(MODEL_VARIABLES, "")},
             )
-
-    @staticmethod
-    async def _connect(
-        client: ClaudeSDKClient, stderr_tail: deque[str], tracker: RunTracker
-    ) -> bool:
-        """Starts the CLI; False when it did not (the tracker says why)."""
-        try:
-            await client.connect()
-        except ClaudeSDKError as exc:
-            tracker.error = cli_failed(exc, stderr_tail)
-            return False
-        return True
-
-    async def _converse(
-        self,
-        client: ClaudeSDKClient,
-        spec: AgentSpec,
-        control: AgentControl,
-        io: RunIO,
-        tracker: RunTracker,
-        stderr_tail: deque[str],
-    ) -> None:
-        """From the prompt to the result, on a connected CLI."""
-        stopped = False
-        try:
-            control.attach(client.interrupt)
-            if not control.kill_requested:
-                # The attached images go with the prompt, in its first message.
-                await client.query(prompt_input(spec.prompt, spec.attachments))
-                async for message in client.receive_response():
-                    io.on_message(message_to_json(message))
-                    tracker.observe(message)
-                    if tracker.over_retry_limit and not stopped:
-                        stopped = True  # a CLI that retries past the limit: stop it now
-                        await client.interrupt()
-        except ResultError as exc:
-            tracker.error = describe_result_error(exc)
-        except ClaudeSDKError as exc:
-            tracker.error = cli_failed(exc, stderr_tail)
-        finally:
-            control.attach(None)

@@ -8,32 +8,19 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError
+from claude_agent_sdk import ClaudeSDKClient
 
 from harness.errors import HarnessError
+from harness.runtime.binding import CallHold
+from harness.runtime.cli_launch import close_pipes
 
 logger = logging.getLogger(__name__)
 
 PRIME_TIMEOUT = 30.0  # seconds
 # What the priming turn says; its model calls are held, so no model ever reads it.
 PRIMING_PROMPT = "."
-
-
-@dataclass
-class CallHold:
-    """Whether the sandbox's proxy is to answer a CLI's model calls itself, unsent (during
-    its priming turn), and how many it answered so. The proxy calls it once per call."""
-
-    on: bool = False
-    calls: int = 0
-
-    def __call__(self) -> bool:
-        if self.on:
-            self.calls += 1
-        return self.on
 
 
 def sdk_process(client: object) -> Any:
@@ -43,19 +30,15 @@ def sdk_process(client: object) -> Any:
 
 
 async def disconnect(client: ClaudeSDKClient) -> None:
-    """``client.disconnect()``, then the loop's transport of the CLI's process closed. The
-    SDK's close ends the process but leaves its stdout (and an unread stderr) open, and
-    anyio's ``aclose`` of a read stream does not close its pipe: while a process of its
-    sandbox still holds them they never end, and the transport is left for the garbage
-    collector to close, warning, at whatever later moment it runs. Closing the transport
-    closes its pipes (and kills the process if the SDK could not end it)."""
+    """``client.disconnect()``, then the CLI's pipes closed (``close_pipes``): the SDK's
+    close ends the process but leaves its stdout (and an unread stderr) open. Closing them
+    also kills the process if the SDK could not end it."""
     process = sdk_process(client)
     try:
         await client.disconnect()
     finally:
-        transport = getattr(getattr(process, "_process", None), "_transport", None)
-        if transport is not None:
-            transport.close()
+        if process is not None:
+            close_pipes(process)
 
 
 async def prime(client: ClaudeSDKClient, hold: CallHold) -> bool:
@@ -115,9 +98,9 @@ async def _priming_turn(client: ClaudeSDKClient, hold: CallHold) -> None:
         )
 
 
-def cli_failed(exc: ClaudeSDKError, stderr_tail: Iterable[str]) -> str:
+def cli_failed(cause: object, stderr_tail: Iterable[str]) -> str:
     """What a run's record says when the CLI failed: the SDK's error and the CLI's last words."""
-    said = f"the Claude Code CLI failed: {exc}"
+    said = f"the Claude Code CLI failed: {cause}"
     if lines := [line.strip() for line in stderr_tail]:
         said += " (stderr: " + " | ".join(lines) + ")"
     return said

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from claude_agent_sdk import ResultMessage
 
-from harness.runtime.agent_stream import CountedSpend, RunTracker
+from harness.runtime.agent_stream import RunTracker
+from harness.runtime.binding import CountedSpend
 from harness.runtime.spec import AgentControl
 from harness.sandbox.model_calls import Usage
 

@@ -10,13 +10,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from claude_agent_sdk import (
     AssistantMessage,
-    ClaudeAgentOptions,
     ResultMessage,
     SystemMessage,
     TextBlock,
@@ -28,7 +26,8 @@ from harness.config.settings import parse_config
 from harness.errors import ConfigError
 from harness.project import Project, build_orchestrator
 from harness.runtime.agent_stream import RunTracker
-from harness.runtime.claude import Binding, ClaudeRuntime
+from harness.runtime.claude import ClaudeRuntime
+from harness.runtime.cli_launch import CliOptions
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, AgentControl, AgentSpec
 from harness.tasks.journal import api_retry_in
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
@@ -208,10 +207,8 @@ async def test_an_overloaded_model_api_shows_its_retries_and_the_agent_goes_on_o
 class UntoldRuntime(ClaudeRuntime):
     """Leaves the spec's retry limit out of what it sets for the CLI; the runtime knows it."""
 
-    def options_for(
-        self, spec: AgentSpec, binding: Binding, stderr: Callable[[str], None]
-    ) -> ClaudeAgentOptions:
-        options = super().options_for(spec, binding, stderr)
+    def cli_options(self, spec: AgentSpec, cli_path: str) -> CliOptions:
+        options = super().cli_options(spec, cli_path)
         env = {k: v for k, v in options.env.items() if k != MODEL_API_RETRIES_ENV}
         return dataclasses.replace(options, env=env)
 
