@@ -258,6 +258,9 @@ async def follow_ups(project: Project, model: ScriptedModel, runs: int) -> list[
 
     async def one(slack: SlackEmulator, n: int) -> float:
         channel = f"DF{n}"
+        # The previous thread's next spare started first: one spare at a time, and one still
+        # starting as this task's agent completes would leave this task none.
+        await spares.settled(60)
         ts = (await slack.user_message("U1", channel, f"write f{n}")).event["ts"]
         await slack.wait_for(lambda: "white_check_mark" in slack.reactions(channel, ts), 60)
         [slug] = [t.slug for t in await orchestrator.tasks.task_summaries()
