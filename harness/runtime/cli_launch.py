@@ -10,6 +10,7 @@ against the SDK's own for every option the harness sets."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import json
 import os
@@ -101,6 +102,7 @@ def cli_environment(options: CliOptions, environ: Mapping[str, str]) -> dict[str
     return env
 
 
+@functools.cache
 def sdk_version() -> str:
     """The installed claude-agent-sdk's version, read from its metadata (not imported)."""
     return importlib.metadata.version("claude-agent-sdk")
