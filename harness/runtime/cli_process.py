@@ -1,6 +1,6 @@
-"""The CLI's process under a ``ClaudeSDKClient``, which the SDK keeps to itself: closing a
-client so that nothing of that process is left open, priming a waiting CLI's first turn, and
-what a run says when the CLI failed."""
+"""A CLI under a ``ClaudeSDKClient`` beyond what the SDK offers: priming a waiting CLI's
+first turn (a control request the SDK keeps to itself), and what a run says when the CLI
+failed."""
 
 from __future__ import annotations
 
@@ -14,31 +14,12 @@ from claude_agent_sdk import ClaudeSDKClient
 
 from harness.errors import HarnessError
 from harness.runtime.binding import CallHold
-from harness.runtime.cli_launch import close_pipes
 
 logger = logging.getLogger(__name__)
 
 PRIME_TIMEOUT = 30.0  # seconds
 # What the priming turn says; its model calls are held, so no model ever reads it.
 PRIMING_PROMPT = "."
-
-
-def sdk_process(client: object) -> Any:
-    """The CLI's process of a ``ClaudeSDKClient`` (its subprocess transport's, an anyio
-    ``Process``); None when it has none (not started, or closed)."""
-    return getattr(getattr(client, "_transport", None), "_process", None)
-
-
-async def disconnect(client: ClaudeSDKClient) -> None:
-    """``client.disconnect()``, then the CLI's pipes closed (``close_pipes``): the SDK's
-    close ends the process but leaves its stdout (and an unread stderr) open. Closing them
-    also kills the process if the SDK could not end it."""
-    process = sdk_process(client)
-    try:
-        await client.disconnect()
-    finally:
-        if process is not None:
-            close_pipes(process)
 
 
 async def prime(client: ClaudeSDKClient, hold: CallHold) -> bool:
@@ -48,8 +29,8 @@ async def prime(client: ClaudeSDKClient, hold: CallHold) -> bool:
     runs a priming turn whose model calls ``hold`` has its sandbox's proxy answer with a
     refusal, unsent, and the turn is rewound out of the conversation. Nothing reaches the
     model and the first request is the same as an unprimed CLI's. False, and the CLI left as
-    it was, when it does not work out its context in time; HarnessError, the CLI closed,
-    when the priming turn failed or could not be rewound (the CLI is then no use)."""
+    it was, when it does not work out its context in time; HarnessError when the priming
+    turn failed or could not be rewound (the CLI is then no use: its caller closes it)."""
     try:
         async with asyncio.timeout(PRIME_TIMEOUT):
             await client.get_context_usage()
@@ -83,7 +64,6 @@ async def _priming_turn(client: ClaudeSDKClient, hold: CallHold) -> None:
             )
     # The SDK raises a bare Exception for a control request's error reply or its timeout.
     except Exception as exc:
-        await disconnect(client)
         raise HarnessError(
             f"a spare agent's CLI could not run its priming turn: {exc}",
             fix="dispatches start the CLI anew meanwhile",
@@ -91,7 +71,6 @@ async def _priming_turn(client: ClaudeSDKClient, hold: CallHold) -> None:
     finally:
         hold.on = False
     if not (isinstance(reply, dict) and reply.get("rewound") is True):
-        await disconnect(client)
         raise HarnessError(
             f"a spare agent's CLI did not rewind its priming turn: {reply!r}",
             fix="dispatches start the CLI anew meanwhile",

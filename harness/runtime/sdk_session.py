@@ -42,7 +42,7 @@ from harness.runtime.agent_stream import (
 from harness.runtime.attachments import prompt_input
 from harness.runtime.binding import Binding
 from harness.runtime.cli_launch import CliOptions, end_cli
-from harness.runtime.cli_process import cli_failed, disconnect, prime, sdk_process
+from harness.runtime.cli_process import cli_failed, prime
 from harness.runtime.spec import SERVER_NAME, AgentControl, AgentSpec, RunIO, ToolUse
 from harness.tasks.model import RESULT_SCHEMA
 
@@ -194,20 +194,20 @@ class CliSession:
             control.attach(None)
 
     async def close(self) -> None:
-        """The CLI ended and its pipes closed: by the client when it took the process over,
-        else here (a start cut short before the client connected, or one that failed)."""
-        if sdk_process(self.client) is not None:
-            await disconnect(self.client)
-        else:
+        """The CLI ended and its pipes closed: the client's close (when it connected) ends
+        the process but leaves its stdout (and an unread stderr) open; ``end_cli`` then
+        closes them, and kills the process if the client could not end it (or never took
+        it over)."""
+        try:
+            await self.client.disconnect()
+        finally:
             await end_cli(self._process)
 
     @property
     def pid(self) -> int | None:
         """The CLI's process (its sandbox's launcher); None once it ended."""
-        process = sdk_process(self.client)
-        return process.pid if process is not None and process.returncode is None else None
+        return self._process.pid if self._process.returncode is None else None
 
     async def ended(self) -> None:
         """Returns once the CLI's process has ended (killed, crashed or closed)."""
-        if (process := sdk_process(self.client)) is not None:
-            await process.wait()
+        await self._process.wait()
