@@ -10,7 +10,7 @@ permissions, hooks, the agent's in-process MCP server) on the CLI the harness st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from anyio.abc import Process
@@ -78,7 +78,11 @@ def session_options(
     return ClaudeAgentOptions(
         # The same flags as ``cli``'s (``cli_command``): the SDK's own command line from
         # these is what a test compares the harness's with.
-        system_prompt={"type": "preset", "preset": "claude_code", "append": spec.role.prompt},
+        system_prompt={
+            "type": "preset",
+            "preset": "claude_code",
+            "append": cli.append_system_prompt,
+        },
         tools=list(cli.tools) if cli.tools is not None else None,
         # Every call that needs permission comes to can_use_tool (whole-tool entries in
         # allowed_tools would skip it), whatever the role's permission mode.
@@ -138,9 +142,9 @@ class _StartedTransport(SubprocessCLITransport):
         self._ready = True
 
 
-async def _no_prompt() -> Any:
+async def _no_prompt() -> AsyncIterator[dict[str, Any]]:
     return
-    yield  # an empty stream: the client sends each prompt itself
+    yield {}  # an empty stream: the client sends each prompt itself
 
 
 class CliSession:
