@@ -182,7 +182,12 @@ def test_the_runtime_starts_a_cli_before_the_sdk_is_imported() -> None:
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('claude_agent_sdk', 'mcp')))"
     )
     shown = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ,
+        timeout=120,
     )
     assert shown.stdout.strip() == "[]"
 
@@ -206,6 +211,11 @@ async def main():
 asyncio.run(main())
 """
     shown = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ,
+        timeout=120,
     )
     assert shown.stdout.split() == ["True", "True"]
