@@ -64,14 +64,14 @@ def _spec(role: Role, cwd: str, *, tools: bool) -> AgentSpec:
     )
 
 
+async def _no_messages() -> AsyncIterator[dict[str, Any]]:
+    return
+    yield {}
+
+
 def _sdk_command(cli: CliOptions, spec: AgentSpec) -> list[str]:
     options = _configure_can_use_tool(session_options(cli, spec, Binding("a1"), print))
-
-    async def empty() -> AsyncIterator[dict[str, Any]]:
-        return
-        yield {}
-
-    return SubprocessCLITransport(prompt=empty(), options=options)._build_command()
+    return SubprocessCLITransport(prompt=_no_messages(), options=options)._build_command()
 
 
 @pytest.mark.parametrize("role", ROLES.values(), ids=ROLES.keys())
@@ -154,11 +154,6 @@ async def test_the_cli_gets_the_arguments_folder_and_environment_the_sdk_would_g
     assert mine["env"] == theirs["env"]
     assert mine["env"]["FROM_HARNESS"] == "yes" and not mine["env"].get("CLAUDECODE")
     assert mine["env"]["CLAUDE_CODE_ENTRYPOINT"] == "sdk-py"
-
-
-async def _no_messages() -> AsyncIterator[dict[str, Any]]:
-    return
-    yield {}
 
 
 async def test_a_cli_that_cannot_start_says_why(tmp_path: Path) -> None:
