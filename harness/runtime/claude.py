@@ -110,9 +110,10 @@ class WarmAgent:
 class ClaudeRuntime:
     """Runs agents with the Claude Code CLI bundled in claude-agent-sdk.
 
-    The CLI is started through a launcher that has the kernel kill it when the harness
-    process dies, even by SIGKILL (``harness/runtime/orphans.py``); ``guard_children=False``
-    runs the bare CLI (for measuring what the guard is worth). ``clock`` times the runs
+    Outside the OS sandbox the CLI is started through a launcher that has the kernel kill
+    it when the harness process dies, even by SIGKILL (``harness/runtime/orphans.py``; in
+    the sandbox, bubblewrap's ``--die-with-parent`` does); ``guard_children=False`` runs the
+    bare CLI (for measuring what the guard is worth). ``clock`` times the runs
     (their records' durations) and paces the sandbox proxy's rate limit. The runtime starts
     each CLI itself (``cli_launch.py``) and only then has the SDK's client take it over
     (``sdk_session.py``): this module does not import the SDK."""
