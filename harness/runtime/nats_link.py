@@ -11,12 +11,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
+from harness.nats_client import CONNECT_SECONDS, INSTALL_FIX, client_options, first_connect
 from harness.runtime.spec import RunOutcome
 from harness.runtime.wire import Event, Subjects, outcome_from_json
-from harness.waits import cancel_surely, within
+from harness.waits import within
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -27,9 +28,6 @@ logger = logging.getLogger(__name__)
 
 # Events of finished runs are kept a day: long enough for a bot restarted after an outage.
 EVENTS_MAX_AGE_SECONDS = 24 * 3600
-# How long connecting (and making sure of the streams) may take before it is given up.
-CONNECT_SECONDS = 5.0
-INSTALL_FIX = "pip install 'harness-slack-agents[nats]' (or nats-py) in the harness's environment"
 CONNECT_FIX = (
     "start nats-server with JetStream (`nats-server -js`), or fix `runtime.url` in "
     "config.yaml / --nats"
@@ -102,19 +100,12 @@ class NatsLink:
         import nats.errors
         from nats.aio.client import Client
 
-        options: dict[str, Any] = {
-            "name": name,
-            "max_reconnect_attempts": -1,
-            "reconnect_time_wait": 0.5,
-            "connect_timeout": min(timeout, 5.0),
-            "allow_reconnect": True,
-        }
-        if settings.credentials is not None:
-            options["user_credentials"] = str(settings.credentials)
-        if settings.tls_ca is not None:
-            import ssl
-
-            options["tls"] = ssl.create_default_context(cafile=str(settings.tls_ca))
+        options = client_options(
+            name,
+            credentials=settings.credentials,
+            tls_ca=settings.tls_ca,
+            connect_timeout=min(timeout, 5.0),
+        )
 
         holder: list[NatsLink] = []  # the link, once made (the callbacks need it)
         errors: list[BaseException] = []  # while connecting: the last says why it fails
@@ -155,29 +146,14 @@ class NatsLink:
             await link.ensure_streams()
             return link
 
-        # Bounded from outside: nats-py's connect loop may swallow a cancellation.
-        work = asyncio.ensure_future(connect_and_prepare())
         try:
-            await asyncio.wait([work], timeout=timeout)
-        except BaseException:  # cancelled (SIGTERM, Ctrl-C): leave nothing reconnecting
-            await cancel_surely(work)
-            await _abandon(nc)
-            raise
-        try:
-            if not work.done():
-                await cancel_surely(work)
-                raise TimeoutError
-            return work.result()
+            return await first_connect(connect_and_prepare(), nc, timeout)
         except (nats.errors.Error, OSError, TimeoutError) as exc:
-            await _abandon(nc)
             why = errors[-1] if errors else exc
             raise HarnessError(
                 f"cannot connect to NATS at {settings.url} within {timeout:g} s: {_describe(why)}",
                 fix=CONNECT_FIX,
             ) from exc
-        except BaseException:
-            await _abandon(nc)
-            raise
 
     async def ensure_streams(self) -> None:
         from nats.js.api import RetentionPolicy, StreamConfig
@@ -236,14 +212,6 @@ class NatsLink:
                 await within(self.nc.close(), CONNECT_SECONDS)
             except nats_errors() as exc:  # cut off: what it had to send is lost anyway
                 logger.debug("closing the NATS connection to %s: %s", self.url, exc)
-
-
-async def _abandon(nc: Client) -> None:
-    """Stops a client that never got connected from trying again."""
-    try:
-        await within(nc.close(), 2.0)
-    except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
-        logger.debug("closing an unconnected NATS client: %s", exc)
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,14 +19,14 @@ server:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.config.store_schema import StoreSettings
 from harness.errors import HarnessError
-from harness.waits import cancel_surely, within
+from harness.nats_client import CONNECT_SECONDS, INSTALL_FIX, client_options, first_connect
+from harness.waits import within
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CONNECT_SECONDS = 5.0
-INSTALL_FIX = "pip install 'harness-slack-agents[nats]' (or nats-py) in the harness's environment"
 CONNECT_FIX = (
     "start nats-server with JetStream (`nats-server -js`), or fix `store.url` (or "
     "`runtime.url`) in config.yaml"
@@ -137,19 +135,12 @@ async def open_buckets(settings: StoreSettings, *, run_ttl: float) -> Buckets:
             "the NATS task store needs the nats-py package", fix=INSTALL_FIX
         ) from exc
     assert settings.url is not None  # the config refuses a NATS store without a server
-    options: dict[str, Any] = {
-        "name": "harness task store",
-        "max_reconnect_attempts": -1,
-        "reconnect_time_wait": 0.5,
-        "connect_timeout": CONNECT_SECONDS,
-        "allow_reconnect": True,
-    }
-    if settings.credentials is not None:
-        options["user_credentials"] = str(settings.credentials)
-    if settings.tls_ca is not None:
-        import ssl
-
-        options["tls"] = ssl.create_default_context(cafile=str(settings.tls_ca))
+    options = client_options(
+        "harness task store",
+        credentials=settings.credentials,
+        tls_ca=settings.tls_ca,
+        connect_timeout=CONNECT_SECONDS,
+    )
     errors: list[BaseException] = []
 
     async def on_error(exc: Exception) -> None:
@@ -157,18 +148,12 @@ async def open_buckets(settings: StoreSettings, *, run_ttl: float) -> Buckets:
         logger.debug("task store NATS at %s: %s", settings.url, exc)
 
     nc = Client()
-    work = asyncio.ensure_future(_connect(nc, settings, options, on_error, run_ttl))
     try:
-        done, _ = await asyncio.wait([work], timeout=CONNECT_SECONDS)
-        if not done:
-            raise TimeoutError
-        return work.result()
+        return await first_connect(
+            _connect(nc, settings, options, on_error, run_ttl), nc, CONNECT_SECONDS
+        )
     except (nats.errors.Error, OSError, TimeoutError) as exc:
-        await _abandon(work, nc)
         raise unreachable(settings, errors[-1] if errors else exc) from exc
-    except BaseException:
-        await _abandon(work, nc)
-        raise
 
 
 async def _connect(
@@ -200,11 +185,3 @@ async def _connect(
     except BucketNotFoundError:
         files = await js.create_object_store(names.files, ObjectStoreConfig())
     return Buckets(nc, js, names, tasks, runs, files)
-
-
-async def _abandon(work: asyncio.Future[Buckets], nc: Client) -> None:
-    await cancel_surely(work)  # nats-py's connect loop may swallow a first cancellation
-    try:
-        await within(nc.close(), 2.0)
-    except Exception as exc:  # noqa: BLE001 - closing a half-made client: nothing to save
-        logger.debug("closing an unconnected NATS client: %s", exc)
