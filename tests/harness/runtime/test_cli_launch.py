@@ -167,6 +167,19 @@ async def test_a_cli_that_cannot_start_says_why(tmp_path: Path) -> None:
         await start_cli(no_cli)
 
 
+def _printed_by(code: str) -> str:
+    """What ``code`` prints, run by a fresh interpreter (nothing imported before it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ,
+        timeout=120,
+    )
+    return done.stdout
+
+
 @pytest.mark.subprocess
 def test_the_runtime_starts_a_cli_before_the_sdk_is_imported() -> None:
     # The CLI's start (about half a second) runs beside the SDK's import only if loading
@@ -176,15 +189,7 @@ def test_the_runtime_starts_a_cli_before_the_sdk_is_imported() -> None:
         "import harness.runtime.claude, harness.runtime.cli_launch, harness.opening\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('claude_agent_sdk', 'mcp')))"
     )
-    shown = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=os.environ,
-        timeout=120,
-    )
-    assert shown.stdout.strip() == "[]"
+    assert _printed_by(code).strip() == "[]"
 
 
 @pytest.mark.subprocess
@@ -205,12 +210,4 @@ async def main():
 
 asyncio.run(main())
 """
-    shown = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=os.environ,
-        timeout=120,
-    )
-    assert shown.stdout.split() == ["True", "True"]
+    assert _printed_by(code).split() == ["True", "True"]
