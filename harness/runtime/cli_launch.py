@@ -79,6 +79,8 @@ def cli_command(options: CliOptions) -> list[str]:
     if options.harness_server:
         servers = {SERVER_NAME: {"type": "sdk", "name": SERVER_NAME}}
         command += ["--mcp-config", json.dumps({"mcpServers": servers})]
+    # No settings, hooks, permissions or CLAUDE.md from the worktree: an agent could have
+    # written them there for the next agent to obey.
     command.append("--setting-sources=")
     if not options.persist_session:
         command.append("--no-session-persistence")
