@@ -99,20 +99,28 @@ def common_dir(source: Path | None) -> Path | None:
     return Path(os.path.realpath(found.text)) if found.ok else None
 
 
+def base_ref(repo: RepositorySettings) -> str:
+    """The ref of the base branch (as fetched, for `url`) (pure)."""
+    return f"{_branches(repo)}/{repo.base_branch}"
+
+
+def _branches(repo: RepositorySettings) -> str:
+    return "refs/remotes/origin" if repo.url else "refs/heads"
+
+
 def resolve_base(source: Path, repo: RepositorySettings) -> str:
     """The commit new task branches start from: the base branch (as fetched, for `url`)
     (blocking)."""
     name = repo.base_branch
-    namespace = "refs/remotes/origin" if repo.url else "refs/heads"
     # A local repository's base may also be any revision git knows, such as `origin/main`.
-    for ref in [f"{namespace}/{name}"] if repo.url else [f"{namespace}/{name}", name]:
+    for ref in [base_ref(repo)] if repo.url else [base_ref(repo), name]:
         found = git_now(
             "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=source, check=False
         )
         if found.ok:
             return found.text
     listed = git_now(
-        "for-each-ref", "--count=10", "--format=%(refname:lstrip=2)", namespace, cwd=source
+        "for-each-ref", "--count=10", "--format=%(refname:lstrip=2)", _branches(repo), cwd=source
     )
     branches = ", ".join(listed.text.split()) or "none, it has no commits"
     raise WorkspaceError(

@@ -21,7 +21,14 @@ from harness.workspaces.files import folder_kind, remove_tree, touch, worktree_a
 from harness.workspaces.git_files import write_file
 from harness.workspaces.git_stores import drop_store, rename_store, store_names
 from harness.workspaces.git_view import SANDBOXES, GitView
-from harness.workspaces.repos import add_worktree, branch_exists, resolve_base, store_base
+from harness.workspaces.own_refs import UNSURE, read_ref
+from harness.workspaces.repos import (
+    add_worktree,
+    base_ref,
+    branch_exists,
+    resolve_base,
+    store_base,
+)
 from harness.workspaces.values import BRANCH_PREFIX, task_branch
 from harness.workspaces.views import VIEWS, adopt_view, drop_view, gitdir_file
 
@@ -99,9 +106,9 @@ def take_spare(
     its own and the base branch is where it was; None when they did not (blocking, under
     the task's and the repository's locks)."""
     path, branch, private = root / slug, task_branch(slug), root / SANDBOXES / slug
-    if folder_kind(path) != "missing" or branch_exists(spare.source, branch):
+    if folder_kind(path) != "missing" or _has_branch(spare, branch):
         return None
-    if resolve_base(spare.source, repo) != spare.base:
+    if not _base_unmoved(spare, repo):
         logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
         return None
     if not _usable(spare, private):
@@ -116,6 +123,21 @@ def take_spare(
     store_base(spare.source, branch, spare.base)
     touch(path)  # a new task's
     return Taken(worktree_admin_dir(path))
+
+
+def _has_branch(spare: SpareWorktree, branch: str) -> bool:
+    """Whether the repository has ``branch``: read from C's files, asked of git only when
+    they cannot say (blocking)."""
+    found = read_ref(spare.common, f"refs/heads/{branch}")
+    return found is not None and (found != UNSURE or branch_exists(spare.source, branch))
+
+
+def _base_unmoved(spare: SpareWorktree, repo: RepositorySettings) -> bool:
+    """Whether the base branch is still at the commit the spare was made from: read from
+    C's files, asked of git when they do not say so (blocking)."""
+    if read_ref(spare.common, base_ref(repo)) == spare.base:
+        return True
+    return resolve_base(spare.source, repo) == spare.base
 
 
 def unregister_spare(spare: SpareWorktree) -> None:
@@ -179,34 +201,24 @@ def prune_spare_privates(root: Path, cutoff: float) -> None:
             remove_tree(Path(entry.path))
 
 
-def delete_branch(source: Path, common: Path, branch: str) -> None:
-    """Deletes a placeholder branch, its reflog and config, leaving its folder even when
-    that empties it: git removes such a folder, and ``refs/heads/harness`` (and its logs)
-    in C is where every running sandbox shows its P; removed on the host, it takes their
-    binds along. So its loose files are removed by hand, and git (which removes the folder
-    even for a ref that is not there) is asked only when the ref was packed meanwhile
-    (blocking)."""
+def delete_branch(source: Path, common: Path, branch: str, *, config: bool = True) -> None:
+    """Deletes a placeholder branch, its reflog and (``config``) its config section, leaving
+    its folder even when that empties it: git removes such a folder, and
+    ``refs/heads/harness`` (and its logs) in C is where every running sandbox shows its P;
+    removed on the host, it takes their binds along. So its loose files are removed by hand,
+    and git (which removes the folder even for a ref that is not there) is asked only when
+    the ref was packed meanwhile (blocking)."""
     ref = f"refs/heads/{branch}"
+    for folder in ("refs/heads", "logs/refs/heads"):
+        (common / folder / branch).unlink(missing_ok=True)
     # Read here rather than asked of git: the process is a good part of a warm start.
     if (
-        _unlink_loose(common, branch, ref)
+        read_ref(common, ref) is not None
         and git_now("show-ref", "--verify", "--quiet", ref, cwd=source, check=False).ok
     ):
         git_now("update-ref", "-d", ref, cwd=source, check=False)
-    git_now("config", "--remove-section", f"branch.{branch}", cwd=source, check=False)
-
-
-def _unlink_loose(common: Path, branch: str, ref: str) -> bool:
-    """Whether the ref may still be there (packed), once its loose files are gone."""
-    for folder in ("refs/heads", "logs/refs/heads"):
-        (common / folder / branch).unlink(missing_ok=True)
-    if (common / "reftable").exists():  # refs not in files: git alone can say
-        return True
-    try:  # the operator's git directory, which no agent writes
-        packed = (common / "packed-refs").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return False
-    return any(line.endswith(f" {ref}") for line in packed.splitlines())
+    if config:
+        git_now("config", "--remove-section", f"branch.{branch}", cwd=source, check=False)
 
 
 def _rename_branch(spare: SpareWorktree, branch: str, *, old: str | None = None) -> None:
@@ -217,7 +229,9 @@ def _rename_branch(spare: SpareWorktree, branch: str, *, old: str | None = None)
     created = f"branch: Created from {spare.base}"  # as ``git worktree add -b`` says
     git_now("update-ref", "-m", created, f"refs/heads/{branch}", spare.base, "", cwd=spare.source)
     write_file(spare.admin / "HEAD", f"ref: refs/heads/{branch}\n".encode())
-    delete_branch(spare.source, spare.common, old)
+    # A placeholder branch has no config section (nothing is recorded for it); a task's
+    # branch, renamed back when the move failed, may.
+    delete_branch(spare.source, spare.common, old, config=old != spare.branch)
 
 
 def _usable(spare: SpareWorktree, private: Path) -> bool:

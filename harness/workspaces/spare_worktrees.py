@@ -33,7 +33,7 @@ from harness.sandbox.layout import Bind
 from harness.workspaces.git_view import SANDBOXES, GitView, open_view
 from harness.workspaces.known_repositories import KnownRepositories
 from harness.workspaces.locks import Locks
-from harness.workspaces.repos import populate, store_base
+from harness.workspaces.repos import populate
 from harness.workspaces.spare_moves import (
     SpareWorktree,
     add_spare_worktree,
@@ -197,8 +197,7 @@ class SpareWorktrees:
 
 
 def _filled(spare: SpareWorktree) -> None:
-    """A new spare worktree's base recorded and files checked out, and the file
-    ``with_gitdir`` shows written (blocking)."""
-    store_base(spare.source, spare.branch, spare.base)
+    """A new spare worktree's files checked out, and the file ``with_gitdir`` shows written
+    (blocking). Its base is recorded for the task that takes it, under the task's branch."""
     populate(spare.view)
     write_gitdir_file(spare.view)
