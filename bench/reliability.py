@@ -30,7 +30,7 @@ emulator from this process's event loop (which also times the deliveries).
                           the new bot listening, and claude CLIs a killed bot left behind;
                           each thread without an outcome is listed with what the bot said
                           there and when its deliveries went out, counted from the signal
-  recovery the bot's chat.postMessage, chat.update and reactions.add all fail (HTTP 500,
+  recovery the bot's chat.postMessage, chat.update, streams and reactions.add all fail (HTTP 500,
            from before the DM on, so no 👀 and no status message either); one DM; once the
            bot has tried and failed to post the agent's result, Slack stays down --outages s
            more, then recovers at T. Measured:
@@ -47,37 +47,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import dataclasses
 import logging
-import os
 import re
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from common import copy_project
+from bot_process import SECRET, TOKEN, BotProcess, alive, children, until
+from slack_threads import FINAL, Deliveries, Outcome, outcome, percentile
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.testing.slack_emulator import ApiCall, DeliveredEvent, SlackEmulator  # noqa: E402
-from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn  # noqa: E402
+from bot.testing.slack_emulator import ApiCall, SlackEmulator
+from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 
-FINAL = {"white_check_mark", "x"}
 JOB = re.compile(r"please do job (\d+)")
-SECRET, TOKEN = "bench-signing-secret", "xoxb-bench"
-RESULT_METHODS = ("chat.postMessage", "chat.update", "reactions.add")
-JSON = dict[str, Any]
+# Every call that posts or edits a message, or reacts: replies are streamed by default, and
+# the result closes the stream (chat.stopStream) or, without one, is posted.
+POSTING = ("chat.postMessage", "chat.update", "chat.startStream", "chat.appendStream")
+RESULT_METHODS = (*POSTING, "chat.stopStream", "reactions.add")
 
 
 # ---------------------------------------------------------------------------- the model
@@ -110,256 +104,6 @@ def runs_per_job(model: ScriptedModel) -> Counter[int | None]:
     for request in model.main_requests:
         first.setdefault(session_of(request), request)
     return Counter(job_of(request) for request in first.values())
-
-
-# ---------------------------------------------------------------------------- the bot
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        found.update(int(p) for p in listing.read_text().split())
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    """The processes among ``pids`` still running (zombies count as gone)."""
-    running = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":
-            running.add(pid)
-    return running
-
-
-async def until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout} s")
-        await asyncio.sleep(0.02)
-
-
-class BotProcess:
-    """``harness bot --mode http`` on one project folder and port, started again after a stop;
-    each run logs to bot-<n>.log and bot-<n>.stderr in the folder."""
-
-    def __init__(self, folder: Path, slack: SlackEmulator, model: ScriptedModel) -> None:
-        folder.mkdir(parents=True)
-        self.folder = folder
-        self.config = copy_project(folder)
-        self.port = free_port()
-        self.runs = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
-        env.pop("ANTHROPIC_API_KEY", None)
-        self.env = {
-            **env,
-            **model.env(),
-            "SLACK_BOT_TOKEN": TOKEN,
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": slack.api_url,
-        }
-        slack.bot_url = f"http://127.0.0.1:{self.port}/slack/events"
-        atexit.register(self.kill)  # no bot left behind when the bench fails half-way
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    async def start(self) -> float:
-        """Seconds until it listens."""
-        self.runs += 1
-        log = self.folder / f"bot-{self.runs}.log"
-        err = self.folder / f"bot-{self.runs}.stderr"
-        command = [sys.executable, "-m", "harness", "bot", "--mode", "http", "--host",
-                   "127.0.0.1", "--port", str(self.port), "--config", str(self.config),
-                   "--log-file", str(log)]  # fmt: skip
-        started = time.perf_counter()
-        with err.open("wb") as stderr:  # a file: nobody has to keep reading a pipe
-            self.process = subprocess.Popen(
-                command, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr
-            )
-
-        def listening() -> bool:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"the bot exited before it listened:\n{err.read_text()}")
-            return "listening on" in err.read_text(errors="replace")
-
-        await until(listening, 60, "the bot listening")
-        return time.perf_counter() - started
-
-    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> float:
-        """Seconds from the signal to the process gone (reaped: a zombie's pid would still
-        look alive to the next start's crash recovery)."""
-        assert self.process is not None
-        started = time.perf_counter()
-        self.process.send_signal(sig)
-        await asyncio.to_thread(self.process.wait, 120)
-        return time.perf_counter() - started
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-    def outputs(self) -> list[Path]:
-        return sorted(self.folder.glob("bot-*.log")) + sorted(self.folder.glob("bot-*.stderr"))
-
-    def tracebacks(self) -> list[str]:
-        """Each traceback in the logs, with the line before it (what was logged)."""
-        found = []
-        for path in self.outputs():
-            lines = path.read_text(errors="replace").splitlines()
-            for n, line in enumerate(lines):
-                if "Traceback" in line:
-                    found.append(f"{path.name}: {lines[n - 1] if n else ''} | {line}")
-        return found
-
-
-# ---------------------------------------------------------------------------- threads
-
-
-def message_text(message: JSON) -> str:
-    sections = [
-        b["text"]["text"]
-        for b in message.get("blocks") or []
-        if b.get("type") == "section" and isinstance(b.get("text"), dict)
-    ]
-    return "\n".join(sections) if sections else str(message.get("text", ""))
-
-
-def has_rerun_button(message: JSON) -> bool:
-    return any(
-        element.get("text", {}).get("text") == "Run again"
-        for block in message.get("blocks") or []
-        if block.get("type") == "actions"
-        for element in block.get("elements", [])
-    )
-
-
-@dataclass
-class Outcome:
-    kind: str  # result / interrupted / not started / other / none
-    messages: int = 0  # outcome messages in the thread (1 unless something was settled twice)
-    button: bool = False  # an interruption notice with its Run again button
-    stale: list[str] = field(default_factory=list)  # status messages left "working…"/"queued…"
-    wrong_job: bool = False  # a result quoting another thread's job
-    text: str = ""  # the outcome message, or all the bot said in the thread when none
-    reactions: set[str] = field(default_factory=set)  # on the person's message
-
-
-def outcome(slack: SlackEmulator, job: int, ts: str) -> Outcome:
-    channel = f"D{job}"
-    messages = [m for m in slack.thread(channel, ts) if m.get("bot_id")]
-    kinds: list[tuple[str, JSON]] = []
-    for message in messages:
-        text = message_text(message)
-        header = text.split("\n", 1)[0]
-        if header.startswith("✅") and "finished" in header:
-            kinds.append(("result", message))
-        elif "was interrupted" in header:
-            kinds.append(("interrupted", message))
-        elif "did not start on this" in text or "shutting down" in text:
-            kinds.append(("not started", message))
-        elif header.startswith("❌"):
-            kinds.append(("other", message))
-    stale = [
-        message_text(m)
-        for m in messages
-        if "is working…" in message_text(m) or "is queued…" in message_text(m)
-    ]
-    reactions = slack.reactions(channel, ts)
-    if not reactions & FINAL or not kinds:
-        said = " / ".join(message_text(m) for m in messages)
-        return Outcome("none", len(kinds), stale=stale, text=said, reactions=reactions)
-    kind, message = kinds[-1]
-    text = message_text(message)
-    quoted = re.findall(r"Done: job (\d+)", text)
-    return Outcome(
-        kind,
-        len(kinds),
-        button=kind == "interrupted" and has_rerun_button(message),
-        stale=stale,
-        wrong_job=kind == "result" and quoted != [str(job)],
-        text=text,
-        reactions=reactions,
-    )
-
-
-# ---------------------------------------------------------------------------- deliveries
-
-
-@dataclass
-class Attempt:
-    job: int
-    status: int | None  # None: no answer (the bot was down)
-    seconds: float  # request sent -> answer (or failure)
-    sent: float  # epoch seconds
-
-
-@dataclass
-class Deliveries:
-    """Each job's DM, delivered until the bot acked it ``wanted`` times; every attempt timed."""
-
-    slack: SlackEmulator
-    wanted: int = 2
-    attempts: list[Attempt] = field(default_factory=list)
-    last: dict[int, DeliveredEvent] = field(default_factory=dict)
-    ts: dict[int, str] = field(default_factory=dict)
-    acked: Counter[int] = field(default_factory=Counter)
-
-    async def send(self, job: int) -> None:
-        """The DM the first time, then Slack's retries of the same event."""
-        started, sent = time.perf_counter(), time.time()
-        last = self.last.get(job)
-        if last is None:
-            delivered = await self.slack.user_message(f"U{job}", f"D{job}", f"please do job {job}")
-            self.ts[job] = delivered.event["ts"]
-        else:
-            delivered = await self.slack.deliver_event(last.event, retry_of=last)
-        self.attempts.append(Attempt(job, delivered.status, time.perf_counter() - started, sent))
-        self.last[job] = delivered
-        if delivered.acked:
-            self.acked[job] += 1
-
-    async def stream(self, jobs: list[int], rate: float, retry_after: float) -> None:
-        """Job i at i / rate s (all at once without a rate), its retry ``retry_after`` s later."""
-
-        async def one(job: int, delay: float) -> None:
-            await asyncio.sleep(delay)
-            await self.send(job)
-            await asyncio.sleep(retry_after)
-            await self.send(job)
-
-        await asyncio.gather(*(one(job, n / rate if rate else 0) for n, job in enumerate(jobs)))
-
-    async def complete(self, jobs: list[int], timeout: float = 60) -> None:
-        """Sends again what the bot did not ack, until each job was acked ``wanted`` times."""
-        deadline = time.monotonic() + timeout
-        while owed := [job for job in jobs if self.acked[job] < self.wanted]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs {owed} not acked {self.wanted} times")
-            await asyncio.gather(*(self.send(job) for job in owed))
-            if any(self.acked[job] < self.wanted for job in owed):
-                await asyncio.sleep(0.5)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(samples)
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
 
 
 # ---------------------------------------------------------------------------- restart
@@ -532,7 +276,7 @@ def result_call(slack: SlackEmulator, channel: str, ok: bool) -> list[ApiCall]:
     return [
         c
         for c in slack.calls()
-        if c.method in ("chat.postMessage", "chat.update")
+        if c.method in ("chat.postMessage", "chat.update", "chat.stopStream")
         and c.params.get("channel") == channel
         and "✅ *developer* finished" in str(c.params)
         and c.ok == ok
