@@ -6,17 +6,22 @@ under an agent that finished. A notice the thread already shows is replaced by t
 one still waiting in the outbox (Slack was failing, say) is withdrawn, and the result goes
 where the notice would have gone: in place of the agent's status message, with the reaction
 on the person's message. Pure: the outbox entry in, the place out.
+
+An agent a stop interrupted before its watch was noted is told in its thread all the same;
+its ❌ goes on the request the ledger still keeps for it (``asked_before``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bot.blocks import RERUN_ACTION, SlackMessage, escape
+from bot.clicks import started_after
 from bot.outbox_steps import Entry
-from harness.tasks.model import DispatchRecord
+from bot.parsing import Ignore, parse_message_event
+from harness.tasks.model import DispatchRecord, ThreadRef
 
 
 def interruption_key(agent_id: str) -> str:
@@ -68,3 +73,21 @@ def place_of(entry: Entry) -> Place:
         elif step["op"] == "react" and not step.get("remove") and reply_to is None:
             reply_to = step["ts"]
     return Place(status_ts, streaming, reply_to)
+
+
+def asked_before(
+    intake: Iterable[tuple[str, Mapping[str, Any], float]], thread: ThreadRef, started_at: str
+) -> str | None:
+    """The ts of the person's message an agent of ``thread`` that started at ``started_at``
+    was started for, when the bot stopped before the agent's watch took the request over:
+    the latest request of the thread in ``intake`` (the ledger's requests taken on, oldest
+    first) taken on before the agent started; None when there is none."""
+    asked = None
+    for _key, data, at in intake:
+        try:
+            parsed = parse_message_event(data["event"], str(data["botUserId"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not isinstance(parsed, Ignore) and parsed.thread == thread:
+            asked = parsed.ts if started_after(started_at, at) else asked
+    return asked

@@ -27,7 +27,7 @@ from bot.blocks import (
     status_text,
     with_rerun_button,
 )
-from bot.late_results import interruption_key, late_notice, place_of, rerun_buttons
+from bot.late_results import asked_before, interruption_key, late_notice, place_of, rerun_buttons
 from bot.memory_views import proposal_messages
 from bot.outbox import Outbox, Step, StopStreamStep
 from bot.plans import models_of, plan_buttons_for
@@ -423,7 +423,8 @@ class AgentWatcher:
         return None, None
 
     async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
-        """Tells the task's thread that ``record``'s agent was interrupted (once)."""
+        """Tells the task's thread that ``record``'s agent was interrupted (once); the request
+        it was started for gets its ❌ (kept in the ledger when no watch had taken it over)."""
         try:
             task = await self.orchestrator.tasks.task(task_slug)
         except HarnessError as exc:
@@ -431,7 +432,8 @@ class AgentWatcher:
             return False
         if task.thread is None:
             return False
-        watch = Watch(record.agent_id, task.thread, task_slug, record.role)
+        asked = asked_before(await self.ledger.intake(), task.thread, record.started_at)
+        watch = Watch(record.agent_id, task.thread, task_slug, record.role, reply_to=asked)
         return await self.settle(watch, record, claims=f"announced:{record.agent_id}")
 
 

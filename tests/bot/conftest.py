@@ -126,6 +126,7 @@ class RigFactory(Protocol):
         mcp: McpSettings | None = None,
         health_port: int | None = None,
         github: GitHubSettings | None = None,
+        recover: bool = False,
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -141,7 +142,8 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 def rig(project: Project, slack: SlackEmulator) -> RigFactory:
     """``async with rig(script) as r:`` a bot serving the emulator (HTTP or Socket Mode) whose
     agents run the real CLI against ``script``; ``rig(runtime=...)`` runs them on that runtime
-    instead, and starts no CLI and no model."""
+    instead, and starts no CLI and no model. ``recover``: the dispatches a killed bot left
+    running are marked interrupted first, as ``harness bot`` does at its start."""
 
     @contextlib.asynccontextmanager
     async def start(
@@ -154,6 +156,7 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
         mcp: McpSettings | None = None,
         health_port: int | None = None,
         github: GitHubSettings | None = None,
+        recover: bool = False,
     ) -> AsyncIterator[Rig]:
         if (script is None) == (runtime is None):
             raise TypeError("rig() takes a script (for the real CLI) or a runtime, not both")
@@ -180,6 +183,8 @@ def rig(project: Project, slack: SlackEmulator) -> RigFactory:
             # Edited status messages unless a test asks for streamed replies.
             options = options or BotOptions(status_interval=0.5, stream_replies=False)
             bot = create_app(orchestrator, env, options=options)
+            if recover:  # as `harness bot` starts: what a killed one left is marked first
+                bot.interrupted = await orchestrator.recover_interrupted()
             server = BotServer(bot, mode, app_token=env.app_token, host="127.0.0.1", port=0,
                                health_port=health_port)  # fmt: skip
             await server.start()

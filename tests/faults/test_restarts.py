@@ -5,6 +5,7 @@ runtime."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -197,3 +198,31 @@ async def test_a_status_message_posted_just_before_a_kill_becomes_the_interrupti
 
     assert not [text for text in shown if "is queued…" in text]
     assert len([text for text in shown if "was interrupted" in text]) == 1
+
+
+async def test_an_agent_killed_before_its_watch_was_noted_is_announced_with_the_request_s_x(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot took the DM on, made its task and started its agent, then was killed before it
+    # noted the agent's watch: the request is still in the ledger, the agent's record running.
+    delivered = await taken_on_and_killed(slack, project, "fix the footer")
+    asked = delivered.event["ts"]
+    store = FileTaskStore(project.config.tasks_dir)
+    run = await store.begin_run()  # the killed bot's: it ends with the store closed below
+    task = await store.create("fix the footer", ThreadRef("D1", asked))
+    started = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    record = DispatchRecord(
+        agent_id="a0123456789", role="developer", started_at=started, status="running",
+        prompt="fix the footer", run_id=run,
+    )  # fmt: skip
+    await store.save_dispatch(task.slug, record)
+    await store.close()
+
+    async with rig(runtime=HeldRuntime(), options=FAST, recover=True) as r:
+        assert await r.final_reaction("D1", asked) == "x"
+        notice = interrupted_notice(r, "D1", asked)
+        intake = await r.bot.ledger.intake()
+
+    assert notice is not None and "Run again" in message_text(notice)
+    assert r.held.started == []  # announced, not run again unasked
+    assert intake == []
