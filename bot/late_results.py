@@ -80,14 +80,16 @@ def asked_before(
 ) -> str | None:
     """The ts of the person's message an agent of ``thread`` that started at ``started_at``
     was started for, when the bot stopped before the agent's watch took the request over:
-    the latest request of the thread in ``intake`` (the ledger's requests taken on, oldest
-    first) taken on before the agent started; None when there is none."""
-    asked = None
+    the first request of the thread in ``intake`` (the ledger's requests taken on, oldest
+    first) taken on before the agent started, as a thread's requests are taken up in turn;
+    None when there is none."""
     for _key, data, at in intake:
         try:
             parsed = parse_message_event(data["event"], str(data["botUserId"]))
         except (KeyError, TypeError, ValueError):
             continue
-        if not isinstance(parsed, Ignore) and parsed.thread == thread:
-            asked = parsed.ts if started_after(started_at, at) else asked
-    return asked
+        if isinstance(parsed, Ignore) or parsed.thread != thread:
+            continue
+        if started_after(started_at, at):
+            return parsed.ts
+    return None

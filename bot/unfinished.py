@@ -17,12 +17,20 @@ from typing import Any
 
 from bot.blocks import SlackMessage, mention, rerun_done
 from bot.click_agents import start_for_click
-from bot.clicks import Clicks, KeptClick, is_click, shown_message, started_since, take_once
+from bot.clicks import (
+    Clicks,
+    KeptClick,
+    is_click,
+    shown_message,
+    started_after,
+    started_since,
+    take_once,
+)
 from bot.conversations import Conversations
-from bot.parsing import Ignore, parse_message_event
+from bot.parsing import Ignore, UserMessage, parse_message_event
 from harness.agents.dispatching import AgentHandle
 from harness.errors import AgentNotFoundError, HarnessError
-from harness.tasks.model import ThreadRef
+from harness.tasks.model import DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +55,7 @@ async def replay_intake(conversations: Conversations) -> int:
         logger.info("handling %s: the bot stopped while the disk refused to record it", key)
         conversations.on_message_event(event, event_id=None, bot_user_id=bot_user_id, replay=True)
         replayed += 1
+    followed = {agent_id for agent_id, _data in await ledger.watches()}
     for key, data, at in intake:
         if is_click(key):
             continue  # a button's work: taken up by bot/clicks.py
@@ -57,8 +66,20 @@ async def replay_intake(conversations: Conversations) -> int:
             logger.warning("unreadable request %s in the ledger: dropped", key)
             await conversations.unrecorded.handled(key)  # noted now, or once the disk can
             continue
-        if isinstance(parsed, Ignore) or await _started_since(conversations, parsed.thread, at):
+        if isinstance(parsed, Ignore):
             await conversations.unrecorded.handled(key)
+            continue
+        since = await _started_since(conversations, parsed.thread, at)
+        if since is not None:
+            slug, record = since
+            if record.status != "interrupted" and record.agent_id not in followed:
+                # Started for it, and no watch took the request over (the bot stopped in
+                # between): its result, or its progress on a worker, goes to the thread now.
+                # An interrupted one was announced at this start, with its ❌.
+                _follow(conversations, parsed, key, slug, record)
+                followed.add(record.agent_id)
+            else:
+                await conversations.unrecorded.handled(key)
             continue
         if data.get("waitingForRepository") and conversations.wait_again_for_repository(
             parsed, bot_user_id
@@ -73,16 +94,33 @@ async def replay_intake(conversations: Conversations) -> int:
     return replayed
 
 
-async def _started_since(conversations: Conversations, thread: ThreadRef, at: float) -> bool:
-    """Whether an agent of the thread's task started at or after ``at`` (epoch s)."""
+async def _started_since(
+    conversations: Conversations, thread: ThreadRef, at: float
+) -> tuple[str, DispatchRecord] | None:
+    """The thread's task and the first of its agents started for a person (not drafted by an
+    agent) at or after ``at`` (epoch s); None when none did."""
     slug = conversations.index.slug(thread)
     if slug is None:
-        return False
+        return None
     try:
         task = await conversations.orchestrator.tasks.task(slug)
     except HarnessError:
-        return False
-    return started_since(task.dispatches, None, at)
+        return None
+    since = [d for d in task.dispatches if d.parent_id is None and started_after(d.started_at, at)]
+    return (slug, since[0]) if since else None
+
+
+def _follow(
+    conversations: Conversations, message: UserMessage, key: str, slug: str, record: DispatchRecord
+) -> None:
+    """The agent started for ``message`` (the request ``key``), followed in its thread as if
+    the bot had never stopped: its watch takes the request over."""
+    logger.info("following agent %s: the bot stopped before it noted its watch", record.agent_id)
+    follow = conversations.watcher.follow(
+        message.thread, record.agent_id, record.role, task_slug=slug, reply_to=message.ts,
+        handles=key, recipient=message.user,
+    )  # fmt: skip
+    conversations.background.spawn(follow, name=f"follow {record.agent_id}")
 
 
 async def run_again(

@@ -226,3 +226,31 @@ async def test_an_agent_killed_before_its_watch_was_noted_is_announced_with_the_
     assert notice is not None and "Run again" in message_text(notice)
     assert r.held.started == []  # announced, not run again unasked
     assert intake == []
+
+
+async def test_an_agent_that_finished_on_a_worker_while_the_bot_was_down_unwatched_is_told_once(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The bot took the DM on and started its agent (on a worker, which ran it on), then was
+    # killed before it noted the watch; the agent finished while the bot was down.
+    delivered = await taken_on_and_killed(slack, project, "fix the footer")
+    asked = delivered.event["ts"]
+    store = FileTaskStore(project.config.tasks_dir)
+    task = await store.create("fix the footer", ThreadRef("D1", asked))
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    record = DispatchRecord(
+        agent_id="a0123456789", role="developer", started_at=now, completed_at=now,
+        status="completed", prompt="fix the footer", last_text="The footer is fixed.",
+    )  # fmt: skip
+    await store.save_dispatch(task.slug, record)
+    await store.close()
+
+    async with rig(runtime=HeldRuntime(), options=FAST, recover=True) as r:
+        assert await r.final_reaction("D1", asked) == "white_check_mark"
+        intake = await r.bot.ledger.intake()
+        watches = await r.bot.ledger.watches()
+
+    [result] = results(r, "D1", asked)
+    assert "The footer is fixed." in result
+    assert r.held.started == []  # its result told, the request not run again
+    assert intake == [] and watches == []
