@@ -2,7 +2,8 @@
 
 At start-up, each request the bot had taken on before it stopped and that no agent started
 on is handled now (one whose agent had started is announced as interrupted by the watcher
-instead); one that waited for its person to pick a repository waits again for the click.
+instead, or, when that agent ran on, on a worker, followed in its thread as if the bot had
+not stopped); one that waited for its person to pick a repository waits again for the click.
 *Run again*, pressed under the notice that an agent was interrupted, starts the same role
 over on the same request, in the same task, once; the click is kept in the ledger before it
 is acked, and taken up again after a restart unless its agent had started by then (that
