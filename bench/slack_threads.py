@@ -16,18 +16,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
+from bot.testing.slack_model import message_text
 
 FINAL = {"white_check_mark", "x"}  # the reactions that end a DM
 JSON = dict[str, Any]
-
-
-def message_text(message: JSON) -> str:
-    sections = [
-        b["text"]["text"]
-        for b in message.get("blocks") or []
-        if b.get("type") == "section" and isinstance(b.get("text"), dict)
-    ]
-    return "\n".join(sections) if sections else str(message.get("text", ""))
 
 
 def has_rerun_button(message: JSON) -> bool:

@@ -234,6 +234,16 @@ class MessageStore:
 # --------------------------------------------------------------------------- transcript
 
 
+def message_text(message: JSON) -> str:
+    """What a person reads of a stored message: its section blocks' text, else its text."""
+    sections = [
+        b["text"]["text"]
+        for b in message.get("blocks") or []
+        if b.get("type") == "section" and isinstance(b.get("text"), dict)
+    ]
+    return "\n".join(sections) if sections else str(message.get("text", ""))
+
+
 def _block_text(blocks: Any) -> str:
     parts: list[str] = []
     for block in blocks if isinstance(blocks, list) else []:

@@ -24,6 +24,7 @@ from bot.app import HarnessBot, create_app
 from bot.server import BotServer
 from bot.settings import BotOptions, Mode, SlackEnv
 from bot.testing.slack_emulator import DeliveredEvent, SlackEmulator
+from bot.testing.slack_model import message_text as message_text
 from harness.agents.orchestrator import Orchestrator
 from harness.config.settings import GitHubSettings, McpSettings, SlackSettings
 from harness.project import Project, build_orchestrator
@@ -103,15 +104,6 @@ class Rig:
 def session_of(request: ModelRequest) -> str:
     headers = {k.lower(): v for k, v in request.headers.items()}
     return headers.get("x-claude-code-session-id", f"request-{request.index}")
-
-
-def message_text(message: JSON) -> str:
-    sections = [
-        b["text"]["text"]
-        for b in message.get("blocks") or []
-        if b.get("type") == "section" and isinstance(b.get("text"), dict)
-    ]
-    return "\n".join(sections) if sections else str(message.get("text", ""))
 
 
 class RigFactory(Protocol):
