@@ -16,7 +16,7 @@ from bot.testing.slack_emulator import SlackEmulator
 from bot.testing.slack_model import DeliveredEvent
 from harness.project import Project
 from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
-from harness.tasks.model import DispatchRecord, ThreadRef
+from harness.tasks.model import DispatchRecord, DispatchStatus, ThreadRef
 from harness.tasks.store import FileTaskStore
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory, message_text
@@ -200,23 +200,32 @@ async def test_a_status_message_posted_just_before_a_kill_becomes_the_interrupti
     assert len([text for text in shown if "was interrupted" in text]) == 1
 
 
-async def test_an_agent_killed_before_its_watch_was_noted_is_announced_with_the_request_s_x(
-    rig: RigFactory, slack: SlackEmulator, project: Project
-) -> None:
-    # The bot took the DM on, made its task and started its agent, then was killed before it
-    # noted the agent's watch: the request is still in the ledger, the agent's record running.
+async def agent_started_unwatched(
+    slack: SlackEmulator, project: Project, status: DispatchStatus, last_text: str | None = None
+) -> str:
+    """A DM in D1 (its ts) that a bot took on, made the task of and started an agent for,
+    then died before it noted the agent's watch; the agent's record says ``status``."""
     delivered = await taken_on_and_killed(slack, project, "fix the footer")
-    asked = delivered.event["ts"]
+    asked = str(delivered.event["ts"])
     store = FileTaskStore(project.config.tasks_dir)
-    run = await store.begin_run()  # the killed bot's: it ends with the store closed below
+    run = await store.begin_run()  # the killed bot's: it ends as the store closes
     task = await store.create("fix the footer", ThreadRef("D1", asked))
-    started = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     record = DispatchRecord(
-        agent_id="a0123456789", role="developer", started_at=started, status="running",
-        prompt="fix the footer", run_id=run,
+        agent_id="a0123456789", role="developer", started_at=now, status=status,
+        completed_at=None if status == "running" else now, prompt="fix the footer",
+        last_text=last_text, run_id=run,
     )  # fmt: skip
     await store.save_dispatch(task.slug, record)
     await store.close()
+    return asked
+
+
+async def test_an_agent_killed_before_its_watch_was_noted_is_announced_with_the_request_s_x(
+    rig: RigFactory, slack: SlackEmulator, project: Project
+) -> None:
+    # The request is still in the ledger, the agent's record running.
+    asked = await agent_started_unwatched(slack, project, "running")
 
     async with rig(runtime=HeldRuntime(), options=FAST, recover=True) as r:
         assert await r.final_reaction("D1", asked) == "x"
@@ -231,19 +240,8 @@ async def test_an_agent_killed_before_its_watch_was_noted_is_announced_with_the_
 async def test_an_agent_that_finished_on_a_worker_while_the_bot_was_down_unwatched_is_told_once(
     rig: RigFactory, slack: SlackEmulator, project: Project
 ) -> None:
-    # The bot took the DM on and started its agent (on a worker, which ran it on), then was
-    # killed before it noted the watch; the agent finished while the bot was down.
-    delivered = await taken_on_and_killed(slack, project, "fix the footer")
-    asked = delivered.event["ts"]
-    store = FileTaskStore(project.config.tasks_dir)
-    task = await store.create("fix the footer", ThreadRef("D1", asked))
-    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    record = DispatchRecord(
-        agent_id="a0123456789", role="developer", started_at=now, completed_at=now,
-        status="completed", prompt="fix the footer", last_text="The footer is fixed.",
-    )  # fmt: skip
-    await store.save_dispatch(task.slug, record)
-    await store.close()
+    # Its worker ran it on, and it finished while the bot was down.
+    asked = await agent_started_unwatched(slack, project, "completed", "The footer is fixed.")
 
     async with rig(runtime=HeldRuntime(), options=FAST, recover=True) as r:
         assert await r.final_reaction("D1", asked) == "white_check_mark"
