@@ -2,7 +2,8 @@
 
 The real Bolt app (HTTP mode) against our Slack emulator, the real Claude Code CLI against the
 scripted model, all in this process on loopback. Each run is a DM whose developer runs a
-command its role does not allow; the time is measured from the moment the scripted model
+command that needs a human's approval (`git push -h`: its role does not allow it, and the
+sandbox asks for any push); the time is measured from the moment the scripted model
 hands the CLI that tool call to the moment the emulator stores the question in the thread.
 The approval is then given by a click, and the run must finish.
 
@@ -37,7 +38,7 @@ def script(request: ModelRequest) -> Turn:
     prompt = request.first_user_text.strip().splitlines()[-1]
     if not request.all_tool_results:
         handed[prompt] = time.perf_counter()
-        return Turn.call("Bash", command="python3 -V")
+        return Turn.call("Bash", command="git push -h")
     return Turn.finish("ran it")
 
 

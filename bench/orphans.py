@@ -5,8 +5,12 @@ runs one developer agent with the real Claude Code CLI against the scripted mode
 agent is mid-turn the harness gets SIGKILL, and the CLI child is watched (/proc, polled every
 millisecond) until it is gone, up to a cap.
 
-  guarded:    the CLI started through the parent-death launcher (the default)
-  unguarded:  ClaudeRuntime(guard_children=False): the bare CLI, as before the guard
+  sandboxed:  the shipped config: the CLI in the OS sandbox, whose bubblewrap dies with the
+              harness (`--die-with-parent`) and takes the CLI along
+  guarded:    outside the sandbox (`sandbox: enabled: false`), the CLI started through the
+              parent-death launcher (the default there)
+  unguarded:  outside the sandbox, ClaudeRuntime(guard_children=False): the bare CLI, as
+              before the guard
   sweep:      what the unguarded run left is killed by the next start's recovery
               (Orchestrator.recover_interrupted: the /proc scan for HARNESS_RUN_ID)
 
@@ -127,17 +131,23 @@ async def main() -> None:
     parser.add_argument("--cap", type=float, default=15.0, help="seconds to watch an orphan")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ScriptedModel.in_thread(script) as model:
-        config = copy_project(Path(tmp))
-        for prompt in ("a hanging job", "a busy job"):
-            lived: list[float | None] = []
-            after: list[int] = []
-            for _ in range(args.runs):
-                s, n, _pid = await asyncio.to_thread(
-                    kill_mid_turn, model, config, "guarded", prompt, args.cap
-                )
-                lived.append(s)
-                after.append(n)
-            describe(f"guarded, {prompt}", lived, after, args.cap)
+        sandboxed = copy_project(Path(tmp, "sandboxed"))
+        config = copy_project(Path(tmp, "outside"))
+        shipped = config.read_text(encoding="utf-8")
+        outside = shipped.replace("\nsandbox:\n", "\nsandbox:\n  enabled: false\n")
+        assert outside != shipped, "the shipped config.yaml has no sandbox: section"
+        config.write_text(outside, encoding="utf-8")
+        for name, project in (("sandboxed", sandboxed), ("guarded", config)):
+            for prompt in ("a hanging job", "a busy job"):
+                lived: list[float | None] = []
+                after: list[int] = []
+                for _ in range(args.runs):
+                    s, n, _pid = await asyncio.to_thread(
+                        kill_mid_turn, model, project, "guarded", prompt, args.cap
+                    )
+                    lived.append(s)
+                    after.append(n)
+                describe(f"{name}, {prompt}", lived, after, args.cap)
 
         runs = max(1, args.runs // 3)
         lived, after, sweeps, cleared = [], [], [], []

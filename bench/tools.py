@@ -42,6 +42,9 @@ def make_project(root: Path) -> Path:
     config = (DEFAULTS / "config.yaml").read_text(encoding="utf-8")
     # Ten agents live at once (the default cap is 4).
     config = config.replace("maxConcurrentAgents: 4", f"maxConcurrentAgents: {AGENTS}")
+    # 20 drafts in one task: no task budget, whose reservation for live agents would refuse
+    # the drafts past $10 (the developer may spend $3 each).
+    config = config.replace("taskBudgetUsd: 10.0", "taskBudgetUsd: null")
     (root / "config.yaml").write_text(config, encoding="utf-8")
     shutil.copytree(DEFAULTS / "roles", root / "roles")
     developer = (root / "roles" / "developer.md").read_text(encoding="utf-8")
