@@ -25,7 +25,6 @@ from harness.workspaces.own_refs import UNSURE, read_ref
 from harness.workspaces.repos import (
     add_worktree,
     base_ref,
-    branch_exists,
     resolve_base,
     store_base,
 )
@@ -106,7 +105,9 @@ def take_spare(
     its own and the base branch is where it was; None when they did not (blocking, under
     the task's and the repository's locks)."""
     path, branch, private = root / slug, task_branch(slug), root / SANDBOXES / slug
-    if folder_kind(path) != "missing" or _has_branch(spare, branch):
+    if folder_kind(path) != "missing" or _has_ref(
+        spare.source, spare.common, f"refs/heads/{branch}"
+    ):
         return None
     if not _base_unmoved(spare, repo):
         logger.info("spare worktree %s: %s moved since", spare.view, repo.base_branch)
@@ -125,11 +126,15 @@ def take_spare(
     return Taken(worktree_admin_dir(path))
 
 
-def _has_branch(spare: SpareWorktree, branch: str) -> bool:
-    """Whether the repository has ``branch``: read from C's files, asked of git only when
-    they cannot say (blocking)."""
-    found = read_ref(spare.common, f"refs/heads/{branch}")
-    return found is not None and (found != UNSURE or branch_exists(spare.source, branch))
+def _has_ref(source: Path, common: Path, ref: str) -> bool:
+    """Whether the repository at ``source`` has ``ref``: read from the files of its git
+    directory ``common``, asked of git only when they cannot say (blocking)."""
+    found = read_ref(common, ref)
+    if found is None:
+        return False
+    if found != UNSURE:
+        return True
+    return git_now("show-ref", "--verify", "--quiet", ref, cwd=source, check=False).ok
 
 
 def _base_unmoved(spare: SpareWorktree, repo: RepositorySettings) -> bool:
@@ -212,10 +217,7 @@ def delete_branch(source: Path, common: Path, branch: str, *, config: bool = Tru
     for folder in ("refs/heads", "logs/refs/heads"):
         (common / folder / branch).unlink(missing_ok=True)
     # Read here rather than asked of git: the process is a good part of a warm start.
-    if (
-        read_ref(common, ref) is not None
-        and git_now("show-ref", "--verify", "--quiet", ref, cwd=source, check=False).ok
-    ):
+    if _has_ref(source, common, ref):
         git_now("update-ref", "-d", ref, cwd=source, check=False)
     if config:
         git_now("config", "--remove-section", f"branch.{branch}", cwd=source, check=False)
