@@ -8,14 +8,13 @@ import asyncio
 import atexit
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import copy_project
+from common import copy_project, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -24,12 +23,6 @@ from bot.testing.slack_emulator import SlackEmulator  # noqa: E402
 from harness.testing.scripted_model import ScriptedModel  # noqa: E402
 
 SECRET, TOKEN = "bench-signing-secret", "xoxb-bench"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def children(pid: int) -> set[int]:

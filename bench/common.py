@@ -1,9 +1,11 @@
-"""What the benchmarks share: the bare-SDK baseline, a scratch copy of the project, a summary."""
+"""What the benchmarks share: the bare-SDK baseline, a scratch copy of the project, a summary,
+a percentile and a free port."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -73,6 +75,20 @@ def summary(name: str, samples: list[float]) -> str:
         f"{name:<30} median {statistics.median(samples):.3f} s  "
         f"min {min(samples):.3f}  max {max(samples):.3f}  (n={len(samples)})"
     )
+
+
+def percentile(samples: list[float], p: float) -> float:
+    """Nearest-rank percentile of ``samples`` (``p`` in 0-100)."""
+    ordered = sorted(samples)
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def serve_bot(slack: Any, orchestrator: Any, options: Any = None) -> Any:

@@ -60,7 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot_process import SECRET, TOKEN, BotProcess, alive, children, until
-from slack_threads import FINAL, Deliveries, Outcome, outcome, percentile
+from common import percentile
+from slack_threads import FINAL, Deliveries, Outcome, outcome
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from common import copy_project
-from slack import EVENT_CLIENT, FINAL, free_port, on, percentile, seen
+from common import copy_project, free_port, percentile
+from slack import EVENT_CLIENT, FINAL, on, seen
 from spares_burst import processes, results
 
 REPO = Path(__file__).resolve().parent.parent

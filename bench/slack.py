@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from common import bare_query, copy_project, summary
+from common import bare_query, copy_project, free_port, percentile, summary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -105,19 +104,6 @@ def script(request: ModelRequest) -> Turn:
     if BUSY in request.first_user_text:
         return Turn(stall_seconds=600)  # ended by the bot's shutdown
     return Turn.finish("done", ["a change"])
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(samples)
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def on(slack: SlackEmulator, coro: Coroutine[Any, Any, T]) -> T:

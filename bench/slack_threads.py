@@ -133,10 +133,3 @@ class Deliveries:
             await asyncio.gather(*(self.send(job) for job in owed))
             if any(self.acked[job] < self.wanted for job in owed):
                 await asyncio.sleep(0.5)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(samples)
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
