@@ -104,7 +104,7 @@ class NatsLink:
             name,
             credentials=settings.credentials,
             tls_ca=settings.tls_ca,
-            connect_timeout=min(timeout, 5.0),
+            connect_timeout=min(timeout, CONNECT_SECONDS),
         )
 
         holder: list[NatsLink] = []  # the link, once made (the callbacks need it)
