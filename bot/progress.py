@@ -45,7 +45,7 @@ from bot.streaming import (
 from harness.agents.events import AgentEvent
 from harness.agents.orchestrator import Orchestrator
 from harness.errors import AgentNotFoundError, HarnessError
-from harness.tasks.ledger import Ledger, Owed
+from harness.tasks.ledger import JSON, Ledger, Owed
 from harness.tasks.model import FINAL_STATUSES, DispatchRecord, ThreadRef
 
 logger = logging.getLogger(__name__)
@@ -393,8 +393,12 @@ class AgentWatcher:
                 # Still at work on a worker, and followed again: so is its status message.
                 self.background.spawn(self.follow_to_end(watch), name=f"follow {agent_id}")
                 done += 1
-        for slug, record in interrupted:
-            if record.agent_id not in watched and await self._announce(slug, record):
+        unwatched = [
+            (slug, record) for slug, record in interrupted if record.agent_id not in watched
+        ]
+        intake = await self.ledger.intake() if unwatched else []  # the requests they were for
+        for slug, record in unwatched:
+            if await self._announce(slug, record, intake):
                 done += 1
         return done
 
@@ -422,9 +426,11 @@ class AgentWatcher:
                         asked if isinstance(asked, str) else None)  # fmt: skip
         return None, None
 
-    async def _announce(self, task_slug: str, record: DispatchRecord) -> bool:
+    async def _announce(
+        self, task_slug: str, record: DispatchRecord, intake: Sequence[tuple[str, JSON, float]]
+    ) -> bool:
         """Tells the task's thread that ``record``'s agent was interrupted (once); the request
-        it was started for gets its ❌ (kept in the ledger when no watch had taken it over)."""
+        it was started for gets its ❌ (in ``intake`` when no watch had taken it over)."""
         try:
             task = await self.orchestrator.tasks.task(task_slug)
         except HarnessError as exc:
@@ -432,7 +438,7 @@ class AgentWatcher:
             return False
         if task.thread is None:
             return False
-        asked = asked_before(await self.ledger.intake(), task.thread, record.started_at)
+        asked = asked_before(intake, task.thread, record.started_at)
         watch = Watch(record.agent_id, task.thread, task_slug, record.role, reply_to=asked)
         return await self.settle(watch, record, claims=f"announced:{record.agent_id}")
 
