@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.testing import spawn
 from harness.waits import within
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ async def start_worker(
 ) -> asyncio.subprocess.Process:
     """A ``harness worker`` taking agents from the NATS server at ``url``, once it says it is
     ready. Its log stays on its standard error (a pipe): read it, or it may fill."""
-    worker = await asyncio.create_subprocess_exec(
+    worker = await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", "worker", "--nats", url, "--name", name),
         *("--slots", str(slots), "--workspaces", str(workspaces / name)),
         env=dict(env),

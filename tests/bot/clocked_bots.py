@@ -20,6 +20,7 @@ from bot.testing.slack_emulator import SlackEmulator
 from harness.project import load_project
 from harness.routines.model import RoutineState
 from harness.routines.state import RoutineStates
+from harness.testing import spawn
 from tests.bot.conftest import WAIT
 
 
@@ -91,7 +92,7 @@ async def clocked_bot(
         if clock_file
         else ("harness",)
     )
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn.create_subprocess_exec(
         sys.executable, "-X", "faulthandler", "-m", *start, "bot", *bot_args,
         "--config", str(config),
         env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -30,6 +30,7 @@ from harness.config.settings import GitHubSettings, McpSettings, SlackSettings
 from harness.project import Project, build_orchestrator
 from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.spec import AgentRuntime
+from harness.testing import spawn
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ModelRequest, Script, ScriptedModel, Turn
 
@@ -250,7 +251,7 @@ async def bot_process(
     killed at the end if the test did not stop it."""
     # Port 0, the one it got read from its banner: a port picked here and freed could be
     # taken by another test's connection before the bot binds it.
-    bot = await asyncio.create_subprocess_exec(
+    bot = await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", "bot", "--mode", "http", "--port", "0"),
         *("--config", str(config), *args),
         env=dict(env),

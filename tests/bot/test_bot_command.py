@@ -19,6 +19,7 @@ import pytest
 from bot.server import BotServer, describe
 from bot.testing.slack_emulator import SlackEmulator
 from harness.project import load_project
+from harness.testing import spawn
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, Turn, demo_script
 from tests.bot.conftest import (
@@ -41,7 +42,7 @@ def script(request: ModelRequest) -> Turn:
 
 def start_bot(project_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``harness bot`` with the shipped config and ``env``, expected to stop at start-up."""
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", "bot", "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,

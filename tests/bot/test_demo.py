@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from bot.demo import DEFAULT_REQUEST, _next_steps, main
 from harness.cli.offline import harness_command
+from harness.testing import spawn
 from tests.bot.conftest import clean_env
 
 
@@ -70,7 +70,7 @@ def _demo(command: list[str], folder: Path, env: dict[str, str] | None = None) -
     if env is None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
         env.pop("ANTHROPIC_API_KEY", None)
-    done = subprocess.run(
+    done = spawn.run(
         command, capture_output=True, text=True, timeout=120, env=env, cwd=folder, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -119,7 +119,7 @@ def _offline_with_keys_exported(project_dir: Path) -> str:
     assert transcript.read_text(encoding="utf-8").strip() == out.strip()
     [show] = [line.split("#")[0].split() for line in out.splitlines() if " show " in line]
     assert show[-2] == "show" and show[1:3] == ["--config", str(project_dir / "config.yaml")]
-    shown = subprocess.run(
+    shown = spawn.run(
         [sys.executable, "-m", "harness", *show[1:]], capture_output=True, text=True,
         timeout=60, env=exported, check=False,
     )  # fmt: skip
@@ -174,7 +174,7 @@ def test_the_demo_runs_again_offline_and_then_on_the_cluster_in_one_folder_each_
     tasks = list((project_dir / ".agents" / "tasks").glob("*/task.json"))
     assert len(tasks) == 3
     [listing] = [c for c in _try_next(outs[-1]) if c.endswith(" tasks")]
-    listed = subprocess.run(
+    listed = spawn.run(
         shlex.split(listing), capture_output=True, text=True, timeout=60, cwd=project_dir,
         check=False,
     )  # fmt: skip

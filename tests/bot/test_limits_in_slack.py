@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from harness.project import Project, load_project
 from harness.tasks.files import FileTaskStore
 from harness.tasks.ledger import LEDGER_FILE, SqliteLedger
 from harness.tasks.model import ThreadRef
+from harness.testing import spawn
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.records import make_record
 from tests.bot.conftest import JSON, WAIT, RigFactory, message_text
@@ -55,7 +55,7 @@ async def spent_today(project: Project, person: str, usd: float) -> None:
 
 
 def usage(project: Project, *args: str) -> str:
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-m", "harness", "usage", *args, "--config", str(project.config.file)],
         capture_output=True, text=True, timeout=60, env={**os.environ}, check=True,
     )  # fmt: skip

@@ -6,7 +6,6 @@ real CLI answers on the scripted model; Slack is the emulator."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.project import load_project
+from harness.testing import spawn
 from harness.testing.clock_file import set_time
 from tests.bot.clocked_bots import (
     clocked_bot,
@@ -92,7 +92,7 @@ async def test_a_bot_killed_between_claiming_a_firing_and_making_its_task_starts
         assert routine_tasks(config) == []
         (starting,) = routine_state(config, "every-minute").starting
         assert starting.firing.key == f"schedule:{due_text}"
-        listed = subprocess.run(
+        listed = spawn.run(
             [sys.executable, "-m", "harness", "--config", str(config), "routines", "--json"],
             capture_output=True, text=True, timeout=WAIT, check=True,
         )  # fmt: skip

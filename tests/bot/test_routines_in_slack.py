@@ -18,6 +18,7 @@ from bot.server import BotServer
 from bot.testing.slack_emulator import SlackEmulator
 from harness.routines.state import RoutineStates
 from harness.runtime.claude import ClaudeRuntime
+from harness.testing import spawn
 from harness.testing.clock import FakeClock
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.scripted_model import ScriptedModel
@@ -61,7 +62,7 @@ async def call(
 
 
 async def harness(config: Path, *args: str) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn.create_subprocess_exec(
         sys.executable, "-m", "harness", "--config", str(config), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip

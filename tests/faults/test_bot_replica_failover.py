@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.testing import spawn
 from tests.bot.clocked_bots import until
 from tests.bot.conftest import WAIT
 from tests.faults.nats_bot import HeldUntilReleased, nats_bot, replicas
@@ -50,7 +51,7 @@ async def test_a_killed_replica_s_agent_ends_in_its_thread_posted_by_the_other_o
         assert len(results) == 1 and len(c.said("D1", ts, "Done: fix the login bug")) == 1
         assert len(held.sessions) == 2  # the retry ran nothing
 
-        listed = await asyncio.create_subprocess_exec(
+        listed = await spawn.create_subprocess_exec(
             sys.executable, "-m", "harness", "tasks", "--json", "--config", str(c.config),
             env=c.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip

@@ -14,7 +14,7 @@ import pytest
 from tests.bot.conftest import WAIT, bot_process
 from tests.faults.nats_bot import HeldUntilReleased, nats_bot
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])

@@ -17,6 +17,7 @@ import pytest
 
 from bot.settings import BotOptions
 from harness.project import Project
+from harness.testing import spawn
 from harness.testing.held_runtime import HeldRuntime
 from tests.bot.conftest import WAIT, Rig, RigFactory
 
@@ -85,7 +86,7 @@ async def refused_reply(r: Rig, thread_ts: str, text: str) -> str:
 
 async def harness_repair(project_dir: Path, slug: str) -> str:
     """``harness repair SLUG`` on the bot's machine, in its own process: its output."""
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", "repair", slug),
         *("--config", str(project_dir / "config.yaml")),
         stdout=asyncio.subprocess.PIPE,

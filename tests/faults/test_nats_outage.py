@@ -26,7 +26,7 @@ from harness.testing.held_runtime import HeldRuntime
 from harness.testing.nats_server import NatsServer
 from tests.faults.cuttable_proxy import CuttableProxy, quiet_port
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
 WAIT = 30.0
 LOST_AFTER = 5.0

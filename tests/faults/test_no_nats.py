@@ -15,10 +15,11 @@ import pytest
 from harness.errors import HarnessError
 from harness.project import load_project
 from harness.runtime.nats_link import NatsLink, NatsSettings
+from harness.testing import spawn
 from harness.testing.nats_server import free_port
 from tests.bot.conftest import BOT_TOKEN, SECRET
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.nats, pytest.mark.waits]
 
 
 WAIT = 30.0
@@ -58,7 +59,7 @@ def command_env(**extra: str) -> dict[str, str]:
 
 
 async def harness(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
+    return await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", *args),
         env=env,
         stdout=asyncio.subprocess.PIPE,

@@ -25,6 +25,7 @@ from harness.runtime.orphans import (
 )
 from harness.tasks.run_lock import RUNS_FOLDER, run_alive
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.faults.runs import (
@@ -174,7 +175,7 @@ def test_a_sigkill_of_the_harness_takes_its_claude_child_along(
 ) -> None:
     tasks_dir = project_dir / ".agents" / "tasks"
     before = len(model.requests)
-    harness = subprocess.Popen(
+    harness = spawn.Popen(
         [sys.executable, "-m", "harness", "run", "--role", "developer", "a hanging job"],
         cwd=project_dir,
         env={**os.environ, **model.env()},

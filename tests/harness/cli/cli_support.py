@@ -16,6 +16,7 @@ import pytest
 
 from harness.tasks.model import DispatchRecord
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn, demo_script
 
 
@@ -52,7 +53,7 @@ def model() -> Iterator[ScriptedModel]:
 def harness(
     project_dir: Path, model: ScriptedModel, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,
@@ -73,7 +74,7 @@ def bare(
 ) -> subprocess.CompletedProcess[str]:
     """``harness ARGS`` run in ``cwd``, its config found the default way, with no access to
     a model unless ``env`` gives one."""
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", *args],
         cwd=cwd,
         stdin=stdin,

@@ -15,6 +15,7 @@ import pytest
 
 from harness.cli.main import EXIT_PIPE_CLOSED
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.records import make_record
 
 pytestmark = pytest.mark.subprocess
@@ -37,7 +38,7 @@ def into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written
     try:
-        return subprocess.run(
+        return spawn.run(
             [sys.executable, "-m", "harness", *args],
             stdout=write,
             stderr=subprocess.PIPE,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from harness.cli.demo import main
 from harness.cli.offline import KEY_VARIABLES, PROVIDER_SWITCHES
+from harness.testing import spawn
 
 
 @pytest.mark.slow
@@ -21,7 +21,7 @@ def test_the_cli_demo_stays_offline_with_a_key_exported_and_ends_with_commands_t
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     env.update(ANTHROPIC_API_KEY="sk-ant-real-key", SLACK_BOT_TOKEN="xoxb-real-token")
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-m", "harness.cli.demo", "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,
@@ -41,7 +41,7 @@ def test_the_cli_demo_stays_offline_with_a_key_exported_and_ends_with_commands_t
     assert "(simulated)" in out  # each cost it prints came from the scripted model
     # The show command it prints, run exactly as printed from where the demo ran.
     [show] = [line.split("#")[0] for line in out.splitlines() if " show " in line]
-    shown = subprocess.run(
+    shown = spawn.run(
         shlex.split(show), capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
         check=False,
     )  # fmt: skip

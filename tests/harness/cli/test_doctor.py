@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from bot.testing.slack_emulator import SlackEmulator
 from harness.cli import doctor
 from harness.cli.doctor_check import Check, exit_code, render
 from harness.cli.scaffold import DEFAULTS
+from harness.testing import spawn
 from harness.testing.scripted_model import ScriptedModel, demo_script
 
 BOT_TOKEN = "xoxb-doctor"
@@ -261,7 +261,7 @@ def test_doctor_command_on_a_broken_setup(
 ) -> None:
     config = project_dir / "config.yaml"
     config.write_text(config.read_text() + "\nnoSuchSetting: 1\n")
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-m", "harness", "doctor", "--config", str(config)],
         env={**clean_env, "HOME": str(home)},
         capture_output=True,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
+from harness.testing import spawn
 from harness.testing.fake_github import FakeGitHub
 from harness.testing.nats_server import NatsServer
 from harness.testing.scripted_model import ScriptedModel, demo_script
@@ -51,7 +51,7 @@ def machine_env(tmp_path: Path, model: ScriptedModel) -> dict[str, str]:
 
 
 async def doctor(config: Path, env: dict[str, str], *args: str) -> tuple[int, list[str]]:
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn.create_subprocess_exec(
         sys.executable,
         "-m",
         "harness",
@@ -74,7 +74,7 @@ def failures(lines: list[str]) -> list[str]:
 
 
 def git_repository(folder: Path) -> Path:
-    subprocess.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
+    spawn.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
     return folder
 
 

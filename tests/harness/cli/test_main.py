@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.processes import claude_children
 from harness.testing.scripted_model import ScriptedModel
 from tests.harness.cli import cli_support
@@ -110,7 +111,7 @@ def test_an_unknown_role_is_said_first_even_with_no_way_to_reach_a_model(
     opens (no model check, no SDK import), whatever else is missing."""
     dropped = ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR")
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    result = subprocess.run(
+    result = spawn.run(
         [sys.executable, "-m", "harness", "run", "--role", "wizard", "do magic",
          "--config", str(project_dir / "config.yaml")],
         capture_output=True, text=True, timeout=60, env={**env, "HOME": str(tmp_path)},
@@ -175,7 +176,7 @@ def test_a_broken_role_file_names_the_file_the_field_and_the_fix(
 def test_ask_human_without_a_terminal_fails_at_once_with_a_clear_error(
     project_dir: Path, model: ScriptedModel
 ) -> None:
-    result = subprocess.run(
+    result = spawn.run(
         [sys.executable, "-m", "harness", "run", "--role", "developer", "ask me something"],
         cwd=project_dir,
         env={**os.environ, **model.env()},
@@ -220,7 +221,7 @@ def test_sigterm_interrupts_the_run_and_leaves_no_claude_process(
     project_dir: Path, model: ScriptedModel
 ) -> None:
     before = len(model.requests)
-    proc = subprocess.Popen(
+    proc = spawn.Popen(
         [sys.executable, "-m", "harness", "run", "a slow job"],
         cwd=project_dir,
         env={**os.environ, **model.env()},
@@ -266,7 +267,7 @@ def test_an_approval_typed_on_the_terminal_for_someone_elses_task_is_refused(
     terminal, replica = pty.openpty()
     try:
         os.write(terminal, b"allow\n")  # typed ahead: read once the approval is asked
-        result = subprocess.run(
+        result = spawn.run(
             [sys.executable, "-m", "harness", "run", "--task", slug, "push the work"],
             cwd=project_dir,
             stdin=replica,

@@ -16,6 +16,7 @@ from harness.memory.service import file_memory
 from harness.memory.store import memory_folder
 from harness.project import load_project
 from harness.tasks.model import Task, ThreadRef
+from harness.testing import spawn
 from harness.testing.clock import FakeClock
 from tests.harness.tasks.nats_fixtures import module_server
 from tests.support import add_repositories, make_repository
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.git]
 
 
 def harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", "memory", *args,
          "--config", str(project_dir / "config.yaml")],
         capture_output=True, text=True, timeout=60, env={**os.environ}, check=False,

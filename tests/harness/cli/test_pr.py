@@ -14,6 +14,7 @@ import pytest
 
 from harness.tasks.model import AgentResult
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.records import make_record
 from tests.forge_support import FULL_NAME, Forge, commit_on_branch, forge
 from tests.support import git
@@ -28,7 +29,7 @@ async def harness(
     """``harness ARGS --config CONFIG`` in a thread: the fake GitHub it talks to is served
     by this test's event loop, which must go on running meanwhile."""
     return await asyncio.to_thread(
-        subprocess.run,
+        spawn.run,
         [sys.executable, "-m", "harness", *args, "--config", str(config)],
         capture_output=True,
         text=True,

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from harness.tasks.store import FileTaskStore
+from harness.testing import spawn
 from harness.testing.records import make_record
 
 pytestmark = pytest.mark.subprocess
 
 
 def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", *args],
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ import pytest
 
 from harness.project import load_project
 from harness.routines.state import RoutineStates
+from harness.testing import spawn
 from tests.routine_support import with_routines
 
 pytestmark = pytest.mark.subprocess
@@ -32,7 +33,7 @@ def config(project_dir: Path) -> Path:
 
 
 def harness(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", "--config", str(config), *args],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

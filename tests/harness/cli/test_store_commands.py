@@ -25,6 +25,7 @@ from harness.tasks.ledger_protocol import Owed
 from harness.tasks.model import ThreadRef
 from harness.tasks.nats_ledger import NatsLedger
 from harness.tasks.nats_store import NatsTaskStore
+from harness.testing import spawn
 from harness.testing.records import make_record
 from tests.harness.tasks.nats_fixtures import module_server, settings_for
 
@@ -33,7 +34,7 @@ server = module_server()
 
 
 def harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,

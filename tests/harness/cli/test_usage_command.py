@@ -16,6 +16,7 @@ import pytest
 from harness.project import load_project
 from harness.tasks.model import DispatchRecord, Task, ThreadRef, Trigger
 from harness.tasks.task_json import dump_task
+from harness.testing import spawn
 from harness.testing.records import make_record
 
 pytestmark = pytest.mark.subprocess
@@ -25,7 +26,7 @@ CHANNELS = ("C1", "C2", "D1")
 
 
 def harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", "usage", *args,
          "--config", str(project_dir / "config.yaml")],
         capture_output=True, text=True, timeout=60, env={**os.environ}, check=False,
@@ -108,7 +109,7 @@ def test_a_since_that_is_not_a_date_is_refused_plainly(project_dir: Path) -> Non
 
 
 def test_usage_opens_no_harness_so_it_starts_fast(project_dir: Path) -> None:
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-X", "importtime", "-m", "harness", "usage",
          "--config", str(project_dir / "config.yaml")],
         capture_output=True, text=True, timeout=60, env={**os.environ}, check=False,

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.testing import spawn
+
 pytestmark = pytest.mark.subprocess
 
 
 def harness_tasks(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", "tasks", "--config", str(config)],
         capture_output=True,
         text=True,

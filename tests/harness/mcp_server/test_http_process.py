@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.project import build_orchestrator, load_project
+from harness.testing import spawn
 from harness.testing.scripted_model import ScriptedModel, Turn
 from tests.harness.mcp_server.conftest import ALICE, TOKEN_OF, call, connect
 
@@ -27,7 +28,7 @@ WAIT = 30.0
 async def harness_mcp_http(
     config: Path, env: dict[str, str]
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    server = await asyncio.create_subprocess_exec(
+    server = await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", "mcp", "--config", str(config)),
         *("--transport", "http", "--port", "0"),
         env={**os.environ, **env},
@@ -75,7 +76,7 @@ async def test_without_its_tokens_variable_it_does_not_start_and_says_which(
     config = project_dir / "config.yaml"
     with config.open("a", encoding="utf-8") as file:
         file.write(f"\nmcpServer: {{tokens: [{{user: {ALICE}, tokenEnv: NOT_SET_HERE}}]}}\n")
-    done = await asyncio.create_subprocess_exec(
+    done = await spawn.create_subprocess_exec(
         *(sys.executable, "-m", "harness", "mcp", "--config", str(config)),
         *("--transport", "http", "--port", "0"),
         env={k: v for k, v in os.environ.items() if k != "NOT_SET_HERE"},

@@ -5,13 +5,13 @@ in ``~/.cache``. A real `harness run` against the scripted model, with a home of
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.testing import spawn
 from harness.testing.scripted_model import ScriptedModel, Turn
 
 pytestmark = pytest.mark.subprocess
@@ -37,7 +37,7 @@ def test_a_run_leaves_the_home_folder_empty_and_its_launcher_in_the_virtualenv(
     config.write_text(text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
 
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-m", "harness", "run", "plan: a settings page",
          "--config", str(project_dir / "config.yaml")],
         env={**env, **model.env(), "HOME": str(home)},

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from harness.runtime.claude import ClaudeRuntime
 from harness.runtime.cli_launch import CliOptions
 from harness.runtime.spec import MODEL_API_RETRIES_ENV, AgentControl, AgentSpec
 from harness.tasks.journal import api_retry_in
+from harness.testing import spawn
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 
 pytestmark = pytest.mark.anyio
@@ -247,7 +247,7 @@ def test_harness_run_prints_each_retry_on_stderr(project_dir: Path) -> None:
     config = project_dir / "config.yaml"
     text = config.read_text(encoding="utf-8")
     config.write_text(text.replace("modelApiRetries: 10", "modelApiRetries: 1"), encoding="utf-8")
-    done = subprocess.run(
+    done = spawn.run(
         [sys.executable, "-m", "harness", "run", "--role", "developer", "say hello",
          "--config", str(config)],
         capture_output=True, text=True, timeout=120, check=False,

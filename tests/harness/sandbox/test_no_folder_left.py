@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.testing import spawn
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
@@ -56,7 +57,7 @@ def test_a_run_killed_mid_run_has_its_sandbox_folder_swept_and_a_finished_run_le
     project_dir: Path, model: ScriptedModel, temp: Path
 ) -> None:
     config = str(project_dir / "config.yaml")
-    killed = subprocess.Popen(
+    killed = spawn.Popen(
         [sys.executable, "-m", "harness", "run", "fix: this never finishes", "--config", config],
         env=harness_env(model, temp),
         stdout=subprocess.DEVNULL,
@@ -74,7 +75,7 @@ def test_a_run_killed_mid_run_has_its_sandbox_folder_swept_and_a_finished_run_le
         killed.wait()
     assert sandbox_folders(temp) == left  # SIGKILL: the run could not remove it
 
-    finished = subprocess.run(
+    finished = spawn.run(
         [sys.executable, "-m", "harness", "run", "fix the typo", "--config", config],
         env=harness_env(model, temp),
         capture_output=True,

@@ -20,6 +20,7 @@ from harness.tasks.model import AgentResult, Task, ThreadRef
 from harness.tasks.repair import salvage
 from harness.tasks.store import FileTaskStore
 from harness.tasks.task_json import Fingerprint, dump_task, read_task_file
+from harness.testing import spawn
 from harness.testing.records import make_record
 
 THREAD = ThreadRef("C1", "1700000000.000100")
@@ -370,7 +371,7 @@ def test_a_missing_date_and_description_come_from_the_first_dispatch() -> None:
 
 
 def run_harness(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return spawn.run(
         [sys.executable, "-m", "harness", *args, "--config", str(project_dir / "config.yaml")],
         capture_output=True,
         text=True,
