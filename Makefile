@@ -19,12 +19,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # pytest on pytest-xdist's workers: JOBS=3 by default on the two cores of the machines we run
-# on. The suite is bound by the CPU of the processes it starts (the real CLI's runs about 45%
-# of it, the harness processes the restart, replica and command tests start about 30%): on a
-# fresh clone, three workers took 8m18 in all (pytest 472 s, 790 CPU-s) against four's 8m33
-# (488 s, 894 CPU-s): with fewer processes competing each takes less CPU. -n 2 left the cores
-# idle much of the time, -n 6 only added CPU (959 against 837 CPU-s); JOBS=0 runs it in this
-# process.
+# on. The suite is bound by the CPU of the processes it starts: the real CLI's runs (about 480,
+# more than half of it) and the harness's own, which tests fork from a fork server that
+# imported the harness once (harness/testing/spawn.py: the `subprocess` tests alternated
+# before/after, 190/193 s and 361/369 CPU-s before, 134/131 s and 253/239 CPU-s after).
+# Three workers took 8m18 in all on a fresh clone (pytest 472 s, 790 CPU-s) against four's
+# 8m33 (488 s, 894 CPU-s): with fewer processes competing each takes less CPU. -n 2 left the
+# cores idle much of the time, -n 5 only added CPU (458 s against 472, within the machine's
+# noise, for 807 CPU-s against 706);
+# JOBS=0 runs it in this process.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set:
 # else every worker, and every harness process a test starts, compiles and assert-rewrites
 # every module again, seconds each.
