@@ -6,8 +6,9 @@ and the MCP types it loads, aiohttp, Bolt, the config schema: about a second per
 the machines we test on), and the suite starts a few hundred of them. Forked from here, each is
 still a process of its own (its pid, its signals, its descriptors, its environment, its
 folder), running the module's ``__main__`` as ``python -m`` would, only without importing
-what this process already has. ``harness/testing/spawn.py`` is the client; the tests that are
-about start-up itself (imports, packaging) run the interpreter as users do.
+what this process already has. ``harness/testing/fork_client.py`` is the client (and
+``spawn.py`` its ``subprocess`` and ``asyncio`` faces); the tests that are about start-up itself
+(imports, packaging) run the interpreter as users do.
 
 The protocol, one Unix connection per process: the request (JSON: module, args, env, cwd,
 faulthandler, new_session) with the child's stdin, stdout and stderr as SCM_RIGHTS; the answer
@@ -21,6 +22,7 @@ from __future__ import annotations
 import array
 import contextlib
 import faulthandler
+import importlib
 import io
 import json
 import os
@@ -52,8 +54,6 @@ MAX_REQUEST = 1 << 20
 
 
 def preload() -> None:
-    import importlib
-
     for name in PRELOADED:
         # An optional part missing (nats-py): the child that needs it says so itself.
         with contextlib.suppress(ImportError):
