@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import contextlib
 import faulthandler
+import gc
 import importlib
 import io
 import json
@@ -170,6 +171,9 @@ def become(request: dict[str, Any], fds: list[int]) -> None:
 def main() -> None:
     path = sys.argv[1]
     preload()
+    # What was imported stays out of every child's garbage collections: a collection walks
+    # every tracked object, writing to its header, so each page the fork shared gets copied.
+    gc.freeze()
     request, fds = serve(path)
     become(request, fds)
 
