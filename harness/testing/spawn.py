@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 from functools import partial
@@ -108,12 +109,16 @@ class Popen(subprocess.Popen[Any]):
     def _internal_poll(self, _deadstate: Any = None, *args: Any, **kwargs: Any) -> int | None:
         if self._status is None:
             return super()._internal_poll(_deadstate, *args, **kwargs)  # type: ignore[misc, no-any-return]
-        if self.returncode is None:
-            with self._waitpid_lock:  # type: ignore[attr-defined]
+        lock = self._waitpid_lock  # type: ignore[attr-defined]
+        # As subprocess does: another thread waiting holds the lock, and then nothing is known.
+        if self.returncode is None and lock.acquire(False):
+            try:
                 if self.returncode is None:
                     status = self._status_of(block=False)
                     if status is not None:
                         self._handle_exitstatus(status)  # type: ignore[attr-defined]
+            finally:
+                lock.release()
         return self.returncode
 
     def _try_wait(self, wait_flags: int) -> tuple[int, int]:
@@ -222,10 +227,10 @@ class ForkedProcess:
                 os.kill(self.pid, sig)
 
     def terminate(self) -> None:
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
     async def communicate(self, input: bytes | None = None) -> tuple[bytes | None, bytes | None]:
         if self.stdin is not None:
