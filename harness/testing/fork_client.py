@@ -150,6 +150,11 @@ class _ForkServer:
             os.rmdir(self._folder)
 
 
+# The wait status a child is given when the fork server went away before telling its own: an
+# exit code of 255, as asyncio reports a child it lost.
+SERVER_GONE = 255 << 8
+
+
 def read_line(conn: socket.socket) -> bytes:
     data = b""
     while not data.endswith(b"\n"):

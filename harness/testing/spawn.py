@@ -22,7 +22,13 @@ import subprocess
 from functools import partial
 from typing import IO, Any, Literal, cast, overload
 
-from harness.testing.fork_client import forkable, read_line, spawn_child, use_fork_server
+from harness.testing.fork_client import (
+    SERVER_GONE,
+    forkable,
+    read_line,
+    spawn_child,
+    use_fork_server,
+)
 
 __all__ = ["ForkedProcess", "Popen", "create_subprocess_exec", "run", "use_fork_server"]
 
@@ -102,7 +108,7 @@ class Popen(subprocess.Popen[Any]):
         except BlockingIOError:
             return None
         except (ConnectionError, ValueError):
-            self._ended = 255 << 8  # the fork server went away: exit code 255, as asyncio says
+            self._ended = SERVER_GONE
         self._status.close()
         return self._ended
 
@@ -211,11 +217,11 @@ class ForkedProcess:
         while not data.endswith(b"\n"):
             part = await loop.sock_recv(self._status, 64)
             if not part:
-                data = b"65280\n"  # the fork server went away: exit code 255
                 break
             data += part
         self._status.close()
-        self.returncode = os.waitstatus_to_exitcode(int(data))
+        status = int(data) if data.endswith(b"\n") else SERVER_GONE
+        self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     async def wait(self) -> int:

@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -174,7 +175,7 @@ def test_the_demo_runs_again_offline_and_then_on_the_cluster_in_one_folder_each_
     tasks = list((project_dir / ".agents" / "tasks").glob("*/task.json"))
     assert len(tasks) == 3
     [listing] = [c for c in _try_next(outs[-1]) if c.endswith(" tasks")]
-    listed = spawn.run(
+    listed = subprocess.run(
         shlex.split(listing), capture_output=True, text=True, timeout=60, cwd=project_dir,
         check=False,
     )  # fmt: skip

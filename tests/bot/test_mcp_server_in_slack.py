@@ -13,7 +13,6 @@ import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
 from harness.runtime.orphans import bundled_cli
-from harness.testing import spawn
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
 from tests.bot.conftest import BOT_TOKEN, WAIT
 
@@ -49,7 +48,7 @@ async def test_claude_code_with_harness_mcp_posts_a_task_in_slack_and_its_result
         }
         home = tmp_path / "home"
         home.mkdir()
-        claude = await spawn.create_subprocess_exec(
+        claude = await asyncio.create_subprocess_exec(
             cli, "-p", "start the settings page with the team",
             "--mcp-config", json.dumps({"mcpServers": {"harness": server}}),
             "--strict-mcp-config", "--allowedTools", f"{START},{AWAIT}",

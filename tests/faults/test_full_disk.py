@@ -20,7 +20,6 @@ import aiohttp
 import pytest
 
 from bot.testing.slack_emulator import SlackEmulator
-from harness.testing import spawn
 from harness.testing.scripted_model import ModelRequest, Turn
 from tests.bot.conftest import WAIT, bot_outside, free_port, message_text
 
@@ -56,7 +55,7 @@ class Volume:
 
     async def run(self, *command: str, env: dict[str, str] | None = None) -> str:
         """Runs ``command`` where the tmpfs is; its output."""
-        run = await spawn.create_subprocess_exec(
+        run = await asyncio.create_subprocess_exec(
             *self.enter(*command), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
         )
         out, _ = await asyncio.wait_for(run.communicate(), WAIT)
@@ -74,7 +73,7 @@ class Volume:
 async def tmpfs_volume(tasks: Path) -> AsyncIterator[Volume]:
     tasks.mkdir(parents=True, exist_ok=True)
     mount = 'mount -t tmpfs -o size=4m harness-test "$0" && echo mounted && exec sleep 600'
-    holder = await spawn.create_subprocess_exec(
+    holder = await asyncio.create_subprocess_exec(
         *("unshare", "-m", "--propagation", "private", "sh", "-c", mount, str(tasks)),
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -111,7 +110,7 @@ async def bot_on(
     """``harness bot --mode http`` where the volume is, its log read as it comes; stopped with
     SIGTERM at the end (unless the test stopped it)."""
     port = free_port()
-    process = await spawn.create_subprocess_exec(
+    process = await asyncio.create_subprocess_exec(
         *volume.enter(sys.executable, "-m", "harness", "bot", "--mode", "http"),
         *("--port", str(port), "--config", str(config)),
         env=env,

@@ -16,7 +16,6 @@ import pytest
 
 from harness.project import Project, build_orchestrator
 from harness.tasks.store import FileTaskStore
-from harness.testing import spawn
 from harness.testing.held_runtime import HeldRuntime
 from harness.testing.records import make_record
 from harness.testing.scripted_model import ModelRequest, ScriptedModel, Turn
@@ -56,7 +55,7 @@ def test_a_harness_killed_as_pid_1_and_started_again_as_pid_1_interrupts_the_dis
     tasks_dir = project_dir / ".agents" / "tasks"
     env = {**os.environ, **model.env()}
     before = len(model.requests)
-    first = spawn.Popen(
+    first = subprocess.Popen(
         harness_as_pid_1(project_dir, "a slow job"),
         env=env,
         stdout=subprocess.DEVNULL,
@@ -76,7 +75,7 @@ def test_a_harness_killed_as_pid_1_and_started_again_as_pid_1_interrupts_the_dis
         _, err = first.communicate(timeout=10)
     assert b"Traceback" not in err, err.decode()
 
-    second = spawn.run(
+    second = subprocess.run(
         harness_as_pid_1(project_dir, "a quick job"),
         env=env,
         capture_output=True,

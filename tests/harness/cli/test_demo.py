@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_the_cli_demo_stays_offline_with_a_key_exported_and_ends_with_commands_t
     assert "(simulated)" in out  # each cost it prints came from the scripted model
     # The show command it prints, run exactly as printed from where the demo ran.
     [show] = [line.split("#")[0] for line in out.splitlines() if " show " in line]
-    shown = spawn.run(
+    shown = subprocess.run(
         shlex.split(show), capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
         check=False,
     )  # fmt: skip

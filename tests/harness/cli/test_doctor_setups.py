@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -74,7 +75,7 @@ def failures(lines: list[str]) -> list[str]:
 
 
 def git_repository(folder: Path) -> Path:
-    spawn.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
     return folder
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,6 @@ from harness.memory.store import FileMemoryStore, MemoryStore, memory_folder
 from harness.project import Project
 from harness.tasks.model import Task, ThreadRef
 from harness.tasks.nats_store import NatsTaskStore
-from harness.testing import spawn
 from harness.testing.clock import FakeClock
 from tests.harness.tasks.nats_fixtures import module_server, settings_for
 
@@ -161,7 +161,7 @@ asyncio.run(main())
 @pytest.mark.subprocess
 def test_two_processes_adding_at_once_lose_no_note(tmp_path: Path) -> None:
     procs = [
-        spawn.Popen([sys.executable, "-c", ADD_MANY, str(tmp_path), name])
+        subprocess.Popen([sys.executable, "-c", ADD_MANY, str(tmp_path), name])
         for name in ("bot", "terminal")
     ]
     for proc in procs:

@@ -16,7 +16,6 @@ import pytest
 from harness.tasks.nats_buckets import Buckets
 from harness.tasks.nats_records import live_key
 from harness.tasks.nats_store import NatsTaskStore
-from harness.testing import spawn
 from harness.testing.nats_server import NatsServer
 from tests.harness.tasks.nats_fixtures import settings_for
 from tests.harness.tasks.test_nats_store import HOLDER
@@ -37,7 +36,7 @@ async def test_a_run_whose_heartbeat_expired_while_nats_was_away_is_not_taken_fo
 ) -> None:
     async with NatsServer(tmp_path / "nats") as nats:
         settings = settings_for(nats.url)
-        holder = await spawn.create_subprocess_exec(
+        holder = await asyncio.create_subprocess_exec(
             sys.executable, "-c", HOLDER, nats.url, settings.prefix,
             stdout=asyncio.subprocess.PIPE, env={**os.environ},
         )  # fmt: skip

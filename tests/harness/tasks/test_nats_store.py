@@ -17,7 +17,6 @@ from harness.tasks.model import Decision, ThreadRef
 from harness.tasks.nats_records import task_key
 from harness.tasks.nats_store import NatsTaskStore
 from harness.tasks.store import Store
-from harness.testing import spawn
 from harness.testing.nats_server import NatsServer
 from harness.testing.records import make_record
 from tests.harness.tasks.nats_fixtures import module_server, settings_for
@@ -162,7 +161,7 @@ async def test_the_run_of_a_killed_process_ends_within_the_heartbeat_bound(
     nats_url: str,
 ) -> None:
     settings = settings_for(nats_url)
-    holder = await spawn.create_subprocess_exec(
+    holder = await asyncio.create_subprocess_exec(
         sys.executable, "-c", HOLDER, nats_url, settings.prefix,
         stdout=asyncio.subprocess.PIPE, env={**os.environ},
     )  # fmt: skip

@@ -19,7 +19,6 @@ from harness.tasks.store import (
     make_slug,
     validate_slug,
 )
-from harness.testing import spawn
 from harness.testing.records import make_record
 from tests.harness.tasks.run_liveness_suite import (
     RunLivenessConformance,
@@ -180,7 +179,7 @@ async def test_two_processes_saving_20_records_each_keep_all_40(
 ) -> None:
     slug = (await files.create("Shared task")).slug
     writers = [
-        spawn.Popen(
+        subprocess.Popen(
             [sys.executable, "-c", WRITER, str(tmp_path), slug, prefix],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
