@@ -18,20 +18,19 @@ $(STAMP): pyproject.toml
 		--upgrade-package pip pip -e '.[test]'
 	touch $(STAMP)
 
-# pytest on pytest-xdist's workers: JOBS=3 by default on the two cores of the machines we run
-# on. The suite is bound by the CPU of the processes it starts: the real CLI's runs (about 480,
-# more than half of it) and the harness's own, which tests fork from a fork server that
-# imported the harness once (harness/testing/spawn.py: the `subprocess` tests alternated
-# before/after, 190/193 s and 361/369 CPU-s before, 134/131 s and 253/239 CPU-s after).
-# Three workers took 8m18 in all on a fresh clone (pytest 472 s, 790 CPU-s) against four's
-# 8m33 (488 s, 894 CPU-s): with fewer processes competing each takes less CPU. -n 2 left the
-# cores idle much of the time, -n 5 only added CPU (458 s against 472, within the machine's
-# noise, for 807 CPU-s against 706);
-# JOBS=0 runs it in this process.
+# pytest on pytest-xdist's workers: JOBS=5 by default on the two cores of the machines we run
+# on, two of them lanes for the tests marked `waits`, which mostly wait out real windows
+# (tests/lanes.py), three for the rest. The suite is bound by the CPU of the processes it
+# starts: the real CLI's runs (about 440, half of it) and the harness's own, which tests fork
+# from a fork server that imported the harness once (harness/testing/spawn.py). With three
+# workers and no lanes the cores were idle a fifth of the run (170 of 890 CPU-s; 57 to 69%
+# busy in the first two minutes, when the longest tests, most of them waiting, ran together);
+# with the lanes 2% (18 of 796): 413 s against 459 and 464 s in the same hour, -n 5 without
+# lanes 413 and 428 s, -n 4 with lanes 444 s (bench/RESULTS.md). JOBS=0 runs it in this process.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set:
 # else every worker, and every harness process a test starts, compiles and assert-rewrites
 # every module again, seconds each.
-JOBS ?= 3
+JOBS ?= 5
 # The fast tier is in-process tests only: two workers fill two cores; a third only pays
 # collection again (-n 3: 57.9 CPU-s and no sooner, against 51.5 at -n 2).
 FAST_JOBS ?= 2

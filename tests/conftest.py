@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ from harness.cli.scaffold import init_project
 from harness.project import Project, load_project
 from harness.testing import spawn
 from tests.hang_report import BEFORE_TIMEOUT, HangReporter
+from tests.lanes import LaneScheduling, name_lanes_file, write_waiting
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,6 +31,8 @@ pytest.register_assert_rewrite(
 # Made at the session's start (its standard error copied before any test captures it), when
 # pytest-timeout has a timeout to come before.
 HANG_REPORTER = pytest.StashKey[HangReporter]()
+# Under -n: the file the first worker names the waiting tests in (tests/lanes.py).
+WAITING = pytest.StashKey[Path]()
 
 # Why a test is too slow for the fast tier (pyproject.toml describes each marker): a test with
 # any of these is also marked `slow`, so `pytest -m "not slow"` is the fast tier.
@@ -45,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
         getattr(config.option, "maxschedchunk", 0) is None
     ):
         config.option.maxschedchunk = 1
+    if getattr(config.option, "numprocesses", None) and config.getvalue("dist") == "load":
+        config.stash[WAITING] = name_lanes_file()
     timeout = float(config.getini("timeout") or 0)
     if timeout > BEFORE_TIMEOUT:
         stderr = os.dup(2)
@@ -73,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.get_closest_marker(reason) for reason in SLOW_REASONS
         ):
             item.add_marker(pytest.mark.slow)
-    # On pytest-xdist's workers (`make test` runs `-n 3`): the slow tests first, the longest of
+    # On pytest-xdist's workers (`make test` runs `-n 5`): the slow tests first, the longest of
     # them first of all, so that the run ends on short tests spread over every worker rather
     # than on one long test started late. A stable sort: the rest keep their file order. A
     # serial run keeps the file order.
@@ -85,6 +92,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 -longest.get(item.nodeid, 0.0),
             )
         )
+        # Those marked `waits` go to lanes of their own (tests/lanes.py).
+        write_waiting(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LaneScheduling | None:
+    waiting = config.stash.get(WAITING, None)
+    return None if waiting is None else LaneScheduling(config, log, waiting, _longest_tests())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    waiting = config.stash.get(WAITING, None)
+    if waiting is not None:
+        shutil.rmtree(waiting.parent, ignore_errors=True)
 
 
 def _longest_tests() -> dict[str, float]:
