@@ -92,9 +92,11 @@ class LaneScheduling(LoadScheduling):  # type: ignore[misc]  # pytest-xdist ship
         self.collection = collection
         index = {nodeid: n for n, nodeid in enumerate(collection)}
         # No file: the workers collected nothing (a wrong path, a collection error).
-        waiting: list[str] = []
+        written: list[str] = []
         if self._waiting_file.exists():
-            waiting = json.loads(self._waiting_file.read_text(encoding="utf-8"))
+            written = json.loads(self._waiting_file.read_text(encoding="utf-8"))
+        # The worker wrote them before -m or -k deselected any.
+        waiting = [nodeid for nodeid in written if nodeid in index]
         nodes = self.nodes
         lanes = min(WAIT_LANES, len(nodes) - 1) if waiting else 0
         taken: set[int] = set()

@@ -43,7 +43,7 @@ def test_waiting_tests_are_dealt_so_the_lanes_end_together_each_in_its_order() -
 
 
 @pytest.mark.subprocess
-def test_under_xdist_the_waiting_tests_run_on_two_workers_and_every_test_runs_once(
+def test_under_xdist_the_waiting_tests_run_on_two_workers_and_every_selected_test_runs_once(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "conftest.py").write_text(
@@ -67,3 +67,14 @@ def test_under_xdist_the_waiting_tests_run_on_two_workers_and_every_test_runs_on
     lanes = {worker for name, worker in ran.items() if name.startswith("waiting")}
     assert len(lanes) == 2
     assert len(set(ran.values())) == 4  # the other two took the rest
+
+    # Deselected, they are not waited for: the run takes what was selected.
+    (tmp_path / "ran.txt").unlink()
+    selected = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "4", "-p", "no:cacheprovider",
+         "-W", "ignore::pytest.PytestUnknownMarkWarning", "-m", "not waits", "test_mixed.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert selected.returncode == 0, selected.stdout[-3000:] + selected.stderr[-3000:]
+    assert "12 passed" in selected.stdout
+    assert len((tmp_path / "ran.txt").read_text().splitlines()) == 12
