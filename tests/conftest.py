@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,8 +102,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LaneScheduli
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     waiting = config.stash.get(WAITING, None)
-    if waiting is not None:
-        shutil.rmtree(waiting.parent, ignore_errors=True)
+    if waiting is not None:  # a run that ended before the scheduler read it
+        waiting.unlink(missing_ok=True)
 
 
 def _longest_tests() -> dict[str, float]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,8 +33,9 @@ UNLISTED_SECONDS = 2.0
 
 
 def name_lanes_file() -> Path:
-    """Called by the controller before the workers start: where the first one writes."""
-    path = Path(tempfile.mkdtemp(prefix="wait-lanes-")) / "waiting.json"
+    """Called by the controller before the workers start: where the first one writes (made
+    by it, read and removed by the scheduler)."""
+    path = Path(tempfile.gettempdir()) / f"harness-wait-lanes-{os.getpid()}-{secrets.token_hex(4)}"
     os.environ[LANES_FILE] = str(path)
     return path
 
@@ -95,6 +97,7 @@ class LaneScheduling(LoadScheduling):  # type: ignore[misc]  # pytest-xdist ship
         written: list[str] = []
         if self._waiting_file.exists():
             written = json.loads(self._waiting_file.read_text(encoding="utf-8"))
+            self._waiting_file.unlink()
         # The worker wrote them before -m or -k deselected any.
         waiting = [nodeid for nodeid in written if nodeid in index]
         nodes = self.nodes
