@@ -3,10 +3,11 @@
 A test marked ``waits`` spends most of its time waiting out a real window (an outage, a
 heartbeat bound, a back-off) and little of it on the CPU. Mixed in with the rest, three of
 them at once left both cores idle for much of the run's first two minutes. So under ``-n``
-the last ``WAIT_LANES`` workers take those tests, one after the other, longest first, split
-so that the lanes end together; the other workers keep the CPU busy with the rest. A lane
-that runs out joins the others. With no more workers than lanes, or no test marked
-``waits`` (the fast tier), it is pytest-xdist's own load scheduling.
+the ``WAIT_LANES`` workers that came up last take those tests, one after the other, longest
+first, split so that the lanes end together; the other workers keep the CPU busy with the
+rest. A lane that runs out joins the others. At least one worker is kept for the rest; with
+one worker, or no test marked ``waits`` (the fast tier), it is pytest-xdist's own load
+scheduling.
 
 The controller does not collect tests: the first worker writes which tests wait, in the
 order it will run them, to a file the controller named in the environment every worker

@@ -124,6 +124,10 @@ async def test_one_of_two_bots_schedules_and_the_other_takes_over_once_it_is_kil
         fired = 'routine="every-minute",trigger="schedule"'
         assert await both([holder], "harness_routine_firings_total", fired) == [1.0]
         assert await metric(other, "harness_routine_firings_total", fired) == 0.0
+        # Its agent's result is in first: the shared clock jumps a minute ahead below, and a
+        # run still at work then would be past its liveness bound (10 s) and so interrupted.
+        (opening,) = openings(c.slack, "every-minute")
+        await c.slack.wait_for(functools.partial(done, c, opening), WAIT)
 
         await holder.kill()  # the scheduling replica dies: the other takes it up
         # once its lease has run out on the clock the replicas share (6 s).
