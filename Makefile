@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml
 # from a fork server that imported the harness once (harness/testing/spawn.py). With three
 # workers and no lanes the cores were idle a fifth of the run (170 of 890 CPU-s; 57 to 69%
 # busy in the first two minutes, when the longest tests, most of them waiting, ran together);
-# with the lanes 2% (18 of 796): 413 s against 459 and 464 s in the same hour, -n 5 without
-# lanes 413 and 428 s, -n 4 with lanes 444 s (bench/RESULTS.md). JOBS=0 runs it in this process.
+# with the lanes 2% (18 of 796): 413 s against 459 and 464 s in the same hour (-n 5 without
+# lanes 413 and 428 s, -n 4 with lanes 444 s: bench/RESULTS.md). JOBS=0 runs it in this process.
 # Bytecode is cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is set:
 # else every worker, and every harness process a test starts, compiles and assert-rewrites
 # every module again, seconds each.
