@@ -68,7 +68,6 @@ class LaneScheduling(LoadScheduling):  # type: ignore[misc]  # pytest-xdist ship
     """LoadScheduling whose last workers take the waiting tests first."""
 
     collection: list[str] | None
-    maxschedchunk: int | None
 
     def __init__(self, config: pytest.Config, log: Any, waiting: Path, seconds: dict[str, float]):
         super().__init__(config, log)
@@ -109,8 +108,6 @@ class LaneScheduling(LoadScheduling):  # type: ignore[misc]  # pytest-xdist ship
             self._lanes[node] = [index[nodeid] for nodeid in lane]
             taken.update(self._lanes[node])
         self.pending[:] = [n for n in range(len(collection)) if n not in taken]
-        if self.maxschedchunk is None:
-            self.maxschedchunk = len(collection)
         for node in nodes:
             self.check_schedule(node)
 

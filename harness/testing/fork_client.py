@@ -155,6 +155,12 @@ class _ForkServer:
 SERVER_GONE = 255 << 8
 
 
+def wait_status(line: bytes) -> int:
+    """The wait status in the fork server's last line, or SERVER_GONE when the connection
+    ended before a whole one came."""
+    return int(line) if line.endswith(b"\n") and line[:-1].isdigit() else SERVER_GONE
+
+
 def read_line(conn: socket.socket) -> bytes:
     data = b""
     while not data.endswith(b"\n"):

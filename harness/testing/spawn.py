@@ -23,11 +23,11 @@ from functools import partial
 from typing import IO, Any, Literal, cast, overload
 
 from harness.testing.fork_client import (
-    SERVER_GONE,
     forkable,
     read_line,
     spawn_child,
     use_fork_server,
+    wait_status,
 )
 
 __all__ = ["ForkedProcess", "Popen", "create_subprocess_exec", "run", "use_fork_server"]
@@ -104,11 +104,12 @@ class Popen(subprocess.Popen[Any]):
             return self._ended
         self._status.setblocking(block)
         try:
-            self._ended = int(read_line(self._status))
+            line = read_line(self._status)
         except BlockingIOError:
             return None
-        except (ConnectionError, ValueError):
-            self._ended = SERVER_GONE
+        except ConnectionError:
+            line = b""
+        self._ended = wait_status(line)
         self._status.close()
         return self._ended
 
@@ -220,8 +221,7 @@ class ForkedProcess:
                 break
             data += part
         self._status.close()
-        status = int(data) if data.endswith(b"\n") else SERVER_GONE
-        self.returncode = os.waitstatus_to_exitcode(status)
+        self.returncode = os.waitstatus_to_exitcode(wait_status(data))
         return self.returncode
 
     async def wait(self) -> int:
