@@ -52,6 +52,24 @@ async def posted(r: Rig, thread_ts: str, needle: str) -> JSON:
     return await r.slack.wait_for(find, WAIT)
 
 
+async def asked(r: Rig, thread_ts: str, needle: str) -> JSON:
+    """The question or approval in C1's thread that shows ``needle``, with its buttons, once
+    posted (the thread's progress line names what the agent waits for too, without them)."""
+
+    def find() -> JSON | None:
+        return next(
+            (
+                m
+                for m in r.bot_messages("C1", thread_ts)
+                if needle in message_text(m)
+                and any(b.get("type") == "actions" for b in m.get("blocks") or [])
+            ),
+            None,
+        )
+
+    return await r.slack.wait_for(find, WAIT)
+
+
 def buttons(message: JSON) -> dict[str, JSON]:
     [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
     return {e["text"]["text"]: e for e in actions["elements"]}
@@ -122,7 +140,7 @@ async def test_an_answer_clicked_outside_the_questions_thread_is_refused(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await posted(r, ts, "Which database?")
+        question = await asked(r, ts, "Which database?")
         sqlite = buttons(question)["SQLite"]
 
         # The question's own button, its payload claiming another place.
@@ -144,7 +162,7 @@ async def test_an_approval_clicked_by_someone_else_is_refused_and_the_admin_deci
         ts = await task_in_channel(r)
         theirs = await task_in_channel(r, user="U2", text="write the docs")
         approving = approve(r, agent_of(r))
-        approval = await posted(r, ts, "asks to run Bash")
+        approval = await asked(r, ts, "asks to run Bash")
         allow = buttons(approval)["Allow once"]
 
         # U2 in U1's thread, then from U2's own task's thread (where U2 is the requester).
@@ -217,7 +235,7 @@ async def test_a_killed_agents_question_closes_saying_it_ended_not_that_nobody_a
         ts = await task_in_channel(r)
         agent_id = agent_of(r)
         approving = approve(r, agent_id)
-        question = await posted(r, ts, "asks to run Bash")
+        question = await asked(r, ts, "asks to run Bash")
 
         assert await r.orchestrator.kill(agent_id, "changed my mind")
         await asyncio.wait_for(approving, WAIT)
@@ -263,7 +281,7 @@ async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await posted(r, ts, "Which database?")
+        question = await asked(r, ts, "Which database?")
         choices = buttons(question)
 
         await click(r.slack, "U1", question, choices["Postgres"])
@@ -286,7 +304,7 @@ async def test_forged_button_values_are_refused_without_a_traceback(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await posted(r, ts, "Which database?")
+        question = await asked(r, ts, "Which database?")
         button = buttons(question)["Postgres"]
         question_id = button["value"].partition("|")[0]
         forged = [
@@ -347,7 +365,7 @@ async def test_a_command_too_long_for_a_message_is_shown_whole_as_a_file(
         approving = asyncio.ensure_future(
             Approvals(r.orchestrator.services).approve(agent_of(r), "Bash", {"command": command})
         )
-        question = await posted(r, ts, "asks to run Bash")
+        question = await asked(r, ts, "asks to run Bash")
 
         def shared() -> JSON | None:
             return next(
