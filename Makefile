@@ -47,10 +47,13 @@ PYTEST := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u PYTHO
 # discarded, kernel work that the fast tier paid 9.5 CPU-s for against 3.7 on tmpfs (25.4 s
 # against 19-20 s) and the whole suite about a minute (392.7 s against 330.5 s, one run after
 # the other: bench/RESULTS.md).
-# Elsewhere TMPDIR (or /tmp) as it is. The folder goes when the tests pass; a failed test's
-# tmp_path is kept for a look, and the folder named.
+# A whole run holds at most about 50 MB there at once: a /dev/shm with less than 512 MB free
+# (a container's 64 MB), or one that runs no programs, leaves TMPDIR (or /tmp) as it is. The
+# folder goes when the tests pass; a failed test's tmp_path is kept for a look, and the folder
+# named.
 SCRATCH = $(shell d=$$(mktemp -d /dev/shm/ht.XXXXXX 2>/dev/null) && cp /bin/true "$$d/x" \
-	&& "$$d/x" 2>/dev/null && echo /dev/shm || echo "$${TMPDIR:-/tmp}"; [ -z "$$d" ] || rm -rf "$$d")
+	&& "$$d/x" 2>/dev/null && [ "$$(df -Pk /dev/shm | awk 'NR == 2 {print $$4}')" -gt 524288 ] \
+	&& echo /dev/shm || echo "$${TMPDIR:-/tmp}"; [ -z "$$d" ] || rm -rf "$$d")
 # The recipe's lines that make that folder, and drop it once the tests ($$tests) passed.
 NEW_SCRATCH = scratch=$$(mktemp -d "$(SCRATCH)/ht.XXXXXX")
 DROP_SCRATCH = if [ $$tests -eq 0 ]; then rm -rf "$$scratch"; \

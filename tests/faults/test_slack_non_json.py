@@ -111,12 +111,17 @@ def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
 
 
-async def run_to_the_end(r: Rig, text: str = "fix the footer") -> str:
-    """A request in a DM, its (held) agent released once it runs; the request's ts, once the
+async def run_to_the_end(r: Rig, text: str = "fix the footer", *, streamed: bool = False) -> str:
+    """A request in a DM, its (held) agent released once it runs (``streamed``: and its reply's
+    stream is open, else a result sooner is posted, not streamed); the request's ts, once the
     thread has its ✅ and the outbox has nothing left to send."""
     asked = str((await r.say(text, channel="D1")).event["ts"])
     if isinstance(r.runtime, HeldRuntime):
         await r.held.wait_started(len(r.held.started) + 1, WAIT)
+        if streamed:
+            await r.slack.wait_for(
+                lambda: [c for c in r.slack.calls("chat.startStream") if c.ok] or None, WAIT
+            )
         r.held.release()
     assert await r.final_reaction("D1", asked) == "white_check_mark"
     await r.bot.outbox.settled(WAIT)
@@ -170,10 +175,16 @@ def failing(rig: RigFactory, caplog: pytest.LogCaptureFixture) -> Failing:
 
 
 async def survives(
-    failing: Failing, method: str, failure: Failure, *, times: int, options: BotOptions = FAST
+    failing: Failing,
+    method: str,
+    failure: Failure,
+    *,
+    times: int,
+    options: BotOptions = FAST,
+    streamed: bool = False,
 ) -> Rig:
     async with failing(method, failure, times=times, options=options) as r:
-        asked = await run_to_the_end(r)
+        asked = await run_to_the_end(r, streamed=streamed)
         failed = [c for c in r.slack.calls(method) if not c.ok]
         assert_result_shown_once(r, asked)
     assert failed, f"{method} never failed"
@@ -232,7 +243,9 @@ async def test_a_stream_slack_keeps_failing_to_open_falls_back_to_a_status_messa
 async def test_closing_the_stream_is_retried_until_slack_takes_the_result(
     failing: Failing, failure: Failure
 ) -> None:
-    r = await survives(failing, "chat.stopStream", failure, times=2, options=STREAMING)
+    r = await survives(
+        failing, "chat.stopStream", failure, times=2, options=STREAMING, streamed=True
+    )
     assert [c for c in r.slack.calls("chat.stopStream") if c.ok]
 
 
