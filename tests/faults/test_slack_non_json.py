@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Literal, Protocol, get_args
 
 import aiohttp
@@ -111,17 +111,30 @@ def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
 
 
-async def run_to_the_end(r: Rig, text: str = "fix the footer", *, streamed: bool = False) -> str:
-    """A request in a DM, its (held) agent released once it runs (``streamed``: and its reply's
-    stream is open, else a result sooner is posted, not streamed); the request's ts, once the
-    thread has its ✅ and the outbox has nothing left to send."""
+Ready = Callable[[Rig], object]
+
+
+def stream_open(r: Rig) -> object:
+    return [c for c in r.slack.calls("chat.startStream") if c.ok]
+
+
+def status_posted(r: Rig) -> object:
+    """The stream was refused every try, and the status message stands in for it."""
+    refused = [c for c in r.slack.calls("chat.startStream") if not c.ok]
+    return len(refused) >= START_ATTEMPTS and [c for c in r.slack.calls("chat.postMessage") if c.ok]
+
+
+async def run_to_the_end(
+    r: Rig, text: str = "fix the footer", *, ready: Ready | None = None
+) -> str:
+    """A request in a DM, its (held) agent released once it runs and ``ready(r)`` holds (a
+    result sooner than the thread's stream or status message is posted on its own); the
+    request's ts, once the thread has its ✅ and the outbox has nothing left to send."""
     asked = str((await r.say(text, channel="D1")).event["ts"])
     if isinstance(r.runtime, HeldRuntime):
         await r.held.wait_started(len(r.held.started) + 1, WAIT)
-        if streamed:
-            await r.slack.wait_for(
-                lambda: [c for c in r.slack.calls("chat.startStream") if c.ok] or None, WAIT
-            )
+        if ready is not None:
+            await r.slack.wait_for(lambda: ready(r) or None, WAIT)
         r.held.release()
     assert await r.final_reaction("D1", asked) == "white_check_mark"
     await r.bot.outbox.settled(WAIT)
@@ -181,10 +194,10 @@ async def survives(
     *,
     times: int,
     options: BotOptions = FAST,
-    streamed: bool = False,
+    ready: Ready | None = None,
 ) -> Rig:
     async with failing(method, failure, times=times, options=options) as r:
-        asked = await run_to_the_end(r, streamed=streamed)
+        asked = await run_to_the_end(r, ready=ready)
         failed = [c for c in r.slack.calls(method) if not c.ok]
         assert_result_shown_once(r, asked)
     assert failed, f"{method} never failed"
@@ -223,7 +236,9 @@ async def test_a_surface_failing_leaves_the_result_to_arrive(
 async def test_a_stream_slack_fails_to_open_once_opens_on_the_next_try_with_the_result(
     failing: Failing, failure: Failure
 ) -> None:
-    r = await survives(failing, "chat.startStream", failure, times=1, options=STREAMING)
+    r = await survives(
+        failing, "chat.startStream", failure, times=1, options=STREAMING, ready=stream_open
+    )
     assert [c for c in r.slack.calls("chat.startStream") if c.ok]
     assert [c for c in r.slack.calls("chat.stopStream") if c.ok]
 
@@ -233,7 +248,12 @@ async def test_a_stream_slack_keeps_failing_to_open_falls_back_to_a_status_messa
     failing: Failing, failure: Failure
 ) -> None:
     r = await survives(
-        failing, "chat.startStream", failure, times=START_ATTEMPTS, options=STREAMING
+        failing,
+        "chat.startStream",
+        failure,
+        times=START_ATTEMPTS,
+        options=STREAMING,
+        ready=status_posted,
     )
     assert not [c for c in r.slack.calls("chat.startStream") if c.ok]
     assert r.slack.calls("chat.update")  # the status message became the result
@@ -244,7 +264,7 @@ async def test_closing_the_stream_is_retried_until_slack_takes_the_result(
     failing: Failing, failure: Failure
 ) -> None:
     r = await survives(
-        failing, "chat.stopStream", failure, times=2, options=STREAMING, streamed=True
+        failing, "chat.stopStream", failure, times=2, options=STREAMING, ready=stream_open
     )
     assert [c for c in r.slack.calls("chat.stopStream") if c.ok]
 
