@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling  # type: ignore[import-untyped]
 
+from harness.atomic import write_atomic
+
 WAIT_LANES = 2
 LANES_FILE = "HARNESS_TEST_WAIT_LANES"
 # A waiting test not in tests/longest.txt is taken to hold its worker this long (seconds).
@@ -47,9 +49,7 @@ def write_waiting(items: Sequence[pytest.Item]) -> None:
     if target is None or os.environ.get("PYTEST_XDIST_WORKER") != "gw0":
         return
     waiting = [item.nodeid for item in items if item.get_closest_marker("waits") is not None]
-    partial = Path(target + ".partial")
-    partial.write_text(json.dumps(waiting), encoding="utf-8")
-    os.replace(partial, target)
+    write_atomic(Path(target), json.dumps(waiting).encode("utf-8"))
 
 
 def split_lanes(waiting: Sequence[str], seconds: dict[str, float], lanes: int) -> list[list[str]]:

@@ -43,29 +43,17 @@ def agent_of(r: Rig, text: str = "fix the login bug") -> str:
     return next(s.agent_id for s in r.held.started if s.prompt.rstrip().endswith(text))
 
 
-async def posted(r: Rig, thread_ts: str, needle: str) -> JSON:
-    """The bot's message in C1's thread that shows ``needle``, once posted."""
+async def posted(r: Rig, thread_ts: str, needle: str, *, with_buttons: bool = False) -> JSON:
+    """The bot's message in C1's thread that shows ``needle`` (``with_buttons``: and has them,
+    as a question or an approval does and the thread's progress line naming it does not),
+    once posted."""
+
+    def shown(m: JSON) -> bool:
+        has_buttons = any(b.get("type") == "actions" for b in m.get("blocks") or [])
+        return needle in message_text(m) and (has_buttons or not with_buttons)
 
     def find() -> JSON | None:
-        return next((m for m in r.bot_messages("C1", thread_ts) if needle in message_text(m)), None)
-
-    return await r.slack.wait_for(find, WAIT)
-
-
-async def asked(r: Rig, thread_ts: str, needle: str) -> JSON:
-    """The question or approval in C1's thread that shows ``needle``, with its buttons, once
-    posted (the thread's progress line names what the agent waits for too, without them)."""
-
-    def find() -> JSON | None:
-        return next(
-            (
-                m
-                for m in r.bot_messages("C1", thread_ts)
-                if needle in message_text(m)
-                and any(b.get("type") == "actions" for b in m.get("blocks") or [])
-            ),
-            None,
-        )
+        return next((m for m in r.bot_messages("C1", thread_ts) if shown(m)), None)
 
     return await r.slack.wait_for(find, WAIT)
 
@@ -140,7 +128,7 @@ async def test_an_answer_clicked_outside_the_questions_thread_is_refused(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await asked(r, ts, "Which database?")
+        question = await posted(r, ts, "Which database?", with_buttons=True)
         sqlite = buttons(question)["SQLite"]
 
         # The question's own button, its payload claiming another place.
@@ -162,7 +150,7 @@ async def test_an_approval_clicked_by_someone_else_is_refused_and_the_admin_deci
         ts = await task_in_channel(r)
         theirs = await task_in_channel(r, user="U2", text="write the docs")
         approving = approve(r, agent_of(r))
-        approval = await asked(r, ts, "asks to run Bash")
+        approval = await posted(r, ts, "asks to run Bash", with_buttons=True)
         allow = buttons(approval)["Allow once"]
 
         # U2 in U1's thread, then from U2's own task's thread (where U2 is the requester).
@@ -235,7 +223,7 @@ async def test_a_killed_agents_question_closes_saying_it_ended_not_that_nobody_a
         ts = await task_in_channel(r)
         agent_id = agent_of(r)
         approving = approve(r, agent_id)
-        question = await asked(r, ts, "asks to run Bash")
+        question = await posted(r, ts, "asks to run Bash", with_buttons=True)
 
         assert await r.orchestrator.kill(agent_id, "changed my mind")
         await asyncio.wait_for(approving, WAIT)
@@ -281,7 +269,7 @@ async def test_a_click_on_an_answered_question_says_so_and_changes_nothing(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await asked(r, ts, "Which database?")
+        question = await posted(r, ts, "Which database?", with_buttons=True)
         choices = buttons(question)
 
         await click(r.slack, "U1", question, choices["Postgres"])
@@ -304,7 +292,7 @@ async def test_forged_button_values_are_refused_without_a_traceback(
     async with rig(runtime=HeldRuntime()) as r:
         ts = await task_in_channel(r)
         asking = ask(r, agent_of(r))
-        question = await asked(r, ts, "Which database?")
+        question = await posted(r, ts, "Which database?", with_buttons=True)
         button = buttons(question)["Postgres"]
         question_id = button["value"].partition("|")[0]
         forged = [
@@ -365,7 +353,7 @@ async def test_a_command_too_long_for_a_message_is_shown_whole_as_a_file(
         approving = asyncio.ensure_future(
             Approvals(r.orchestrator.services).approve(agent_of(r), "Bash", {"command": command})
         )
-        question = await asked(r, ts, "asks to run Bash")
+        question = await posted(r, ts, "asks to run Bash", with_buttons=True)
 
         def shared() -> JSON | None:
             return next(
